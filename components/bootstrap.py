@@ -1,0 +1,125 @@
+"""The bootstrap chain every service shares: db-init, rabbit-init and Keystone registration.
+
+A service declares databases, messaging and catalog entries; this module turns them into
+the standard Jobs (openstack-helm's names) with what each waits for. The service adds its
+own steps (db-sync and friends) that name these Jobs in their `needs`.
+"""
+
+from __future__ import annotations
+
+from components import oslo
+from components.settings import Settings
+from components.spec import ServiceSpec, Step
+from components.workload import env, secret_env
+
+TOOLBOX = "kolla-toolbox"
+ADMIN_SECRET = "keystone-admin"
+MARIADB_ROOT_SECRET = "mariadb-root"
+# Created by the RabbitMQ Cluster Operator for the RabbitmqCluster named "rabbitmq".
+RABBITMQ_ADMIN_SECRET = "rabbitmq-default-user"
+# Registering with Keystone needs its API serving and the admin user that bootstrap creates.
+KEYSTONE_READY = ("keystone-api", "keystone-bootstrap")
+
+
+def passwords_secret(service: str) -> str:
+    return f"{service}-passwords"
+
+
+def _admin_env(settings: Settings) -> tuple:
+    return (
+        env("OS_AUTH_URL", oslo.keystone_url(settings) + "/v3"),
+        env("OS_USERNAME", "admin"),
+        secret_env("OS_PASSWORD", ADMIN_SECRET, "password"),
+        env("OS_PROJECT_NAME", "admin"),
+        env("OS_USER_DOMAIN_NAME", "Default"),
+        env("OS_PROJECT_DOMAIN_NAME", "Default"),
+        env("OS_REGION_NAME", settings.region),
+        env("OS_INTERFACE", "internal"),
+    )
+
+
+def standard_steps(spec: ServiceSpec, settings: Settings) -> tuple[Step, ...]:
+    name = spec.name
+    steps: list[Step] = []
+    if spec.databases:
+        steps.append(
+            Step(
+                name=f"{name}-db-init",
+                image=TOOLBOX,
+                command=("python3", "/scripts/db_init.py"),
+                needs=("mariadb",),
+                scripts=("db_init.py",),
+                env=(
+                    env("DB_HOST", settings.service_host("mariadb")),
+                    env("DB_PORT", str(oslo.MARIADB_PORT)),
+                    env("DB_ADMIN_USER", "root"),
+                    secret_env("DB_ADMIN_PASSWORD", MARIADB_ROOT_SECRET, "password"),
+                    env("DB_NAMES", ",".join(spec.databases)),
+                    env("DB_USER", name),
+                    secret_env("DB_PASSWORD", passwords_secret(name), "database"),
+                ),
+            )
+        )
+    if spec.messaging:
+        steps.append(
+            Step(
+                name=f"{name}-rabbit-init",
+                image=TOOLBOX,
+                command=("python3", "/scripts/rabbit_init.py"),
+                needs=("rabbitmq",),
+                scripts=("rabbit_init.py",),
+                env=(
+                    env("RABBIT_API", oslo.internal_url(settings, "rabbitmq", oslo.RABBITMQ_MANAGEMENT_PORT)),
+                    secret_env("RABBIT_ADMIN_USER", RABBITMQ_ADMIN_SECRET, "username"),
+                    secret_env("RABBIT_ADMIN_PASSWORD", RABBITMQ_ADMIN_SECRET, "password"),
+                    env("RABBIT_USER", name),
+                    secret_env("RABBIT_PASSWORD", passwords_secret(name), "rabbitmq"),
+                    env("RABBIT_VHOST", name),
+                ),
+            )
+        )
+    if spec.catalog:
+        steps += _keystone_steps(spec, settings)
+    return tuple(steps)
+
+
+def _keystone_steps(spec: ServiceSpec, settings: Settings) -> list[Step]:
+    name = spec.name
+    register = ("python3", "/scripts/ks_register.py")
+    endpoints = ";".join(
+        f"{entry.catalog_name},{entry.service_type},"
+        f"{oslo.public_url(settings, entry.catalog_name, entry.path)},"
+        f"{oslo.internal_url(settings, entry.process, entry.port, entry.path)},"
+        f"{oslo.internal_url(settings, entry.process, entry.port, entry.path) if entry.admin else ''}"
+        for entry in spec.catalog
+    )
+    common = dict(image=TOOLBOX, scripts=("ks_register.py",))
+    return [
+        Step(
+            name=f"{name}-ks-user",
+            command=(*register, "user"),
+            needs=KEYSTONE_READY,
+            env=(
+                *_admin_env(settings),
+                env("SERVICE_USER", name),
+                secret_env("SERVICE_PASSWORD", passwords_secret(name), "keystone"),
+                env("SERVICE_PROJECT", oslo.SERVICE_PROJECT),
+                env("SERVICE_ROLES", ",".join(spec.keystone_roles)),
+            ),
+            **common,
+        ),
+        Step(
+            name=f"{name}-ks-service",
+            command=(*register, "service"),
+            needs=KEYSTONE_READY,
+            env=(*_admin_env(settings), env("CATALOG", endpoints)),
+            **common,
+        ),
+        Step(
+            name=f"{name}-ks-endpoints",
+            command=(*register, "endpoints"),
+            needs=(f"{name}-ks-service",),
+            env=(*_admin_env(settings), env("CATALOG", endpoints)),
+            **common,
+        ),
+    ]

@@ -1,0 +1,49 @@
+"""Builds the whole cloud from settings: infrastructure, Keystone, then the enabled services."""
+
+from __future__ import annotations
+
+import pulumi
+import pulumi_kubernetes as k8s
+
+from components.credentials import Credentials
+from components.graph import DeployGraph
+from components.keystone import keystone
+from components.mariadb import MariaDB
+from components.memcached import Memcached
+from components.meta import labels
+from components.openstack_service import BuildContext, OpenStackService
+from components.rabbitmq import RabbitMQ
+from components.settings import Settings
+from components.spec import ServiceSpec
+
+
+def service_specs(settings: Settings) -> list[ServiceSpec]:
+    """Keystone first; the graph only needs each service's dependencies declared before it."""
+    return [keystone(settings)]
+
+
+def build(settings: Settings) -> DeployGraph:
+    namespace = k8s.core.v1.Namespace(
+        "namespace",
+        metadata={
+            "name": settings.namespace,
+            "labels": {
+                **labels("openstack", "namespace"),
+                # Compute and network pods need host access, so admission cannot enforce more
+                # than 'privileged' here; the policy pack holds every other pod to its profile.
+                "pod-security.kubernetes.io/enforce": "privileged",
+                "pod-security.kubernetes.io/warn": "baseline",
+            },
+        },
+    )
+    in_namespace = pulumi.ResourceOptions(depends_on=[namespace])
+    graph = DeployGraph()
+    specs = service_specs(settings)
+    credentials = Credentials("credentials", tuple(s.name for s in specs))
+    MariaDB(settings, credentials, graph, in_namespace)
+    RabbitMQ(settings, graph, in_namespace)
+    Memcached(settings, graph, in_namespace)
+    ctx = BuildContext(settings, credentials, graph)
+    for spec in specs:
+        OpenStackService(spec, ctx, in_namespace)
+    return graph

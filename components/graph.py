@@ -1,0 +1,40 @@
+"""The deploy graph: every resource that something may wait for, by its Kubernetes name.
+
+Components register what they create; anything that waits names what it waits for, and
+the graph turns names into `depends_on`. So every edge is data that reads like the
+runbook ("glance-api waits for glance-db-sync") and is resolved in one place.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import pulumi
+
+
+class UnknownDependency(KeyError):
+    pass
+
+
+class DeployGraph:
+    def __init__(self) -> None:
+        self._nodes: dict[str, pulumi.Resource] = {}
+
+    def add(self, name: str, resource: pulumi.Resource) -> pulumi.Resource:
+        if name in self._nodes:
+            raise ValueError(f"{name!r} is declared twice in the deploy graph")
+        self._nodes[name] = resource
+        return resource
+
+    def __contains__(self, name: str) -> bool:
+        return name in self._nodes
+
+    def resolve(self, names: Iterable[str], *, waiter: str) -> list[pulumi.Resource]:
+        """The resources `waiter` must wait for; an unknown name is a programming error."""
+        resolved = []
+        for name in names:
+            if name not in self._nodes:
+                known = ", ".join(sorted(self._nodes)) or "nothing yet"
+                raise UnknownDependency(f"{waiter} waits for {name!r}, which is not declared (known: {known})")
+            resolved.append(self._nodes[name])
+        return resolved

@@ -1,0 +1,135 @@
+"""Declares Kubernetes objects from manifests, with the resource options each kind needs."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import pulumi
+import pulumi_kubernetes as k8s
+
+from components.meta import metadata, selector
+from components.workload import Manifest, PodSpec
+
+# Nova and Neutron schema migrations on a large database take longer than the default 10m.
+JOB_TIMEOUT = "30m"
+
+
+def _opts(
+    parent: pulumi.Resource, depends_on: Sequence[pulumi.Resource] = (), **extra: Any
+) -> pulumi.ResourceOptions:
+    return pulumi.ResourceOptions(parent=parent, depends_on=list(depends_on), **extra)
+
+
+def deployment(
+    name: str, namespace: str, pod: PodSpec, replicas: int, parent: pulumi.Resource, depends_on: Sequence[pulumi.Resource]
+) -> k8s.apps.v1.Deployment:
+    return k8s.apps.v1.Deployment(
+        name,
+        metadata=metadata(name, namespace, pod.service, pod.component),
+        spec={
+            "replicas": replicas,
+            "selector": {"matchLabels": selector(pod.service, pod.component)},
+            # Never take more than one replica away during a rollout.
+            "strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 1 if replicas > 1 else 0, "maxSurge": 1}},
+            "template": pod.template(),
+        },
+        opts=_opts(parent, depends_on),
+    )
+
+
+def daemonset(
+    name: str,
+    namespace: str,
+    pod: PodSpec,
+    parent: pulumi.Resource,
+    depends_on: Sequence[pulumi.Resource],
+    *,
+    on_delete: bool = False,
+    extra_selector: Mapping[str, str] | None = None,
+) -> k8s.apps.v1.DaemonSet:
+    strategy: Manifest = (
+        {"type": "OnDelete"} if on_delete else {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 1}}
+    )
+    return k8s.apps.v1.DaemonSet(
+        name,
+        metadata=metadata(name, namespace, pod.service, pod.component),
+        spec={
+            "selector": {"matchLabels": selector(pod.service, pod.component, **(extra_selector or {}))},
+            "updateStrategy": strategy,
+            "template": pod.template(),
+        },
+        opts=_opts(parent, depends_on),
+    )
+
+
+def job(
+    name: str, namespace: str, pod: PodSpec, parent: pulumi.Resource, depends_on: Sequence[pulumi.Resource]
+) -> k8s.batch.v1.Job:
+    return k8s.batch.v1.Job(
+        name,
+        metadata=metadata(name, namespace, pod.service, pod.component),
+        spec={"backoffLimit": 6, "template": pod.template()},
+        # A Job's template is immutable: a changed script or image replaces the Job, which
+        # re-runs it. Its fixed name means the old one must go first.
+        opts=_opts(
+            parent,
+            depends_on,
+            delete_before_replace=True,
+            custom_timeouts=pulumi.CustomTimeouts(create=JOB_TIMEOUT, update=JOB_TIMEOUT),
+        ),
+    )
+
+
+def service(
+    name: str, namespace: str, service_name: str, component: str, ports: Mapping[str, int], parent: pulumi.Resource
+) -> k8s.core.v1.Service:
+    return k8s.core.v1.Service(
+        name,
+        metadata=metadata(name, namespace, service_name, component),
+        spec={
+            "type": "ClusterIP",
+            "selector": selector(service_name, component),
+            "ports": [{"name": port_name, "port": port, "targetPort": port} for port_name, port in ports.items()],
+        },
+        opts=_opts(parent),
+    )
+
+
+def disruption_budget(
+    name: str, namespace: str, service_name: str, component: str, parent: pulumi.Resource
+) -> k8s.policy.v1.PodDisruptionBudget:
+    return k8s.policy.v1.PodDisruptionBudget(
+        name,
+        metadata=metadata(name, namespace, service_name, component),
+        spec={"maxUnavailable": 1, "selector": {"matchLabels": selector(service_name, component)}},
+        opts=_opts(parent),
+    )
+
+
+def secret(
+    name: str,
+    namespace: str,
+    service_name: str,
+    data: Mapping[str, pulumi.Input[str]] | pulumi.Output[Mapping[str, str]],
+    parent: pulumi.Resource,
+) -> k8s.core.v1.Secret:
+    return k8s.core.v1.Secret(
+        name,
+        metadata=metadata(name, namespace, service_name, "config"),
+        type="Opaque",
+        string_data=data,
+        opts=_opts(parent),
+    )
+
+
+def config_map(
+    name: str, namespace: str, service_name: str, data: Mapping[str, str], parent: pulumi.Resource
+) -> k8s.core.v1.ConfigMap:
+    """For content without secrets only (scripts); configs with passwords go in `secret`."""
+    return k8s.core.v1.ConfigMap(
+        name,
+        metadata=metadata(name, namespace, service_name, "scripts"),
+        data=dict(data),
+        opts=_opts(parent),
+    )

@@ -1,0 +1,177 @@
+"""Turns a `ServiceSpec` into Kubernetes objects: the one mechanism every service uses.
+
+For a service it declares: a Secret with its rendered config files and one with its
+passwords, a ConfigMap with the scripts its Jobs run, the bootstrap Jobs (standard and
+its own) and its processes with Services and disruption budgets. Each Job and process
+waits for exactly what its `needs` name, resolved through the deploy graph.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from importlib import resources
+from typing import Any
+
+import pulumi
+
+from components import kube
+from components.bootstrap import passwords_secret, standard_steps
+from components.credentials import Credentials
+from components.graph import DeployGraph
+from components.images import profile
+from components.meta import checksum
+from components.settings import Settings
+from components.spec import Process, RenderContext, ServiceSpec, Step
+from components.workload import (
+    Container,
+    Mount,
+    PodSpec,
+    config_map_volume,
+    control_plane_pod,
+    secret_volume,
+)
+
+CHECKSUM_ANNOTATION = "openstack.org/config-checksum"
+SCRIPTS_DIR = "/scripts"
+
+
+@dataclass(frozen=True)
+class BuildContext:
+    settings: Settings
+    credentials: Credentials
+    graph: DeployGraph
+
+
+def script_text(name: str) -> str:
+    return resources.files("components.scripts").joinpath(name).read_text()
+
+
+class OpenStackService(pulumi.ComponentResource):
+    def __init__(self, spec: ServiceSpec, ctx: BuildContext, opts: pulumi.ResourceOptions | None = None):
+        super().__init__(f"openstack:service:{spec.name.capitalize()}", spec.name, None, opts)
+        self.spec, self.ctx = spec, ctx
+        settings = ctx.settings
+        secrets = self._secrets()
+        self.files: pulumi.Output[dict[str, str]] = pulumi.Output.secret(
+            pulumi.Output.all(**secrets).apply(lambda resolved: spec.render(RenderContext(settings, resolved)))
+        )
+        steps = standard_steps(spec, settings) + spec.steps
+        self.config_objects = self._config_objects(steps, secrets)
+        self.jobs = {step.name: self._job(step) for step in steps}
+        self.workloads = {process.name: self._process(process) for process in spec.processes}
+        self.register_outputs({})
+
+    def _secrets(self) -> dict[str, pulumi.Output[str]]:
+        creds, name = self.ctx.credentials, self.spec.name
+        own: dict[str, pulumi.Output[str]] = {}
+        if self.spec.databases:
+            own["database"] = creds.database[name]
+        if self.spec.messaging:
+            own["rabbitmq"] = creds.messaging[name]
+        if self.spec.catalog:
+            own["keystone"] = creds.keystone_user[name]
+        for shared in self.spec.shared_secrets:
+            own[shared] = getattr(creds, shared)
+        return own
+
+    def _config_objects(self, steps: tuple[Step, ...], secrets: dict[str, pulumi.Output[str]]) -> list[pulumi.Resource]:
+        settings, name = self.ctx.settings, self.spec.name
+        objects: list[pulumi.Resource] = [kube.secret(f"{name}-etc", settings.namespace, name, self.files, self)]
+        own_passwords = {k: v for k, v in secrets.items() if k in ("database", "rabbitmq", "keystone")}
+        if own_passwords:
+            objects.append(kube.secret(passwords_secret(name), settings.namespace, name, own_passwords, self))
+        for secret_name, keys in self.spec.extra_secrets.items():
+            values = {key: self._credential(path) for key, path in keys.items()}
+            objects.append(kube.secret(secret_name, settings.namespace, name, values, self))
+        self.scripts = sorted({s for step in steps for s in step.scripts})
+        if self.scripts:
+            data = {script: script_text(script) for script in self.scripts}
+            objects.append(kube.config_map(f"{name}-bin", settings.namespace, name, data, self))
+        return objects
+
+    def _credential(self, path: str) -> pulumi.Output[str]:
+        attribute, _, index = path.partition(".")
+        value = getattr(self.ctx.credentials, attribute)
+        return value[int(index)] if index else value
+
+    def _mounts(self, config_files: tuple[str, ...], scripts: tuple[str, ...]) -> tuple[Mount, ...]:
+        config = tuple(Mount("etc", f"{self.spec.config_dir}/{f}", sub_path=f) for f in config_files)
+        return config + tuple(Mount("bin", f"{SCRIPTS_DIR}/{s}", sub_path=s) for s in scripts)
+
+    def _volumes(self, config_files: tuple[str, ...], scripts: tuple[str, ...]) -> tuple[dict[str, Any], ...]:
+        volumes: tuple[dict[str, Any], ...] = ()
+        if config_files:
+            volumes += (secret_volume("etc", f"{self.spec.name}-etc"),)
+        if scripts:
+            volumes += (config_map_volume("bin", f"{self.spec.name}-bin"),)
+        return volumes
+
+    def _checksum(self, config_files: tuple[str, ...], scripts: tuple[str, ...]) -> pulumi.Output[str]:
+        # A digest of secret content reveals nothing usable, so it may be shown in plain text.
+        texts = {s: script_text(s) for s in scripts}
+        return pulumi.Output.unsecret(self.files.apply(lambda f: checksum({k: f[k] for k in config_files}, texts)))
+
+    def _waits_for(self, waiter: str, needs: tuple[str, ...]) -> list[pulumi.Resource]:
+        return [*self.ctx.graph.resolve(needs, waiter=waiter), *self.config_objects]
+
+    def _component(self, name: str) -> str:
+        return name.removeprefix(f"{self.spec.name}-") or name
+
+    def _job(self, step: Step) -> pulumi.Resource:
+        settings = self.ctx.settings
+        container = Container(
+            name=step.name,
+            image=settings.image(step.image),
+            command=step.command,
+            env=step.env,
+            mounts=self._mounts(step.config_files, step.scripts) + step.extra_mounts,
+            resources=settings.resources_of(step.name),
+        )
+        pod = control_plane_pod(
+            settings,
+            service=self.spec.name,
+            component=self._component(step.name),
+            containers=(container,),
+            volumes=self._volumes(step.config_files, step.scripts) + step.extra_volumes,
+            uid=profile(step.image).uid,
+            restart_policy="OnFailure",
+            annotations={CHECKSUM_ANNOTATION: self._checksum(step.config_files, step.scripts)},
+        )
+        job = kube.job(step.name, settings.namespace, pod, self, self._waits_for(step.name, step.needs))
+        return self.ctx.graph.add(step.name, job)
+
+    def _container(self, process: Process) -> Container:
+        settings = self.ctx.settings
+        return Container(
+            name=process.name,
+            image=settings.image(process.image),
+            command=process.command,
+            env=process.env,
+            mounts=self._mounts(process.config_files, ()) + process.extra_mounts,
+            probe=process.probe,
+            ports=(process.port,) if process.port else (),
+            resources=settings.resources_of(process.name),
+        )
+
+    def _process(self, process: Process) -> pulumi.Resource:
+        settings, name = self.ctx.settings, self.spec.name
+        everything = (process, *process.sidecars)
+        config_files = tuple(dict.fromkeys(f for p in everything for f in p.config_files))
+        pod = control_plane_pod(
+            settings,
+            service=name,
+            component=self._component(process.name),
+            containers=tuple(self._container(p) for p in everything),
+            volumes=self._volumes(config_files, ()) + tuple(v for p in everything for v in p.extra_volumes),
+            uid=profile(process.image).uid,
+            annotations={CHECKSUM_ANNOTATION: self._checksum(config_files, ())},
+        )
+        replicas = settings.replicas_of(process.name)
+        workload = kube.deployment(
+            process.name, settings.namespace, pod, replicas, self, self._waits_for(process.name, process.needs)
+        )
+        if process.port:
+            kube.service(process.name, settings.namespace, name, pod.component, {"api": process.port}, self)
+        if settings.ha and replicas > 1:
+            kube.disruption_budget(process.name, settings.namespace, name, pod.component, self)
+        return self.ctx.graph.add(process.name, workload)

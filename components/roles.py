@@ -1,0 +1,233 @@
+"""Who may touch the host: the one table of node pods, their containers and privileges.
+
+The compute and network components build their pods from this table, and the policy
+pack (policies/) judges workloads against the same table, so what the program declares
+and what the pack allows cannot drift apart. Pure standard library on purpose: the
+policy pack imports it without the program's dependencies.
+
+Each topology of seed 000 is a list of pods; each pod lists its containers by role.
+A role says exactly what one container needs of the host and why.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+
+
+class Topology(StrEnum):
+    """The five hypervisor isolation options of seed 000, in option order."""
+
+    ALL_IN_ONE = "all-in-one"
+    BAREMETAL_HYPERVISOR_SHARED_POD = "baremetal-hypervisor-shared-pod"
+    BAREMETAL_HYPERVISOR = "baremetal-hypervisor"
+    POD_PER_SERVICE = "pod-per-service"
+    POD_PER_SERVICE_HOST_PID = "pod-per-service-host-pid"
+
+    @property
+    def option(self) -> int:
+        return list(Topology).index(self) + 1
+
+    @property
+    def host_runs_hypervisor(self) -> bool:
+        """Options 2 and 3: libvirt/QEMU and OVS are installed on the host, not declared here."""
+        return self in (Topology.BAREMETAL_HYPERVISOR_SHARED_POD, Topology.BAREMETAL_HYPERVISOR)
+
+    @classmethod
+    def parse(cls, value: object) -> Topology:
+        """Accept a topology by name or by its option number (1-5), as the seed numbers them."""
+        if isinstance(value, Topology):
+            return value
+        if isinstance(value, bool):
+            raise ValueError(f"{value!r} is not a topology")
+        if isinstance(value, int) or (isinstance(value, str) and value.strip().isdigit()):
+            number = int(value)
+            if 1 <= number <= len(cls):
+                return list(cls)[number - 1]
+            raise ValueError(f"option {number} does not exist (1-{len(cls)})")
+        if isinstance(value, str) and value in cls._value2member_map_:
+            return cls(value)
+        raise ValueError(f"{value!r} is not a topology")
+
+    @classmethod
+    def allowed(cls) -> str:
+        return ", ".join(f"{t.value} ({t.option})" for t in cls)
+
+
+class NodeKind(StrEnum):
+    COMPUTE = "compute"
+    NETWORK = "network"
+
+
+@dataclass(frozen=True)
+class HostPath:
+    path: str
+    read_only: bool
+    why: str
+    # Bidirectional propagation lets mounts made inside the container (network namespaces,
+    # attached volumes) show on the host and in sibling pods; Kubernetes requires privileged.
+    propagation: str | None = None
+
+
+@dataclass(frozen=True)
+class Role:
+    """One container's needs of the host. `image` is the Kolla image name (no registry)."""
+
+    name: str
+    image: str
+    privileged: bool = False
+    capabilities: tuple[str, ...] = ()
+    host_network: bool = False
+    host_pid: bool = False
+    host_ipc: bool = False
+    host_paths: tuple[HostPath, ...] = ()
+    why: str = ""
+
+
+_MODULES = HostPath("/lib/modules", True, "load openvswitch/kvm/iscsi kernel modules")
+_OVS_RUN = HostPath("/run/openvswitch", False, "ovsdb and vswitchd control sockets")
+_LIBVIRT_RUN = HostPath("/run/libvirt", False, "libvirt's control socket")
+_NOVA_STATE = HostPath(
+    "/var/lib/nova", False, "instance disks; must outlive the pod", propagation="Bidirectional"
+)
+_LIBVIRT_STATE = HostPath("/var/lib/libvirt", False, "libvirt domain state and QEMU images")
+_CGROUP = HostPath("/sys/fs/cgroup", False, "place QEMU in the host's cgroup tree")
+_NETNS = HostPath("/run/netns", False, "router and DHCP namespaces", propagation="Bidirectional")
+_NEUTRON_STATE = HostPath("/var/lib/neutron", False, "metadata proxy socket shared by the agents")
+
+
+def _libvirt(host_pid: bool) -> Role:
+    paths = (_MODULES, _LIBVIRT_RUN, _NOVA_STATE, _LIBVIRT_STATE, HostPath("/dev", False, "/dev/kvm, tap devices"))
+    if host_pid:
+        # QEMU must run in a cgroup of the host, not of the pod, to survive a pod restart.
+        paths += (_CGROUP, HostPath("/run/systemd", False, "ask host systemd for a machine scope"))
+    return Role(
+        name="libvirt",
+        image="nova-libvirt",
+        privileged=True,
+        host_network=True,
+        host_pid=host_pid,
+        host_paths=paths,
+        why="runs QEMU guests: needs /dev/kvm, tap devices, cgroups and the host network",
+    )
+
+
+OVSDB = Role(
+    name="openvswitch-db",
+    image="openvswitch-db-server",
+    host_network=True,
+    host_paths=(_OVS_RUN, HostPath("/var/lib/openvswitch", False, "the OVS database file")),
+    why="serves the switch database over a host socket",
+)
+VSWITCHD = Role(
+    name="openvswitch-vswitchd",
+    image="openvswitch-vswitchd",
+    capabilities=("NET_ADMIN", "NET_RAW", "SYS_MODULE", "SYS_NICE", "IPC_LOCK"),
+    host_network=True,
+    host_paths=(_MODULES, _OVS_RUN),
+    why="the kernel datapath: creates bridges and ports in the host network",
+)
+NOVA_COMPUTE = Role(
+    name="nova-compute",
+    image="nova-compute",
+    privileged=True,
+    host_network=True,
+    host_paths=(_MODULES, _LIBVIRT_RUN, _NOVA_STATE, _LIBVIRT_STATE, HostPath("/dev", False, "attach volumes (iSCSI, rbd)")),
+    why="drives libvirt, attaches block devices and serves live migration on the host network",
+)
+OVS_AGENT = Role(
+    name="neutron-ovs-agent",
+    image="neutron-openvswitch-agent",
+    capabilities=("NET_ADMIN", "NET_RAW"),
+    host_network=True,
+    host_paths=(_MODULES, _OVS_RUN),
+    why="programs OVS flows and host iptables for security groups",
+)
+L3_AGENT = Role(
+    name="neutron-l3-agent",
+    image="neutron-l3-agent",
+    privileged=True,
+    host_network=True,
+    host_paths=(_MODULES, _OVS_RUN, _NETNS, _NEUTRON_STATE),
+    why="routers live in host network namespaces, which needs Bidirectional mounts",
+)
+DHCP_AGENT = Role(
+    name="neutron-dhcp-agent",
+    image="neutron-dhcp-agent",
+    privileged=True,
+    host_network=True,
+    host_paths=(_OVS_RUN, _NETNS, _NEUTRON_STATE),
+    why="dnsmasq runs in host network namespaces, which needs Bidirectional mounts",
+)
+METADATA_AGENT = Role(
+    name="neutron-metadata-agent",
+    image="neutron-metadata-agent",
+    host_paths=(_NEUTRON_STATE,),
+    why="answers the proxies of the l3/dhcp agents over a socket on the host",
+)
+
+
+@dataclass(frozen=True)
+class NodePod:
+    """One DaemonSet's pod on a node: the labels it carries and its containers' roles."""
+
+    name: str  # DaemonSet name; also app.kubernetes.io/component
+    service: str  # app.kubernetes.io/name
+    node: NodeKind
+    roles: tuple[Role, ...]
+    # Datapath pods are restarted only by the operator under a VM-safe stack (OnDelete).
+    holds_vms_or_datapath: bool = False
+
+    @property
+    def host_network(self) -> bool:
+        return any(r.host_network for r in self.roles)
+
+    @property
+    def host_pid(self) -> bool:
+        return any(r.host_pid for r in self.roles)
+
+    @property
+    def host_ipc(self) -> bool:
+        return any(r.host_ipc for r in self.roles)
+
+
+NETWORK_NODE_PODS: tuple[NodePod, ...] = (
+    NodePod("neutron-l3-agent", "neutron", NodeKind.NETWORK, (L3_AGENT,)),
+    NodePod("neutron-dhcp-agent", "neutron", NodeKind.NETWORK, (DHCP_AGENT,)),
+    NodePod("neutron-metadata-agent", "neutron", NodeKind.NETWORK, (METADATA_AGENT,)),
+)
+
+
+def compute_node_pods(topology: Topology) -> tuple[NodePod, ...]:
+    """The pods on every compute node for a topology: seed 000, options 1-5."""
+    compute = NodeKind.COMPUTE
+    if topology is Topology.ALL_IN_ONE:
+        return (
+            NodePod(
+                "compute-node",
+                "nova",
+                compute,
+                (_libvirt(False), OVSDB, VSWITCHD, NOVA_COMPUTE, OVS_AGENT),
+                holds_vms_or_datapath=True,
+            ),
+        )
+    if topology is Topology.BAREMETAL_HYPERVISOR_SHARED_POD:
+        return (NodePod("compute-node", "nova", compute, (NOVA_COMPUTE, OVS_AGENT)),)
+    if topology is Topology.BAREMETAL_HYPERVISOR:
+        return (
+            NodePod("nova-compute", "nova", compute, (NOVA_COMPUTE,)),
+            NodePod("neutron-ovs-agent", "neutron", compute, (OVS_AGENT,)),
+        )
+    host_pid = topology is Topology.POD_PER_SERVICE_HOST_PID
+    return (
+        NodePod("libvirt", "nova", compute, (_libvirt(host_pid),), holds_vms_or_datapath=True),
+        NodePod("openvswitch-db", "openvswitch", compute, (OVSDB,), holds_vms_or_datapath=True),
+        NodePod("openvswitch-vswitchd", "openvswitch", compute, (VSWITCHD,), holds_vms_or_datapath=True),
+        NodePod("nova-compute", "nova", compute, (NOVA_COMPUTE,)),
+        NodePod("neutron-ovs-agent", "neutron", compute, (OVS_AGENT,)),
+    )
+
+
+def node_pods(topology: Topology) -> tuple[NodePod, ...]:
+    """Every privileged pod a stack with this topology may run."""
+    return compute_node_pods(topology) + NETWORK_NODE_PODS

@@ -1,0 +1,47 @@
+"""Create a service's databases and its database user; safe to run again.
+
+Runs in the kolla-toolbox image (Python with PyMySQL). Reads everything from the
+environment; passwords come from Secrets, never from the command line.
+"""
+
+import os
+import sys
+import time
+
+import pymysql
+
+
+def connect() -> pymysql.connections.Connection:
+    deadline = time.monotonic() + 300
+    while True:
+        try:
+            return pymysql.connect(
+                host=os.environ["DB_HOST"],
+                port=int(os.environ.get("DB_PORT", "3306")),
+                user=os.environ["DB_ADMIN_USER"],
+                password=os.environ["DB_ADMIN_PASSWORD"],
+                autocommit=True,
+            )
+        except pymysql.err.OperationalError as error:
+            if time.monotonic() > deadline:
+                raise
+            print(f"database not reachable yet ({error}); retrying", file=sys.stderr)
+            time.sleep(5)
+
+
+def main() -> None:
+    user, password = os.environ["DB_USER"], os.environ["DB_PASSWORD"]
+    names = [n for n in os.environ["DB_NAMES"].split(",") if n]
+    with connect() as db, db.cursor() as cursor:
+        for name in names:
+            cursor.execute(f"CREATE DATABASE IF NOT EXISTS `{name}` CHARACTER SET utf8mb4 COLLATE utf8mb4_general_ci")
+        cursor.execute("CREATE USER IF NOT EXISTS %s@'%%' IDENTIFIED BY %s", (user, password))
+        # Re-running after a password change must take the new password.
+        cursor.execute("ALTER USER %s@'%%' IDENTIFIED BY %s", (user, password))
+        for name in names:
+            cursor.execute(f"GRANT ALL PRIVILEGES ON `{name}`.* TO %s@'%%'", (user,))
+    print(f"databases {', '.join(names)} ready for user {user}")
+
+
+if __name__ == "__main__":
+    main()

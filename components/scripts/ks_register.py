@@ -1,0 +1,73 @@
+"""Register a service with Keystone: its user and roles, its catalog entry, its endpoints.
+
+`ks_register.py user|service|endpoints`; each is idempotent. Authenticates as the cloud
+admin from OS_* variables (openstacksdk reads them). CATALOG lists
+`name,type,public_url,internal_url,admin_url` entries separated by ';' (admin may be empty).
+"""
+
+import os
+import sys
+
+import openstack
+
+
+def catalog() -> list[tuple[str, str, dict[str, str]]]:
+    entries = []
+    for entry in filter(None, os.environ["CATALOG"].split(";")):
+        name, service_type, public, internal, admin = entry.split(",")
+        urls = {"public": public, "internal": internal, "admin": admin}
+        entries.append((name, service_type, {k: v for k, v in urls.items() if v}))
+    return entries
+
+
+def ensure_user(conn: openstack.connection.Connection) -> None:
+    project_name = os.environ["SERVICE_PROJECT"]
+    project = conn.identity.find_project(project_name, domain_id="default") or conn.identity.create_project(
+        name=project_name, domain_id="default", description="OpenStack service users"
+    )
+    name, password = os.environ["SERVICE_USER"], os.environ["SERVICE_PASSWORD"]
+    user = conn.identity.find_user(name, domain_id="default")
+    if user is None:
+        user = conn.identity.create_user(name=name, password=password, domain_id="default", default_project_id=project.id)
+    else:
+        # The password in the Secret is the truth: a rotated password must reach Keystone.
+        conn.identity.update_user(user, password=password)
+    for role_name in filter(None, os.environ["SERVICE_ROLES"].split(",")):
+        role = conn.identity.find_role(role_name) or conn.identity.create_role(name=role_name)
+        conn.identity.assign_project_role_to_user(project, user, role)
+    print(f"user {name} has roles {os.environ['SERVICE_ROLES']} on project {project_name}")
+
+
+def ensure_services(conn: openstack.connection.Connection) -> None:
+    for name, service_type, _ in catalog():
+        found = [s for s in conn.identity.services(type=service_type) if s.name == name]
+        if not found:
+            conn.identity.create_service(name=name, type=service_type, enabled=True)
+        print(f"service {name} ({service_type}) registered")
+
+
+def ensure_endpoints(conn: openstack.connection.Connection) -> None:
+    region = os.environ["OS_REGION_NAME"]
+    if conn.identity.find_region(region) is None:
+        conn.identity.create_region(id=region)
+    for name, service_type, urls in catalog():
+        service = next(s for s in conn.identity.services(type=service_type) if s.name == name)
+        existing = {e.interface: e for e in conn.identity.endpoints(service_id=service.id, region_id=region)}
+        for interface, url in urls.items():
+            endpoint = existing.get(interface)
+            if endpoint is None:
+                conn.identity.create_endpoint(service_id=service.id, interface=interface, url=url, region_id=region)
+            elif endpoint.url != url:
+                conn.identity.update_endpoint(endpoint, url=url)
+            print(f"endpoint {name} {interface} {url}")
+
+
+def main() -> None:
+    actions = {"user": ensure_user, "service": ensure_services, "endpoints": ensure_endpoints}
+    if len(sys.argv) != 2 or sys.argv[1] not in actions:
+        sys.exit(f"usage: ks_register.py {'|'.join(actions)}")
+    actions[sys.argv[1]](openstack.connect())
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,295 @@
+"""The whole stack configuration as one validated model.
+
+Stack YAML (`openstack:<key>`) → `Settings.parse(raw)` → typed settings handed to the
+components. Every problem in the input is reported at once, each naming the key, the
+bad value and what is allowed, before any resource is declared.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Any, Literal
+
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+from pydantic.alias_generators import to_camel
+
+from components.roles import Topology
+
+# Releases this program renders configs for, with the Kolla image tag it defaults to.
+RELEASES: dict[str, str] = {"2026.1": "2026.1-ubuntu-noble"}
+# kubernetes-validate ships the schemas of these minor versions.
+KUBERNETES_VERSIONS = tuple(f"1.{minor}" for minor in range(25, 38))
+OPTIONAL_SERVICES = ("glance", "placement", "nova", "neutron", "cinder", "horizon")
+# What each service needs of the others at run time; settings refuse a cloud without them.
+SERVICE_NEEDS: dict[str, tuple[str, ...]] = {
+    "nova": ("glance", "placement", "neutron"),
+    "cinder": (),
+    "horizon": (),
+    "glance": (),
+    "placement": (),
+    "neutron": (),
+}
+
+_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
+_DNS_NAME = re.compile(r"^(?=.{1,253}$)[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+_QUANTITY = re.compile(r"^[0-9]+(\.[0-9]+)?(m|k|Ki|Mi|Gi|Ti|Pi|M|G|T|P|E|Ei)?$")
+_LABEL_KEY = re.compile(r"^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
+_LABEL_VALUE = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?$")
+
+
+def _dns_label(value: str) -> str:
+    if not _DNS_LABEL.match(value):
+        raise ValueError("must be a DNS-1123 label: lower-case letters, digits and '-', at most 63 characters")
+    return value
+
+
+def _dns_name(value: str) -> str:
+    if not _DNS_NAME.match(value):
+        raise ValueError("must be a DNS name such as 'cloud.example.com'")
+    return value
+
+
+def _quantity(value: str) -> str:
+    if not _QUANTITY.match(str(value)):
+        raise ValueError("must be a Kubernetes quantity such as '500m', '2', '512Mi' or '10Gi'")
+    return str(value)
+
+
+def _label_map(value: dict[str, str]) -> dict[str, str]:
+    for key, label in value.items():
+        if not _LABEL_KEY.match(key):
+            raise ValueError(f"label key {key!r} is not a valid Kubernetes label key")
+        if not _LABEL_VALUE.match(str(label)):
+            raise ValueError(f"label value {label!r} of {key!r} is not a valid Kubernetes label value")
+    return {k: str(v) for k, v in value.items()}
+
+
+def _topology(value: object) -> Topology:
+    try:
+        return Topology.parse(value)
+    except ValueError as error:
+        raise ValueError(f"{error}; allowed: {Topology.allowed()}") from None
+
+
+DnsLabel = Annotated[str, AfterValidator(_dns_label)]
+DnsName = Annotated[str, AfterValidator(_dns_name)]
+Quantity = Annotated[str, BeforeValidator(lambda v: str(v) if isinstance(v, int | float) else v), AfterValidator(_quantity)]
+LabelMap = Annotated[dict[str, str], AfterValidator(_label_map)]
+
+
+class Model(BaseModel):
+    """Stack files use camelCase keys; unknown keys are errors, so typos do not pass silently."""
+
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid", frozen=True)
+
+
+class Images(Model):
+    registry: str = "quay.io/openstack.kolla"
+    tag: str | None = Field(None, description="defaults to the release's Kolla tag")
+    overrides: dict[str, str] = Field(default_factory=dict, description="Kolla image name → full image reference")
+
+    @field_validator("overrides")
+    @classmethod
+    def _pinned(cls, value: dict[str, str]) -> dict[str, str]:
+        for image, ref in value.items():
+            if ":" not in ref.rsplit("/", 1)[-1] and "@" not in ref:
+                raise ValueError(f"override for {image!r} ({ref!r}) must be pinned with ':<tag>' or '@<digest>'")
+            if ref.endswith(":latest"):
+                raise ValueError(f"override for {image!r} uses ':latest'; pin a release tag or a digest")
+        return value
+
+
+class Endpoints(Model):
+    scheme: Literal["http", "https"] = "https"
+    domain: DnsName = "cloud.example.com"
+    hosts: dict[str, DnsName] = Field(
+        default_factory=dict, description="service → public host; default '<service>.<domain>'"
+    )
+    cluster_domain: DnsName = "cluster.local"
+
+
+class Resources(Model):
+    requests_cpu: Quantity = "100m"
+    requests_memory: Quantity = "256Mi"
+    limits_cpu: Quantity = "1"
+    limits_memory: Quantity = "1Gi"
+
+
+class Storage(Model):
+    storage_class: DnsName | None = Field(None, description="None uses the cluster's default storage class")
+    mariadb_size: Quantity = "10Gi"
+    rabbitmq_size: Quantity = "5Gi"
+    glance_size: Quantity = "20Gi"
+
+
+class NodeSelectors(Model):
+    control_plane: LabelMap = Field(default_factory=lambda: {"openstack-control-plane": "enabled"})
+    network: LabelMap = Field(default_factory=lambda: {"openstack-network-node": "enabled"})
+    compute: LabelMap = Field(default_factory=lambda: {"openstack-compute-node": "enabled"})
+
+
+class Services(Model):
+    keystone: Literal[True] = Field(True, description="Keystone is always deployed")
+    glance: bool = True
+    placement: bool = True
+    nova: bool = True
+    neutron: bool = True
+    cinder: bool = True
+    horizon: bool = True
+
+    @model_validator(mode="after")
+    def _needs(self) -> Services:
+        missing = [
+            f"{service} needs {need}"
+            for service, needs in SERVICE_NEEDS.items()
+            if getattr(self, service)
+            for need in needs
+            if not getattr(self, need)
+        ]
+        if missing:
+            raise ValueError("; ".join(missing) + " to be enabled")
+        return self
+
+    def enabled(self) -> tuple[str, ...]:
+        return tuple(s for s in OPTIONAL_SERVICES if getattr(self, s))
+
+
+class Operator(Model):
+    install: bool = Field(True, description="false when the cluster already runs this operator")
+    chart_version: str
+
+
+class Operators(Model):
+    mariadb: Operator = Operator(chart_version="26.6.0")
+    mariadb_crds: Operator = Operator(chart_version="26.6.0")
+    rabbitmq: Operator = Operator(chart_version="4.4.3")
+
+
+class NodeGroup(Model):
+    name: DnsLabel
+    node_selector: LabelMap = Field(default_factory=dict, description="added to nodeSelectors.compute")
+    virt_type: Literal["kvm", "qemu", "lxc"] = "kvm"
+    cpu_mode: Literal["host-model", "host-passthrough", "custom", "none"] = "host-model"
+    cpu_models: tuple[str, ...] = ()
+    reserved_host_memory_mb: int = Field(2048, ge=0)
+    reserved_host_cpus: int = Field(0, ge=0)
+
+    @model_validator(mode="after")
+    def _cpu_models(self) -> NodeGroup:
+        if self.cpu_mode == "custom" and not self.cpu_models:
+            raise ValueError("cpuMode 'custom' needs at least one entry in cpuModels")
+        if self.cpu_mode != "custom" and self.cpu_models:
+            raise ValueError(f"cpuModels is only used with cpuMode 'custom', not {self.cpu_mode!r}")
+        if self.virt_type != "kvm" and self.cpu_mode == "host-passthrough":
+            raise ValueError(f"cpuMode 'host-passthrough' needs virtType 'kvm', not {self.virt_type!r}")
+        return self
+
+
+class Compute(Model):
+    node_groups: tuple[NodeGroup, ...] = (NodeGroup(name="default"),)
+    vm_safe: bool = Field(False, description="libvirt and OVS DaemonSets update only OnDelete")
+
+    @field_validator("node_groups")
+    @classmethod
+    def _unique(cls, groups: tuple[NodeGroup, ...]) -> tuple[NodeGroup, ...]:
+        if not groups:
+            raise ValueError("at least one node group is needed")
+        names = [g.name for g in groups]
+        duplicated = sorted({n for n in names if names.count(n) > 1})
+        if duplicated:
+            raise ValueError(f"node group names must be unique; repeated: {', '.join(duplicated)}")
+        return groups
+
+
+class Settings(Model):
+    namespace: DnsLabel = "openstack"
+    kubernetes_version: str = "1.31"
+    hypervisor_isolation: Annotated[Topology, BeforeValidator(_topology)] = Topology.POD_PER_SERVICE
+    release: str = "2026.1"
+    images: Images = Images()
+    region: Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")] = "RegionOne"
+    endpoints: Endpoints = Endpoints()
+    replicas: dict[str, Annotated[int, Field(ge=1, le=50)]] = Field(default_factory=dict)
+    resources: dict[str, Resources] = Field(default_factory=dict)
+    storage: Storage = Storage()
+    node_selectors: NodeSelectors = NodeSelectors()
+    services: Services = Services()
+    ha: bool = False
+    operators: Operators = Operators()
+    compute: Compute = Compute()
+
+    @field_validator("kubernetes_version", mode="before")
+    @classmethod
+    def _k8s_version(cls, value: Any) -> str:
+        text = str(value)
+        if text not in KUBERNETES_VERSIONS:
+            raise ValueError(f"allowed: {', '.join(KUBERNETES_VERSIONS)}")
+        return text
+
+    @field_validator("release")
+    @classmethod
+    def _release(cls, value: str) -> str:
+        if value not in RELEASES:
+            raise ValueError(f"allowed: {', '.join(RELEASES)}")
+        return value
+
+    @property
+    def image_tag(self) -> str:
+        return self.images.tag or RELEASES[self.release]
+
+    def image(self, kolla_name: str) -> str:
+        return self.images.overrides.get(kolla_name) or f"{self.images.registry}/{kolla_name}:{self.image_tag}"
+
+    def replicas_of(self, workload: str) -> int:
+        """HA raises every replicated workload to at least three, so one node can fail."""
+        wanted = self.replicas.get(workload, 1)
+        return max(wanted, 3) if self.ha else wanted
+
+    def resources_of(self, workload: str) -> Resources:
+        return self.resources.get(workload, self.resources.get("default", Resources()))
+
+    def public_host(self, service: str) -> str:
+        return self.endpoints.hosts.get(service, f"{service}.{self.endpoints.domain}")
+
+    def service_host(self, k8s_service: str) -> str:
+        return f"{k8s_service}.{self.namespace}.svc.{self.endpoints.cluster_domain}"
+
+    @classmethod
+    def parse(cls, raw: dict[str, Any]) -> Settings:
+        """Validate the stack's `openstack:` keys; raise SettingsError listing every problem."""
+        try:
+            return cls.model_validate(raw)
+        except ValidationError as error:
+            raise SettingsError.from_validation(error) from None
+
+
+class SettingsError(ValueError):
+    """Every problem in a stack's settings, one per line, each naming its key."""
+
+    def __init__(self, problems: list[str]):
+        self.problems = problems
+        super().__init__(
+            f"{len(problems)} invalid stack setting(s):\n" + "\n".join(f"  - {p}" for p in problems)
+        )
+
+    @classmethod
+    def from_validation(cls, error: ValidationError) -> SettingsError:
+        problems = []
+        for item in error.errors(include_url=False):
+            key = "openstack:" + ".".join(str(part) for part in item["loc"]) if item["loc"] else "openstack"
+            message = item["msg"].removeprefix("Value error, ")
+            if item["type"] == "extra_forbidden":
+                message = "unknown setting (check the spelling; keys are camelCase)"
+            value = item.get("input")
+            shown = "" if item["type"] == "missing" else f" (got {value!r})"
+            problems.append(f"{key}: {message}{shown}")
+        return cls(problems)

@@ -1,0 +1,86 @@
+"""What an OpenStack service declares: its databases, catalog entries, Jobs and processes.
+
+A service module fills these in; `components.openstack_service` turns them into
+Kubernetes objects. Every `needs` entry names another object of the deploy graph by
+its Kubernetes name, so each edge is written once, next to the thing that waits.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+
+from components.roles import Role
+from components.settings import Settings
+from components.workload import Manifest, Mount, Probe
+
+
+@dataclass(frozen=True)
+class CatalogEntry:
+    """A Keystone catalog service and its endpoints, served by one API process."""
+
+    service_type: str  # e.g. "image"
+    catalog_name: str  # e.g. "glance"
+    process: str  # the Kubernetes Service in front of the API, e.g. "glance-api"
+    port: int
+    path: str = ""  # appended to every endpoint URL, e.g. "/v2.1"
+    admin: bool = False  # also register an admin endpoint (only where the service still uses it)
+
+
+@dataclass(frozen=True)
+class Step:
+    """A bootstrap Job: runs once per change of its script, image or config."""
+
+    name: str
+    image: str
+    command: tuple[str, ...]
+    needs: tuple[str, ...]
+    env: tuple[Manifest, ...] = ()
+    config_files: tuple[str, ...] = ()  # rendered files mounted under the service's config dir
+    scripts: tuple[str, ...] = ()  # files of components/scripts mounted under /scripts
+    extra_volumes: tuple[Manifest, ...] = ()
+    extra_mounts: tuple[Mount, ...] = ()
+
+
+@dataclass(frozen=True)
+class Process:
+    """A long-running workload. Control-plane processes are Deployments; `role` makes a node DaemonSet."""
+
+    name: str
+    image: str
+    command: tuple[str, ...]
+    needs: tuple[str, ...]
+    config_files: tuple[str, ...] = ()
+    port: int | None = None  # exposed through a Service of the same name
+    probe: Probe | None = None
+    role: Role | None = None  # node-level DaemonSet with the privileges the role table gives
+    env: tuple[Manifest, ...] = ()
+    extra_volumes: tuple[Manifest, ...] = ()
+    extra_mounts: tuple[Mount, ...] = ()
+    sidecars: tuple[Process, ...] = ()  # extra containers in the same pod
+
+
+@dataclass(frozen=True)
+class RenderContext:
+    """What config rendering may use: settings and this service's resolved secrets."""
+
+    settings: Settings
+    secrets: Mapping[str, str]
+
+
+@dataclass(frozen=True)
+class ServiceSpec:
+    name: str
+    config_dir: str  # e.g. /etc/glance
+    uid_image: str  # the Kolla image whose user runs this service's pods
+    render: Callable[[RenderContext], dict[str, str]]
+    databases: tuple[str, ...] = ()
+    messaging: bool = False
+    catalog: tuple[CatalogEntry, ...] = ()
+    keystone_roles: tuple[str, ...] = ("admin", "service")
+    steps: tuple[Step, ...] = ()
+    processes: tuple[Process, ...] = ()
+    # Cloud-wide secrets (attributes of Credentials) the service's configs need.
+    shared_secrets: tuple[str, ...] = ()
+    # Further Secrets this service owns: Secret name → {key: Credentials attribute[.index]}.
+    extra_secrets: Mapping[str, Mapping[str, str]] = field(default_factory=dict)

@@ -1,0 +1,199 @@
+"""Pod, container and workload manifests, written once for every service.
+
+Builders return Kubernetes wire-format dicts (camelCase, as in YAML), so what the
+program declares reads like the manifests an operator already knows. Control-plane
+pods are built to the Pod Security Standards' restricted profile.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from components.settings import Resources, Settings
+
+Manifest = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Mount:
+    """One file or directory from a Secret, ConfigMap, emptyDir or PVC, mounted in a container."""
+
+    volume: str
+    path: str
+    sub_path: str | None = None
+    read_only: bool = True
+
+
+@dataclass(frozen=True)
+class Probe:
+    port: int
+    http_path: str | None = None  # None probes the TCP port
+    initial_delay: int = 10
+    period: int = 15
+
+    def manifest(self, *, liveness: bool) -> Manifest:
+        action: Manifest = (
+            {"httpGet": {"path": self.http_path, "port": self.port}}
+            if self.http_path
+            else {"tcpSocket": {"port": self.port}}
+        )
+        # Liveness is slower to fire than readiness: a busy API must not be killed for being slow.
+        return {
+            **action,
+            "initialDelaySeconds": self.initial_delay * (3 if liveness else 1),
+            "periodSeconds": self.period * (2 if liveness else 1),
+            "timeoutSeconds": 5,
+            "failureThreshold": 3,
+        }
+
+
+@dataclass(frozen=True)
+class Container:
+    name: str
+    image: str
+    command: tuple[str, ...]
+    env: tuple[Manifest, ...] = ()
+    mounts: tuple[Mount, ...] = ()
+    probe: Probe | None = None
+    ports: tuple[int, ...] = ()
+    resources: Resources = field(default_factory=Resources)
+    security_context: Manifest | None = None  # None: the restricted profile
+    lifecycle: Manifest | None = None
+
+    def manifest(self) -> Manifest:
+        spec: Manifest = {
+            "name": self.name,
+            "image": self.image,
+            "imagePullPolicy": "IfNotPresent",
+            "command": list(self.command),
+            "resources": resources_manifest(self.resources),
+            "securityContext": self.security_context or RESTRICTED_CONTAINER,
+        }
+        if self.env:
+            spec["env"] = list(self.env)
+        if self.ports:
+            spec["ports"] = [{"containerPort": p, "protocol": "TCP"} for p in self.ports]
+        if self.mounts:
+            spec["volumeMounts"] = [_mount(m) for m in self.mounts]
+        if self.probe:
+            spec["readinessProbe"] = self.probe.manifest(liveness=False)
+            spec["livenessProbe"] = self.probe.manifest(liveness=True)
+        if self.lifecycle:
+            spec["lifecycle"] = self.lifecycle
+        return spec
+
+
+RESTRICTED_CONTAINER: Manifest = {
+    "allowPrivilegeEscalation": False,
+    "capabilities": {"drop": ["ALL"]},
+    "runAsNonRoot": True,
+}
+
+
+def restricted_pod(uid: int) -> Manifest:
+    return {
+        "runAsNonRoot": True,
+        "runAsUser": uid,
+        "runAsGroup": uid,
+        "fsGroup": uid,
+        "seccompProfile": {"type": "RuntimeDefault"},
+    }
+
+
+def resources_manifest(resources: Resources) -> Manifest:
+    return {
+        "requests": {"cpu": resources.requests_cpu, "memory": resources.requests_memory},
+        "limits": {"cpu": resources.limits_cpu, "memory": resources.limits_memory},
+    }
+
+
+def _mount(mount: Mount) -> Manifest:
+    spec: Manifest = {"name": mount.volume, "mountPath": mount.path, "readOnly": mount.read_only}
+    if mount.sub_path:
+        spec["subPath"] = mount.sub_path
+    return spec
+
+
+def secret_env(name: str, secret: str, key: str) -> Manifest:
+    """An environment variable read from a Secret: passwords never appear as literals."""
+    return {"name": name, "valueFrom": {"secretKeyRef": {"name": secret, "key": key}}}
+
+
+def env(name: str, value: str) -> Manifest:
+    return {"name": name, "value": value}
+
+
+def secret_volume(name: str, secret: str) -> Manifest:
+    return {"name": name, "secret": {"secretName": secret, "defaultMode": 0o440}}
+
+
+def config_map_volume(name: str, config_map: str, mode: int = 0o555) -> Manifest:
+    return {"name": name, "configMap": {"name": config_map, "defaultMode": mode}}
+
+
+@dataclass(frozen=True)
+class PodSpec:
+    """What differs between pods; everything else (security, placement, HA) is derived."""
+
+    service: str
+    component: str
+    containers: tuple[Container, ...]
+    volumes: tuple[Manifest, ...] = ()
+    uid: int | None = None  # restricted pods run as this user
+    node_selector: dict[str, str] = field(default_factory=dict)
+    annotations: dict[str, Any] = field(default_factory=dict)
+    init_containers: tuple[Container, ...] = ()
+    pod_overrides: Manifest = field(default_factory=dict)  # hostNetwork etc. for node pods
+    restart_policy: str | None = None
+    termination_grace: int | None = None
+    spread: bool = False  # anti-affinity across nodes (HA)
+
+    def labels(self) -> dict[str, str]:
+        from components.meta import labels
+
+        return labels(self.service, self.component)
+
+    def template(self) -> Manifest:
+        from components.meta import selector
+
+        spec: Manifest = {
+            "containers": [c.manifest() for c in self.containers],
+            "enableServiceLinks": False,
+            "automountServiceAccountToken": False,
+        }
+        if self.uid is not None:
+            spec["securityContext"] = restricted_pod(self.uid)
+        if self.init_containers:
+            spec["initContainers"] = [c.manifest() for c in self.init_containers]
+        if self.volumes:
+            spec["volumes"] = list(self.volumes)
+        if self.node_selector:
+            spec["nodeSelector"] = dict(self.node_selector)
+        if self.restart_policy:
+            spec["restartPolicy"] = self.restart_policy
+        if self.termination_grace is not None:
+            spec["terminationGracePeriodSeconds"] = self.termination_grace
+        if self.spread:
+            spec["affinity"] = {
+                "podAntiAffinity": {
+                    "preferredDuringSchedulingIgnoredDuringExecution": [
+                        {
+                            "weight": 100,
+                            "podAffinityTerm": {
+                                "topologyKey": "kubernetes.io/hostname",
+                                "labelSelector": {"matchLabels": selector(self.service, self.component)},
+                            },
+                        }
+                    ]
+                }
+            }
+        spec.update(self.pod_overrides)
+        metadata: Manifest = {"labels": self.labels()}
+        if self.annotations:
+            metadata["annotations"] = dict(self.annotations)
+        return {"metadata": metadata, "spec": spec}
+
+
+def control_plane_pod(settings: Settings, **kwargs: Any) -> PodSpec:
+    return PodSpec(node_selector=settings.node_selectors.control_plane, spread=settings.ha, **kwargs)

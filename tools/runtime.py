@@ -1,0 +1,161 @@
+"""Runs the real Pulumi program under the SDK's mock runtime and records what it declares.
+
+No engine and no cluster: `set_mocks` swaps the resource monitor for one that records
+every registration with its inputs, parent and dependencies. The offline plan and the
+tests both use this, so what the plan shows is what the tests check.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import runpy
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pulumi
+import yaml
+from google.protobuf import json_format
+from pulumi.runtime import mocks
+from pulumi.runtime.settings import set_root_resource
+from pulumi.runtime.stack import run_pulumi_func
+from pulumi.runtime.sync_await import _sync_await
+
+REPO = Path(__file__).resolve().parent.parent
+PROJECT = "openstack"
+SECRET_MARK = "[secret]"
+# How the Pulumi wire protocol marks a secret value and an unknown one.
+_SECRET_SIG = ("4dabf18193072939515e22adb298388d", "1b47061264138c4ac30d75fd1eb44270")
+_UNKNOWN = "04da6b54-80e4-46f7-96ec-b56ff0331ba9"
+
+
+@dataclass
+class Registration:
+    urn: str
+    type: str
+    name: str
+    parent: str
+    custom: bool
+    remote: bool
+    dependencies: list[str]
+    inputs: dict[str, Any]  # secrets replaced by SECRET_MARK
+    revealed: dict[str, Any]  # secrets shown
+    secret_values: list[str] = field(default_factory=list)
+
+    @property
+    def kind(self) -> str | None:
+        return self.inputs.get("kind") if self.custom else None
+
+    @property
+    def k8s_name(self) -> str | None:
+        return (self.inputs.get("metadata") or {}).get("name")
+
+    @property
+    def namespace(self) -> str | None:
+        return (self.inputs.get("metadata") or {}).get("namespace")
+
+
+def _unwrap(value: Any, reveal: bool, secrets: list[str]) -> Any:
+    if isinstance(value, dict):
+        if value.get(_SECRET_SIG[0]) == _SECRET_SIG[1]:
+            inner = _unwrap(value.get("value"), True, secrets)
+            if isinstance(inner, str):
+                secrets.append(inner)
+            return inner if reveal else SECRET_MARK
+        return {k: _unwrap(v, reveal, secrets) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_unwrap(v, reveal, secrets) for v in value]
+    if isinstance(value, float) and value.is_integer():
+        return int(value)  # protobuf carries every number as a double
+    if value == _UNKNOWN:
+        return None
+    return value
+
+
+class _Mocks(pulumi.runtime.Mocks):
+    """Resources echo their inputs; generated secrets get stable fake values per name."""
+
+    def new_resource(self, args: pulumi.runtime.MockResourceArgs) -> tuple[str, dict]:
+        outputs = dict(args.inputs)
+        digest = hashlib.sha256(f"{args.typ}/{args.name}".encode()).digest()
+        if args.typ == "random:index/randomPassword:RandomPassword":
+            outputs["result"] = "Mock" + digest.hex()[: int(args.inputs.get("length", 32)) - 4]
+        elif args.typ == "random:index/randomBytes:RandomBytes":
+            outputs["base64"] = base64.b64encode(digest[: int(args.inputs["length"])]).decode()
+        return f"{args.name}-id", outputs
+
+    def call(self, args: pulumi.runtime.MockCallArgs) -> tuple[dict, list] | dict:
+        return {}
+
+
+class RecordingMonitor(mocks.MockMonitor):
+    def __init__(self, mock: pulumi.runtime.Mocks):
+        super().__init__(mock)
+        self.registrations: list[Registration] = []
+
+    def RegisterResource(self, request: Any) -> Any:  # noqa: N802 (gRPC method name)
+        response = super().RegisterResource(request)
+        if request.type != "pulumi:pulumi:Stack":
+            raw = json_format.MessageToDict(request.object, preserving_proto_field_name=True)
+            secrets: list[str] = []
+            self.registrations.append(
+                Registration(
+                    urn=response.urn,
+                    type=request.type,
+                    name=request.name,
+                    parent=request.parent,
+                    custom=bool(request.custom),
+                    remote=bool(request.remote),
+                    dependencies=list(dict.fromkeys(request.dependencies)),
+                    inputs=_unwrap(raw, False, []),
+                    revealed=_unwrap(raw, True, secrets),
+                    secret_values=secrets,
+                )
+            )
+        return response
+
+
+def stack_file(stack: str) -> Path:
+    return REPO / "stacks" / f"Pulumi.{stack}.yaml"
+
+
+def stack_config(stack: str) -> dict[str, Any]:
+    """The stack's `openstack:` settings as the stack file holds them."""
+    path = stack_file(stack)
+    if not path.exists():
+        known = ", ".join(sorted(p.name.split(".")[1] for p in path.parent.glob("Pulumi.*.yaml")))
+        raise FileNotFoundError(f"no stack {stack!r}: {path} does not exist (stacks: {known})")
+    document = yaml.safe_load(path.read_text()) or {}
+    return dict(document.get("config") or {})
+
+
+def _as_engine_config(config: Mapping[str, Any]) -> dict[str, str]:
+    """What the Pulumi CLI hands a program: scalars as text, objects and lists as JSON."""
+    wire = {}
+    for key, value in config.items():
+        if isinstance(value, dict | list):
+            wire[key] = json.dumps(value)
+        elif isinstance(value, bool):
+            wire[key] = "true" if value else "false"
+        else:
+            wire[key] = str(value)
+    return wire
+
+
+def run_program(config: Mapping[str, Any], stack: str = "test") -> list[Registration]:
+    """Run __main__.py with `config` (keys like 'openstack:namespace') and return its registrations."""
+    pulumi.runtime.set_all_config(_as_engine_config(config), [])
+    monitor = RecordingMonitor(_Mocks())
+    set_root_resource(None)  # type: ignore[arg-type]  # a fresh Stack resource for every run
+    pulumi.runtime.set_mocks(_Mocks(), project=PROJECT, stack=stack, preview=False, monitor=monitor)
+    _sync_await(run_pulumi_func(lambda: runpy.run_path(str(REPO / "__main__.py"), run_name="__main__")))
+    return monitor.registrations
+
+
+def run_stack(stack: str, overrides: Mapping[str, Any] | None = None) -> list[Registration]:
+    """Run the program with a stack file's settings, optionally changed by `overrides`."""
+    config = {**stack_config(stack), **{f"openstack:{k}": v for k, v in (overrides or {}).items()}}
+    return run_program(config, stack)
