@@ -39,7 +39,7 @@ def build(settings: Settings) -> DeployGraph:
     in_namespace = pulumi.ResourceOptions(depends_on=[namespace])
     graph = DeployGraph()
     specs = service_specs(settings)
-    credentials = Credentials("credentials", tuple(s.name for s in specs))
+    credentials = Credentials("credentials")
     MariaDB(settings, credentials, graph, in_namespace)
     RabbitMQ(settings, graph, in_namespace)
     Memcached(settings, graph, in_namespace)

@@ -12,7 +12,7 @@ from collections.abc import Iterable
 import pulumi
 
 
-class UnknownDependency(KeyError):
+class UnknownDependencyError(KeyError):
     pass
 
 
@@ -35,6 +35,6 @@ class DeployGraph:
         for name in names:
             if name not in self._nodes:
                 known = ", ".join(sorted(self._nodes)) or "nothing yet"
-                raise UnknownDependency(f"{waiter} waits for {name!r}, which is not declared (known: {known})")
+                raise UnknownDependencyError(f"{waiter} waits for {name!r}, which is not declared (known: {known})")
             resolved.append(self._nodes[name])
         return resolved

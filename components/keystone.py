@@ -64,9 +64,10 @@ def keystone(settings: Settings) -> ServiceSpec:
         render=render,
         databases=("keystone",),
         extra_secrets={
-            "keystone-admin": {"password": "keystone_admin"},
-            "keystone-fernet-keys": {"0": "fernet_keys.0", "1": "fernet_keys.1"},
-            "keystone-credential-keys": {"0": "credential_keys.0", "1": "credential_keys.1"},
+            "keystone-admin": {"password": "keystone-admin"},
+            # A staged key 0 and a primary key 1, as `keystone-manage fernet_setup` lays out.
+            "keystone-fernet-keys": {"0": "fernet-key-0", "1": "fernet-key-1"},
+            "keystone-credential-keys": {"0": "credential-key-0", "1": "credential-key-1"},
         },
         steps=(
             _key_check("keystone-fernet-setup", "fernet-keys", FERNET_DIR),

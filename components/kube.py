@@ -15,14 +15,17 @@ from components.workload import Manifest, PodSpec
 JOB_TIMEOUT = "30m"
 
 
-def _opts(
-    parent: pulumi.Resource, depends_on: Sequence[pulumi.Resource] = (), **extra: Any
-) -> pulumi.ResourceOptions:
+def _opts(parent: pulumi.Resource, depends_on: Sequence[pulumi.Resource] = (), **extra: Any) -> pulumi.ResourceOptions:
     return pulumi.ResourceOptions(parent=parent, depends_on=list(depends_on), **extra)
 
 
 def deployment(
-    name: str, namespace: str, pod: PodSpec, replicas: int, parent: pulumi.Resource, depends_on: Sequence[pulumi.Resource]
+    name: str,
+    namespace: str,
+    pod: PodSpec,
+    replicas: int,
+    parent: pulumi.Resource,
+    depends_on: Sequence[pulumi.Resource],
 ) -> k8s.apps.v1.Deployment:
     return k8s.apps.v1.Deployment(
         name,
@@ -31,7 +34,10 @@ def deployment(
             "replicas": replicas,
             "selector": {"matchLabels": selector(pod.service, pod.component)},
             # Never take more than one replica away during a rollout.
-            "strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 1 if replicas > 1 else 0, "maxSurge": 1}},
+            "strategy": {
+                "type": "RollingUpdate",
+                "rollingUpdate": {"maxUnavailable": 1 if replicas > 1 else 0, "maxSurge": 1},
+            },
             "template": pod.template(),
         },
         opts=_opts(parent, depends_on),

@@ -24,16 +24,27 @@ WAIT_READY = {"pulumi.com/waitFor": "condition=Ready", "pulumi.com/timeoutSecond
 
 class MariaDB(pulumi.ComponentResource):
     def __init__(
-        self, settings: Settings, credentials: Credentials, graph: DeployGraph, opts: pulumi.ResourceOptions | None = None
+        self,
+        settings: Settings,
+        credentials: Credentials,
+        graph: DeployGraph,
+        opts: pulumi.ResourceOptions | None = None,
     ):
         super().__init__("openstack:infra:MariaDB", "mariadb", None, opts)
         ns, operators = settings.namespace, settings.operators
-        crds = operator_chart("mariadb-operator-crds", "mariadb-operator-crds", CHART_REPOSITORY, operators.mariadb_crds, ns, self)
+        crds = operator_chart(
+            "mariadb-operator-crds", "mariadb-operator-crds", CHART_REPOSITORY, operators.mariadb_crds, ns, self
+        )
         chart = operator_chart(
-            "mariadb-operator", "mariadb-operator", CHART_REPOSITORY, operators.mariadb, ns, self,
+            "mariadb-operator",
+            "mariadb-operator",
+            CHART_REPOSITORY,
+            operators.mariadb,
+            ns,
+            self,
             depends_on=[crds] if crds else None,
         )
-        root = kube.secret(MARIADB_ROOT_SECRET, ns, "mariadb", {"password": credentials.mariadb_root}, self)
+        root = kube.secret(MARIADB_ROOT_SECRET, ns, "mariadb", {"password": credentials.password("mariadb-root")}, self)
         replicas = 3 if settings.ha else 1
         spec: dict = {
             "rootPasswordSecretKeyRef": {"name": MARIADB_ROOT_SECRET, "key": "password", "generate": False},

@@ -25,7 +25,6 @@ from components.spec import Process, RenderContext, ServiceSpec, Step
 from components.workload import (
     Container,
     Mount,
-    PodSpec,
     config_map_volume,
     control_plane_pod,
     secret_volume,
@@ -65,13 +64,13 @@ class OpenStackService(pulumi.ComponentResource):
         creds, name = self.ctx.credentials, self.spec.name
         own: dict[str, pulumi.Output[str]] = {}
         if self.spec.databases:
-            own["database"] = creds.database[name]
+            own["database"] = creds.database(name)
         if self.spec.messaging:
-            own["rabbitmq"] = creds.messaging[name]
+            own["rabbitmq"] = creds.messaging(name)
         if self.spec.catalog:
-            own["keystone"] = creds.keystone_user[name]
+            own["keystone"] = creds.keystone_user(name)
         for shared in self.spec.shared_secrets:
-            own[shared] = getattr(creds, shared)
+            own[shared] = creds.shared(shared)
         return own
 
     def _config_objects(self, steps: tuple[Step, ...], secrets: dict[str, pulumi.Output[str]]) -> list[pulumi.Resource]:
@@ -81,18 +80,13 @@ class OpenStackService(pulumi.ComponentResource):
         if own_passwords:
             objects.append(kube.secret(passwords_secret(name), settings.namespace, name, own_passwords, self))
         for secret_name, keys in self.spec.extra_secrets.items():
-            values = {key: self._credential(path) for key, path in keys.items()}
+            values = {key: self.ctx.credentials.shared(shared) for key, shared in keys.items()}
             objects.append(kube.secret(secret_name, settings.namespace, name, values, self))
         self.scripts = sorted({s for step in steps for s in step.scripts})
         if self.scripts:
             data = {script: script_text(script) for script in self.scripts}
             objects.append(kube.config_map(f"{name}-bin", settings.namespace, name, data, self))
         return objects
-
-    def _credential(self, path: str) -> pulumi.Output[str]:
-        attribute, _, index = path.partition(".")
-        value = getattr(self.ctx.credentials, attribute)
-        return value[int(index)] if index else value
 
     def _mounts(self, config_files: tuple[str, ...], scripts: tuple[str, ...]) -> tuple[Mount, ...]:
         config = tuple(Mount("etc", f"{self.spec.config_dir}/{f}", sub_path=f) for f in config_files)

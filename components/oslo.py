@@ -37,7 +37,9 @@ def memcached_servers(settings: Settings) -> str:
 
 
 def database_url(settings: Settings, user: str, password: str, database: str) -> str:
-    return f"mysql+pymysql://{user}:{password}@{settings.service_host('mariadb')}:{MARIADB_PORT}/{database}?charset=utf8"
+    return (
+        f"mysql+pymysql://{user}:{password}@{settings.service_host('mariadb')}:{MARIADB_PORT}/{database}?charset=utf8"
+    )
 
 
 def transport_url(settings: Settings, user: str, password: str, vhost: str) -> str:

@@ -87,9 +87,7 @@ class Role:
 _MODULES = HostPath("/lib/modules", True, "load openvswitch/kvm/iscsi kernel modules")
 _OVS_RUN = HostPath("/run/openvswitch", False, "ovsdb and vswitchd control sockets")
 _LIBVIRT_RUN = HostPath("/run/libvirt", False, "libvirt's control socket")
-_NOVA_STATE = HostPath(
-    "/var/lib/nova", False, "instance disks; must outlive the pod", propagation="Bidirectional"
-)
+_NOVA_STATE = HostPath("/var/lib/nova", False, "instance disks; must outlive the pod", propagation="Bidirectional")
 _LIBVIRT_STATE = HostPath("/var/lib/libvirt", False, "libvirt domain state and QEMU images")
 _CGROUP = HostPath("/sys/fs/cgroup", False, "place QEMU in the host's cgroup tree")
 _NETNS = HostPath("/run/netns", False, "router and DHCP namespaces", propagation="Bidirectional")
@@ -132,7 +130,13 @@ NOVA_COMPUTE = Role(
     image="nova-compute",
     privileged=True,
     host_network=True,
-    host_paths=(_MODULES, _LIBVIRT_RUN, _NOVA_STATE, _LIBVIRT_STATE, HostPath("/dev", False, "attach volumes (iSCSI, rbd)")),
+    host_paths=(
+        _MODULES,
+        _LIBVIRT_RUN,
+        _NOVA_STATE,
+        _LIBVIRT_STATE,
+        HostPath("/dev", False, "attach volumes (iSCSI, rbd)"),
+    ),
     why="drives libvirt, attaches block devices and serves live migration on the host network",
 )
 OVS_AGENT = Role(

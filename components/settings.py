@@ -82,7 +82,9 @@ def _topology(value: object) -> Topology:
 
 DnsLabel = Annotated[str, AfterValidator(_dns_label)]
 DnsName = Annotated[str, AfterValidator(_dns_name)]
-Quantity = Annotated[str, BeforeValidator(lambda v: str(v) if isinstance(v, int | float) else v), AfterValidator(_quantity)]
+Quantity = Annotated[
+    str, BeforeValidator(lambda v: str(v) if isinstance(v, int | float) else v), AfterValidator(_quantity)
+]
 LabelMap = Annotated[dict[str, str], AfterValidator(_label_map)]
 
 
@@ -277,9 +279,7 @@ class SettingsError(ValueError):
 
     def __init__(self, problems: list[str]):
         self.problems = problems
-        super().__init__(
-            f"{len(problems)} invalid stack setting(s):\n" + "\n".join(f"  - {p}" for p in problems)
-        )
+        super().__init__(f"{len(problems)} invalid stack setting(s):\n" + "\n".join(f"  - {p}" for p in problems))
 
     @classmethod
     def from_validation(cls, error: ValidationError) -> SettingsError:

@@ -80,7 +80,7 @@ class ServiceSpec:
     keystone_roles: tuple[str, ...] = ("admin", "service")
     steps: tuple[Step, ...] = ()
     processes: tuple[Process, ...] = ()
-    # Cloud-wide secrets (attributes of Credentials) the service's configs need.
+    # Cloud-wide secrets (names for Credentials.shared) the service's configs need.
     shared_secrets: tuple[str, ...] = ()
-    # Further Secrets this service owns: Secret name → {key: Credentials attribute[.index]}.
+    # Further Secrets this service owns: Secret name → {key: a name for Credentials.shared}.
     extra_secrets: Mapping[str, Mapping[str, str]] = field(default_factory=dict)

@@ -43,7 +43,16 @@ class Registration:
     dependencies: list[str]
     inputs: dict[str, Any]  # secrets replaced by SECRET_MARK
     revealed: dict[str, Any]  # secrets shown
-    secret_values: list[str] = field(default_factory=list)
+    outputs: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def generated_secrets(self) -> list[str]:
+        """What a pulumi-random resource generated, in every form the program may use it."""
+        if self.type == "random:index/randomPassword:RandomPassword":
+            return [self.outputs["result"]]
+        if self.type == "random:index/randomBytes:RandomBytes":
+            return [self.outputs["base64"].replace("+", "-").replace("/", "_")]  # as a Fernet key
+        return []
 
     @property
     def kind(self) -> str | None:
@@ -58,16 +67,13 @@ class Registration:
         return (self.inputs.get("metadata") or {}).get("namespace")
 
 
-def _unwrap(value: Any, reveal: bool, secrets: list[str]) -> Any:
+def _unwrap(value: Any, *, reveal: bool) -> Any:
     if isinstance(value, dict):
         if value.get(_SECRET_SIG[0]) == _SECRET_SIG[1]:
-            inner = _unwrap(value.get("value"), True, secrets)
-            if isinstance(inner, str):
-                secrets.append(inner)
-            return inner if reveal else SECRET_MARK
-        return {k: _unwrap(v, reveal, secrets) for k, v in value.items()}
+            return _unwrap(value.get("value"), reveal=True) if reveal else SECRET_MARK
+        return {k: _unwrap(v, reveal=reveal) for k, v in value.items()}
     if isinstance(value, list):
-        return [_unwrap(v, reveal, secrets) for v in value]
+        return [_unwrap(v, reveal=reveal) for v in value]
     if isinstance(value, float) and value.is_integer():
         return int(value)  # protobuf carries every number as a double
     if value == _UNKNOWN:
@@ -75,7 +81,7 @@ def _unwrap(value: Any, reveal: bool, secrets: list[str]) -> Any:
     return value
 
 
-class _Mocks(pulumi.runtime.Mocks):
+class FakeCloudMocks(pulumi.runtime.Mocks):
     """Resources echo their inputs; generated secrets get stable fake values per name."""
 
     def new_resource(self, args: pulumi.runtime.MockResourceArgs) -> tuple[str, dict]:
@@ -100,7 +106,7 @@ class RecordingMonitor(mocks.MockMonitor):
         response = super().RegisterResource(request)
         if request.type != "pulumi:pulumi:Stack":
             raw = json_format.MessageToDict(request.object, preserving_proto_field_name=True)
-            secrets: list[str] = []
+            outputs = json_format.MessageToDict(response.object, preserving_proto_field_name=True)
             self.registrations.append(
                 Registration(
                     urn=response.urn,
@@ -110,9 +116,9 @@ class RecordingMonitor(mocks.MockMonitor):
                     custom=bool(request.custom),
                     remote=bool(request.remote),
                     dependencies=list(dict.fromkeys(request.dependencies)),
-                    inputs=_unwrap(raw, False, []),
-                    revealed=_unwrap(raw, True, secrets),
-                    secret_values=secrets,
+                    inputs=_unwrap(raw, reveal=False),
+                    revealed=_unwrap(raw, reveal=True),
+                    outputs=_unwrap(outputs, reveal=True),
                 )
             )
         return response
@@ -145,12 +151,14 @@ def _as_engine_config(config: Mapping[str, Any]) -> dict[str, str]:
     return wire
 
 
-def run_program(config: Mapping[str, Any], stack: str = "test") -> list[Registration]:
+def run_program(
+    config: Mapping[str, Any], stack: str = "test", monitor: RecordingMonitor | None = None
+) -> list[Registration]:
     """Run __main__.py with `config` (keys like 'openstack:namespace') and return its registrations."""
     pulumi.runtime.set_all_config(_as_engine_config(config), [])
-    monitor = RecordingMonitor(_Mocks())
+    monitor = monitor or RecordingMonitor(FakeCloudMocks())
     set_root_resource(None)  # type: ignore[arg-type]  # a fresh Stack resource for every run
-    pulumi.runtime.set_mocks(_Mocks(), project=PROJECT, stack=stack, preview=False, monitor=monitor)
+    pulumi.runtime.set_mocks(FakeCloudMocks(), project=PROJECT, stack=stack, preview=False, monitor=monitor)
     _sync_await(run_pulumi_func(lambda: runpy.run_path(str(REPO / "__main__.py"), run_name="__main__")))
     return monitor.registrations
 

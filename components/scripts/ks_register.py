@@ -28,7 +28,9 @@ def ensure_user(conn: openstack.connection.Connection) -> None:
     name, password = os.environ["SERVICE_USER"], os.environ["SERVICE_PASSWORD"]
     user = conn.identity.find_user(name, domain_id="default")
     if user is None:
-        user = conn.identity.create_user(name=name, password=password, domain_id="default", default_project_id=project.id)
+        user = conn.identity.create_user(
+            name=name, password=password, domain_id="default", default_project_id=project.id
+        )
     else:
         # The password in the Secret is the truth: a rotated password must reach Keystone.
         conn.identity.update_user(user, password=password)

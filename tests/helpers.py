@@ -1,0 +1,42 @@
+"""Small queries over a plan that several test modules share."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+from tools.plan import Plan
+from tools.runtime import Registration
+
+# Objects that something can wait for in the deploy graph (everything else is config).
+GRAPH_KINDS = {"Job", "Deployment", "DaemonSet", "StatefulSet", "MariaDB", "RabbitmqCluster"}
+
+
+def waits_for(plan: Plan, k8s_name: str) -> set[str]:
+    """The Jobs, workloads and data stores an object waits for directly, by Kubernetes name."""
+    urn = next(r.urn for r in plan.custom if r.k8s_name == k8s_name and r.kind in GRAPH_KINDS)
+    by_urn = {r.urn: r for r in plan.custom}
+    return {by_urn[d].k8s_name for d in plan.dependencies[urn] if by_urn[d].kind in GRAPH_KINDS}
+
+
+def ancestors(plan: Plan, k8s_name: str) -> set[str]:
+    urn = next(r.urn for r in plan.custom if r.k8s_name == k8s_name and r.kind in GRAPH_KINDS)
+    by_urn = {r.urn: r for r in plan.custom}
+    return {by_urn[u].k8s_name for u in plan.ancestors(urn) if by_urn[u].kind in GRAPH_KINDS}
+
+
+def objects(plan: Plan, kind: str) -> dict[str, Registration]:
+    return {r.k8s_name: r for r in plan.custom if r.kind == kind}
+
+
+def pod_template(r: Registration, revealed: bool = False) -> dict[str, Any]:
+    inputs = r.revealed if revealed else r.inputs
+    if r.kind == "Pod":
+        return inputs
+    return inputs["spec"]["template"]
+
+
+def containers(r: Registration) -> Iterator[dict[str, Any]]:
+    spec = pod_template(r)["spec"]
+    yield from spec.get("initContainers", [])
+    yield from spec["containers"]

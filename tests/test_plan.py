@@ -1,0 +1,104 @@
+"""The offline plan tool: files, ordering, schema validation and exit codes."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.conftest import STACKS, plan_of
+from tools import plan as plan_tool
+from tools.runtime import SECRET_MARK
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_plan_writes_valid_files_for_each_stack(stack: str, tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    assert plan_tool.main(["--stack", stack, "--out", str(tmp_path)]) == 0
+    document = json.loads((tmp_path / "plan.json").read_text())
+    assert document["stack"] == stack
+    assert document["settings"]["hypervisorIsolation"] == plan_of(stack).settings.hypervisor_isolation.value
+    first = document["resources"][0]
+    assert set(first) == {
+        "urn",
+        "type",
+        "name",
+        "parent",
+        "custom",
+        "dependencies",
+        "kind",
+        "k8s_name",
+        "namespace",
+        "inputs",
+    }
+    out = capsys.readouterr().out
+    assert "0 invalid" in out and "wave" in out
+    manifests = list(yaml.safe_load_all((tmp_path / "manifests.yaml").read_text()))
+    names = [(m["kind"], m["metadata"]["name"]) for m in manifests]
+    # Waits come first: each Job or workload appears after what it waits for.
+    assert names.index(("MariaDB", "mariadb")) < names.index(("Job", "keystone-db-init"))
+    assert names.index(("Job", "keystone-db-init")) < names.index(("Job", "keystone-db-sync"))
+    assert names.index(("Job", "keystone-db-sync")) < names.index(("Deployment", "keystone-api"))
+    assert names[0] == ("Namespace", "openstack")
+
+
+def test_secrets_are_masked_unless_asked(tmp_path: Path) -> None:
+    plan_tool.main(["--stack", "dev", "--out", str(tmp_path / "masked")])
+    plan_tool.main(["--stack", "dev", "--out", str(tmp_path / "shown"), "--show-secrets"])
+    masked = (tmp_path / "masked" / "plan.json").read_text()
+    shown = (tmp_path / "shown" / "plan.json").read_text()
+    assert SECRET_MARK in masked and "[database]" not in masked
+    assert "[database]" in shown and "mysql+pymysql://keystone:Mock" in shown
+
+
+def test_invalid_settings_exit_nonzero_with_the_key_on_stderr(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    stacks = tmp_path / "stacks"
+    stacks.mkdir()
+    (stacks / "Pulumi.broken.yaml").write_text("config:\n  openstack:hypervisorIsolation: seven\n")
+    original = plan_tool.stack_config.__globals__["stack_file"]
+    plan_tool.stack_config.__globals__["stack_file"] = lambda stack: stacks / f"Pulumi.{stack}.yaml"
+    try:
+        assert plan_tool.main(["--stack", "broken", "--out", str(tmp_path / "out")]) == 2
+    finally:
+        plan_tool.stack_config.__globals__["stack_file"] = original
+    assert "openstack:hypervisorIsolation" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()
+
+
+def test_unknown_stack_is_an_error(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    assert plan_tool.main(["--stack", "nosuch", "--out", str(tmp_path)]) == 2
+    assert "stacks: dev, prod, staging" in capsys.readouterr().err
+
+
+def test_schema_validation_catches_an_invalid_manifest() -> None:
+    plan = plan_of("dev")
+    broken = plan.by_name("keystone-api", "Deployment")
+    original = broken.revealed
+    broken.revealed = {**original, "spec": {**original["spec"], "replicas": "three"}}
+    try:
+        errors, skipped = plan_tool.validate(plan)
+    finally:
+        broken.revealed = original
+    assert any("Deployment keystone-api: spec.replicas" in e for e in errors)
+    assert any("MariaDB mariadb" in s for s in skipped)
+
+
+def test_strict_validation_rejects_unknown_fields() -> None:
+    plan = plan_of("dev")
+    service = plan.by_name("memcached", "Service")
+    original = service.revealed
+    service.revealed = {**original, "spec": {**original["spec"], "clusterIPs_typo": []}}
+    try:
+        errors, _ = plan_tool.validate(plan)
+    finally:
+        service.revealed = original
+    assert any(e.startswith("Service memcached") for e in errors)
+
+
+def test_waves_start_everything_whose_dependencies_are_met() -> None:
+    plan = plan_of("dev")
+    wave_of = {r.k8s_name: n for n, wave in enumerate(plan.waves()) for r in wave if r.kind}
+    assert wave_of["keystone-api"] == wave_of["keystone-bootstrap"]  # both wait only for db-sync (+memcached)
+    assert wave_of["keystone-fernet-setup"] < wave_of["keystone-db-sync"]
+    assert wave_of["keystone-db-sync"] == wave_of["keystone-db-init"] + 1

@@ -1,0 +1,109 @@
+"""Stack settings: validated as a whole before any resource is declared."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pulumi
+import pytest
+import yaml
+
+from components.settings import Settings, SettingsError
+from tools.runtime import REPO, FakeCloudMocks, RecordingMonitor, run_program
+
+# (settings, the key the error must name, a fragment of what the error must say is allowed)
+MALFORMED: list[tuple[dict[str, Any], str, str]] = [
+    ({"namespace": "Open_Stack"}, "openstack:namespace", "DNS-1123"),
+    ({"kubernetesVersion": "1.12"}, "openstack:kubernetesVersion", "1.31"),
+    ({"hypervisorIsolation": "hyperv"}, "openstack:hypervisorIsolation", "pod-per-service-host-pid (5)"),
+    ({"hypervisorIsolation": 6}, "openstack:hypervisorIsolation", "all-in-one (1)"),
+    ({"release": "2023.2"}, "openstack:release", "2026.1"),
+    ({"replicas": {"keystone-api": 0}}, "openstack:replicas.keystone-api", "greater than or equal to 1"),
+    ({"storage": {"mariadbSize": "lots"}}, "openstack:storage.mariadbSize", "quantity"),
+    ({"nodeSelectors": {"compute": {"bad key!": "x"}}}, "openstack:nodeSelectors.compute", "label key"),
+    ({"services": {"placement": False}}, "openstack:services", "nova needs placement"),
+    ({"services": {"keystone": False}}, "openstack:services.keystone", "True"),
+    ({"images": {"overrides": {"keystone": "example.org/keystone"}}}, "openstack:images.overrides", "pinned"),
+    ({"images": {"overrides": {"nova-api": "example.org/nova-api:latest"}}}, "openstack:images.overrides", "latest"),
+    ({"endpoints": {"scheme": "ftp"}}, "openstack:endpoints.scheme", "'http' or 'https'"),
+    ({"ha": "sometimes"}, "openstack:ha", "boolean"),
+    ({"namspace": "openstack"}, "openstack:namspace", "unknown setting"),
+    ({"compute": {"nodeGroups": []}}, "openstack:compute.nodeGroups", "at least one node group"),
+    (
+        {"compute": {"nodeGroups": [{"name": "a"}, {"name": "a"}]}},
+        "openstack:compute.nodeGroups",
+        "repeated: a",
+    ),
+    ({"compute": {"nodeGroups": [{"name": "g", "virtType": "xen"}]}}, "openstack:compute.nodeGroups.0.virtType", "kvm"),
+    (
+        {"compute": {"nodeGroups": [{"name": "g", "virtType": "qemu", "cpuMode": "host-passthrough"}]}},
+        "openstack:compute.nodeGroups.0",
+        "needs virtType 'kvm'",
+    ),
+]
+
+
+@pytest.mark.parametrize(("raw", "key", "allowed"), MALFORMED, ids=[m[1] + "-" + m[2][:12] for m in MALFORMED])
+def test_malformed_settings_name_the_key_and_what_is_allowed(raw: dict[str, Any], key: str, allowed: str) -> None:
+    with pytest.raises(SettingsError) as caught:
+        Settings.parse(raw)
+    [problem] = [p for p in caught.value.problems if p.startswith(key)]
+    assert allowed in problem
+    assert "got" in problem or "unknown setting" in problem
+
+
+def test_every_problem_is_reported_at_once() -> None:
+    with pytest.raises(SettingsError) as caught:
+        Settings.parse({"namespace": "UPPER", "region": "", "kubernetesVersion": "2.0", "hypervisorIsolation": 0})
+    keys = {p.split(":")[1] for p in caught.value.problems}
+    assert keys == {"namespace", "region", "kubernetesVersion", "hypervisorIsolation"}
+
+
+@pytest.mark.parametrize(
+    ("given", "expected"),
+    [(1, "all-in-one"), ("5", "pod-per-service-host-pid"), ("baremetal-hypervisor", "baremetal-hypervisor")],
+)
+def test_topology_by_name_or_option_number(given: object, expected: str) -> None:
+    assert Settings.parse({"hypervisorIsolation": given}).hypervisor_isolation.value == expected
+
+
+def test_invalid_stack_declares_nothing() -> None:
+    monitor = RecordingMonitor(FakeCloudMocks())
+    with pytest.raises(pulumi.RunError) as caught:
+        run_program({"openstack:namespace": "Bad Namespace", "openstack:replicas": {"nova-api": -1}}, monitor=monitor)
+    message = str(caught.value)
+    assert "openstack:namespace" in message and "openstack:replicas.nova-api" in message
+    assert monitor.registrations == []
+
+
+def test_ha_raises_replicas_to_three_but_keeps_larger_counts() -> None:
+    settings = Settings.parse({"ha": True, "replicas": {"nova-api": 5}})
+    assert settings.replicas_of("keystone-api") == 3
+    assert settings.replicas_of("nova-api") == 5
+    assert Settings.parse({}).replicas_of("keystone-api") == 1
+
+
+def test_default_images_are_kolla_images_of_the_release() -> None:
+    settings = Settings.parse({"images": {"overrides": {"nova-api": "registry.local/nova-api@sha256:abc"}}})
+    assert settings.image("keystone") == "quay.io/openstack.kolla/keystone:2026.1-ubuntu-noble"
+    assert settings.image("nova-api") == "registry.local/nova-api@sha256:abc"
+
+
+def test_project_file_declares_every_top_level_setting() -> None:
+    project = yaml.safe_load((REPO / "Pulumi.yaml").read_text())
+    declared = project["config"]
+    fields = {info.alias or name for name, info in Settings.model_fields.items()}
+    assert set(declared) == fields
+    defaults = Settings()
+    for key, entry in declared.items():
+        assert entry["description"]
+        if "default" in entry:
+            value = getattr(defaults, next(n for n, i in Settings.model_fields.items() if (i.alias or n) == key))
+            assert str(entry["default"]).lower() == str(getattr(value, "value", value)).lower(), key
+            assert entry["type"] in {"string", "integer", "boolean", "array"}
+
+
+@pytest.mark.parametrize("stack", ["dev", "staging", "prod"])
+def test_stack_files_hold_no_secrets(stack: str) -> None:
+    text = (REPO / "stacks" / f"Pulumi.{stack}.yaml").read_text().lower()
+    assert "password" not in text and "secure:" not in text and "secret" not in text

@@ -1,0 +1,217 @@
+"""The offline plan: what `pulumi up` would create for a stack, without a CLI or a cluster.
+
+    python -m tools.plan --stack dev --out build/dev [--show-secrets]
+
+Runs the real program under the mock runtime, writes plan.json and manifests.yaml,
+validates every built-in object against the stack's Kubernetes API schema, runs the
+policy pack over the result, and prints a summary with the deploy waves.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import kubernetes_validate
+import yaml
+
+from components.settings import Settings, SettingsError
+from tools.runtime import Registration, run_stack, stack_config
+
+
+@dataclass
+class Plan:
+    stack: str
+    settings: Settings
+    registrations: list[Registration]
+    dependencies: dict[str, list[str]]  # urn → custom resources the engine waits for
+
+    @property
+    def custom(self) -> list[Registration]:
+        return [r for r in self.registrations if r.custom or (r.remote and not self._children(r.urn))]
+
+    def _children(self, urn: str) -> list[Registration]:
+        return [r for r in self.registrations if r.parent == urn]
+
+    def by_name(self, k8s_name: str, kind: str | None = None) -> Registration:
+        found = [r for r in self.custom if r.k8s_name == k8s_name and (kind is None or r.kind == kind)]
+        if len(found) != 1:
+            raise KeyError(f"{len(found)} objects named {k8s_name!r}" + (f" of kind {kind}" if kind else ""))
+        return found[0]
+
+    def ancestors(self, urn: str) -> set[str]:
+        """Everything `urn` waits for, directly or through others."""
+        seen: set[str] = set()
+        stack = list(self.dependencies.get(urn, ()))
+        while stack:
+            current = stack.pop()
+            if current not in seen:
+                seen.add(current)
+                stack.extend(self.dependencies.get(current, ()))
+        return seen
+
+    def waves(self) -> list[list[Registration]]:
+        """Deploy order as waves: everything whose dependencies are met starts together."""
+        remaining = {r.urn: r for r in self.custom}
+        done: set[str] = set()
+        waves = []
+        while remaining:
+            ready = [r for urn, r in remaining.items() if set(self.dependencies[urn]) <= done]
+            if not ready:
+                raise ValueError(f"dependency cycle among: {', '.join(sorted(remaining))}")
+            waves.append(sorted(ready, key=lambda r: (r.kind or r.type, r.name)))
+            for r in ready:
+                done.add(r.urn)
+                del remaining[r.urn]
+        return waves
+
+
+def engine_dependencies(registrations: list[Registration]) -> dict[str, list[str]]:
+    """The custom resources each custom resource waits for, as the engine orders them.
+
+    An edge to a component stands for all of its custom descendants; an edge declared on a
+    component is inherited by everything inside it.
+    """
+    by_urn = {r.urn: r for r in registrations}
+    children: dict[str, list[str]] = {}
+    for r in registrations:
+        children.setdefault(r.parent, []).append(r.urn)
+
+    def leaves(urn: str) -> list[str]:
+        node = by_urn.get(urn)
+        if node is None:
+            return []
+        if node.custom:
+            return [urn]
+        below = [leaf for child in children.get(urn, []) for leaf in leaves(child)]
+        return below or ([urn] if node.remote else [])
+
+    def declared(urn: str) -> list[str]:
+        node = by_urn[urn]
+        inherited = declared(node.parent) if node.parent in by_urn else []
+        return node.dependencies + inherited
+
+    result = {}
+    for r in registrations:
+        if r.custom or (r.remote and not children.get(r.urn)):
+            waits = [leaf for dep in declared(r.urn) for leaf in leaves(dep) if leaf != r.urn]
+            result[r.urn] = list(dict.fromkeys(waits))
+    return result
+
+
+def build_plan(stack: str, overrides: dict[str, Any] | None = None) -> Plan:
+    raw = {k.removeprefix("openstack:"): v for k, v in stack_config(stack).items() if k.startswith("openstack:")}
+    settings = Settings.parse({**raw, **(overrides or {})})
+    registrations = run_stack(stack, overrides)
+    return Plan(stack, settings, registrations, engine_dependencies(registrations))
+
+
+def manifests(plan: Plan, *, reveal: bool) -> list[dict[str, Any]]:
+    """Every Kubernetes object, in an order that respects the dependencies."""
+    ordered = [r for wave in plan.waves() for r in wave if r.kind]
+    return [r.revealed if reveal else r.inputs for r in ordered]
+
+
+def validate(plan: Plan) -> tuple[list[str], list[str]]:
+    """(errors, not validated) for every built-in object against the stack's API schemas."""
+    version = f"{plan.settings.kubernetes_version}.0"
+    errors, skipped = [], []
+    for r in plan.custom:
+        if not r.kind:
+            continue
+        try:
+            kubernetes_validate.validate(r.revealed, version, strict=True)
+        except kubernetes_validate.SchemaNotFoundError:
+            skipped.append(f"{r.kind} {r.k8s_name} ({r.inputs.get('apiVersion')}: custom resource, no schema)")
+        except kubernetes_validate.ValidationError as error:
+            path = ".".join(str(p) for p in error.path)
+            errors.append(f"{r.kind} {r.k8s_name}: {path}: {error.message}")
+    return errors, skipped
+
+
+def policy_report(plan: Plan) -> list[dict[str, Any]]:
+    try:
+        from policies.report import check_resources, load_config
+    except ModuleNotFoundError:  # TODO(issue 5): the pack lands in its own change
+        return []
+
+    resources = [resource_record(r, plan) for r in plan.registrations]
+    return [v.to_dict() for v in check_resources(resources, load_config(plan.stack))]
+
+
+def resource_record(r: Registration, plan: Plan, reveal: bool = False) -> dict[str, Any]:
+    return {
+        "urn": r.urn,
+        "type": r.type,
+        "name": r.name,
+        "parent": r.parent,
+        "custom": r.custom,
+        "dependencies": plan.dependencies.get(r.urn, []),
+        "kind": r.kind,
+        "k8s_name": r.k8s_name,
+        "namespace": r.namespace,
+        "inputs": r.revealed if reveal else r.inputs,
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m tools.plan", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--stack", required=True, help="a stack in stacks/Pulumi.<stack>.yaml")
+    parser.add_argument("--out", required=True, type=Path, help="directory for plan.json and manifests.yaml")
+    parser.add_argument("--show-secrets", action="store_true", help="write secret values instead of [secret]")
+    args = parser.parse_args(argv)
+    try:
+        plan = build_plan(args.stack)
+    except (SettingsError, FileNotFoundError) as error:
+        print(f"error: stack {args.stack}: {error}", file=sys.stderr)
+        return 2
+    errors, skipped = validate(plan)
+    violations = policy_report(plan)
+    args.out.mkdir(parents=True, exist_ok=True)
+    document = {
+        "stack": plan.stack,
+        "settings": plan.settings.model_dump(mode="json", by_alias=True),
+        "resources": [resource_record(r, plan, args.show_secrets) for r in plan.registrations],
+        "policy": violations,
+    }
+    (args.out / "plan.json").write_text(json.dumps(document, indent=2) + "\n")
+    (args.out / "manifests.yaml").write_text(
+        yaml.safe_dump_all(manifests(plan, reveal=args.show_secrets), sort_keys=False)
+    )
+    summarize(plan, errors, skipped, violations, args.out)
+    mandatory = [v for v in violations if v["enforcement"] == "mandatory"]
+    for error in errors:
+        print(f"invalid manifest: {error}", file=sys.stderr)
+    for violation in mandatory:
+        print(f"mandatory policy violation: {violation['message']}", file=sys.stderr)
+    return 1 if errors or mandatory else 0
+
+
+def summarize(plan: Plan, errors: list[str], skipped: list[str], violations: list[dict], out: Path) -> None:
+    kinds = Counter(r.kind or r.type for r in plan.custom)
+    topology = plan.settings.hypervisor_isolation.value
+    print(f"stack {plan.stack}: {len(plan.custom)} objects ({topology}, ha={plan.settings.ha})")
+    for kind, count in sorted(kinds.items()):
+        print(f"  {count:4d} {kind}")
+    print("deploy waves (Jobs and workloads; each wave starts when the previous one is done):")
+    shown = {"Job", "Deployment", "DaemonSet", "StatefulSet", "MariaDB", "RabbitmqCluster"}
+    for number, wave in enumerate(plan.waves(), 1):
+        names = [r.k8s_name or r.name for r in wave if (r.kind in shown) or r.remote]
+        if names:
+            print(f"  wave {number:2d}: {', '.join(names)}")
+    version = plan.settings.kubernetes_version
+    print(f"schema validation against Kubernetes {version}: {len(errors)} invalid, {len(skipped)} not validated")
+    for line in skipped:
+        print(f"  not validated: {line}")
+    advisory = sum(1 for v in violations if v["enforcement"] == "advisory")
+    print(f"policy: {len(violations) - advisory} mandatory, {advisory} advisory violation(s)")
+    print(f"wrote {out / 'plan.json'} and {out / 'manifests.yaml'}")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
