@@ -5,21 +5,31 @@ from __future__ import annotations
 import pulumi
 import pulumi_kubernetes as k8s
 
+from components.cinder import Cinder
 from components.credentials import Credentials
+from components.glance import Glance
 from components.graph import DeployGraph
-from components.keystone import keystone
+from components.horizon import Horizon
+from components.keystone import Keystone
 from components.mariadb import MariaDB
 from components.memcached import Memcached
 from components.meta import labels
-from components.openstack_service import BuildContext, OpenStackService
+from components.neutron import Neutron
+from components.nova import Nova
+from components.openstack_service import BuildContext
+from components.placement import Placement
 from components.rabbitmq import RabbitMQ
 from components.settings import Settings
-from components.spec import ServiceSpec
 
-
-def service_specs(settings: Settings) -> list[ServiceSpec]:
-    """Keystone first; the graph only needs each service's dependencies declared before it."""
-    return [keystone(settings)]
+# In an order where whatever a service waits for is declared before it.
+SERVICES = {
+    "glance": Glance,
+    "placement": Placement,
+    "nova": Nova,
+    "neutron": Neutron,
+    "cinder": Cinder,
+    "horizon": Horizon,
+}
 
 
 def build(settings: Settings) -> DeployGraph:
@@ -38,12 +48,12 @@ def build(settings: Settings) -> DeployGraph:
     )
     in_namespace = pulumi.ResourceOptions(depends_on=[namespace])
     graph = DeployGraph()
-    specs = service_specs(settings)
     credentials = Credentials("credentials")
     MariaDB(settings, credentials, graph, in_namespace)
     RabbitMQ(settings, graph, in_namespace)
     Memcached(settings, graph, in_namespace)
     ctx = BuildContext(settings, credentials, graph)
-    for spec in specs:
-        OpenStackService(spec, ctx, in_namespace)
+    Keystone(ctx, in_namespace)
+    for name in settings.services.enabled():
+        SERVICES[name](ctx, in_namespace)
     return graph

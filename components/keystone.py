@@ -7,8 +7,11 @@ and keystone-api (needs the schema and memcached).
 
 from __future__ import annotations
 
+import pulumi
+
 from components import oslo
 from components.inifile import render_ini
+from components.openstack_service import BuildContext, OpenStackService
 from components.settings import Settings
 from components.spec import Process, RenderContext, ServiceSpec, Step
 from components.workload import Mount, Probe, env, secret_env, secret_volume
@@ -115,3 +118,8 @@ def keystone(settings: Settings) -> ServiceSpec:
             ),
         ),
     )
+
+
+class Keystone(OpenStackService):
+    def __init__(self, ctx: BuildContext, opts: pulumi.ResourceOptions | None = None):
+        super().__init__(keystone(ctx.settings), ctx, opts)

@@ -32,7 +32,7 @@ def deployment(
         metadata=metadata(name, namespace, pod.service, pod.component),
         spec={
             "replicas": replicas,
-            "selector": {"matchLabels": selector(pod.service, pod.component)},
+            "selector": {"matchLabels": pod.selector()},
             # Never take more than one replica away during a rollout.
             "strategy": {
                 "type": "RollingUpdate",
@@ -52,7 +52,6 @@ def daemonset(
     depends_on: Sequence[pulumi.Resource],
     *,
     on_delete: bool = False,
-    extra_selector: Mapping[str, str] | None = None,
 ) -> k8s.apps.v1.DaemonSet:
     strategy: Manifest = (
         {"type": "OnDelete"} if on_delete else {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 1}}
@@ -61,7 +60,7 @@ def daemonset(
         name,
         metadata=metadata(name, namespace, pod.service, pod.component),
         spec={
-            "selector": {"matchLabels": selector(pod.service, pod.component, **(extra_selector or {}))},
+            "selector": {"matchLabels": pod.selector()},
             "updateStrategy": strategy,
             "template": pod.template(),
         },
@@ -84,6 +83,54 @@ def job(
             delete_before_replace=True,
             custom_timeouts=pulumi.CustomTimeouts(create=JOB_TIMEOUT, update=JOB_TIMEOUT),
         ),
+    )
+
+
+def cron_job(
+    name: str,
+    namespace: str,
+    pod: PodSpec,
+    schedule: str,
+    parent: pulumi.Resource,
+    depends_on: Sequence[pulumi.Resource],
+) -> k8s.batch.v1.CronJob:
+    return k8s.batch.v1.CronJob(
+        name,
+        metadata=metadata(name, namespace, pod.service, pod.component),
+        spec={
+            "schedule": schedule,
+            # A slow run must not pile up behind itself.
+            "concurrencyPolicy": "Forbid",
+            "successfulJobsHistoryLimit": 1,
+            "failedJobsHistoryLimit": 3,
+            "jobTemplate": {"spec": {"backoffLimit": 2, "template": pod.template()}},
+        },
+        opts=_opts(parent, depends_on),
+    )
+
+
+def volume_claim(
+    name: str,
+    namespace: str,
+    service_name: str,
+    size: str,
+    storage_class: str | None,
+    shared: bool,
+    parent: pulumi.Resource,
+) -> k8s.core.v1.PersistentVolumeClaim:
+    spec: Manifest = {
+        # Several replicas on several nodes need a volume they can all mount.
+        "accessModes": ["ReadWriteMany" if shared else "ReadWriteOnce"],
+        "resources": {"requests": {"storage": size}},
+    }
+    if storage_class:
+        spec["storageClassName"] = storage_class
+    return k8s.core.v1.PersistentVolumeClaim(
+        name,
+        metadata=metadata(name, namespace, service_name, "storage"),
+        spec=spec,
+        # Deleting the claim would delete every image or volume in it.
+        opts=_opts(parent, protect=False, retain_on_delete=True),
     )
 
 

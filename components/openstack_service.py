@@ -20,11 +20,14 @@ from components.credentials import Credentials
 from components.graph import DeployGraph
 from components.images import profile
 from components.meta import checksum
+from components.nodepod import container_security, host_path_mounts, host_path_volumes, pod_overrides
+from components.roles import NodeKind, NodePod
 from components.settings import Settings
 from components.spec import Process, RenderContext, ServiceSpec, Step
 from components.workload import (
     Container,
     Mount,
+    PodSpec,
     config_map_volume,
     control_plane_pod,
     secret_volume,
@@ -82,7 +85,8 @@ class OpenStackService(pulumi.ComponentResource):
         for secret_name, keys in self.spec.extra_secrets.items():
             values = {key: self.ctx.credentials.shared(shared) for key, shared in keys.items()}
             objects.append(kube.secret(secret_name, settings.namespace, name, values, self))
-        self.scripts = sorted({s for step in steps for s in step.scripts})
+        processes = [p for top in self.spec.processes for p in (top, *top.sidecars, *top.init_containers)]
+        self.scripts = sorted({s for step in steps for s in step.scripts} | {s for p in processes for s in p.scripts})
         if self.scripts:
             data = {script: script_text(script) for script in self.scripts}
             objects.append(kube.config_map(f"{name}-bin", settings.namespace, name, data, self))
@@ -131,41 +135,83 @@ class OpenStackService(pulumi.ComponentResource):
             restart_policy="OnFailure",
             annotations={CHECKSUM_ANNOTATION: self._checksum(step.config_files, step.scripts)},
         )
-        job = kube.job(step.name, settings.namespace, pod, self, self._waits_for(step.name, step.needs))
+        waits = self._waits_for(step.name, step.needs)
+        if step.schedule:
+            # A repeating step is nothing anything waits for, so it stays out of the graph.
+            return kube.cron_job(step.name, settings.namespace, pod, step.schedule, self, waits)
+        job = kube.job(step.name, settings.namespace, pod, self, waits)
         return self.ctx.graph.add(step.name, job)
 
-    def _container(self, process: Process) -> Container:
+    def _container(self, process: Process, node_pod: NodePod | None) -> Container:
         settings = self.ctx.settings
+        mounts = self._mounts(process.config_files, process.scripts) + process.extra_mounts
+        mounts += tuple(Mount(c.name, c.mount_path, read_only=False) for c in process.claims)
+        security = None
+        if node_pod is not None:
+            role = node_pod.role(process.name)
+            security = container_security(role)
+            mounts += host_path_mounts(role)
         return Container(
             name=process.name,
             image=settings.image(process.image),
             command=process.command,
             env=process.env,
-            mounts=self._mounts(process.config_files, ()) + process.extra_mounts,
+            mounts=mounts,
             probe=process.probe,
             ports=(process.port,) if process.port else (),
             resources=settings.resources_of(process.name),
+            security_context=security,
+            lifecycle=process.lifecycle,
+        )
+
+    def _pod(self, process: Process) -> PodSpec:
+        settings, name = self.ctx.settings, self.spec.name
+        everything = (process, *process.sidecars, *process.init_containers)
+        config_files = tuple(dict.fromkeys(f for p in everything for f in p.config_files))
+        scripts = tuple(dict.fromkeys(s for p in everything for s in p.scripts))
+        volumes = self._volumes(config_files, scripts) + tuple(v for p in everything for v in p.extra_volumes)
+        volumes += tuple(
+            {"name": c.name, "persistentVolumeClaim": {"claimName": c.name}} for p in everything for c in p.claims
+        )
+        node_pod = process.node_pod
+        common = dict(
+            service=node_pod.service if node_pod else name,
+            component=node_pod.name if node_pod else self._component(process.name),
+            containers=tuple(self._container(p, node_pod) for p in (process, *process.sidecars)),
+            init_containers=tuple(self._container(p, node_pod) for p in process.init_containers),
+            annotations={CHECKSUM_ANNOTATION: self._checksum(config_files, scripts)},
+            extra_labels=dict(process.extra_labels),
+            termination_grace=process.termination_grace,
+        )
+        if node_pod is None:
+            return control_plane_pod(settings, volumes=volumes, uid=profile(process.image).uid, **common)
+        selectors = settings.node_selectors
+        base = {
+            NodeKind.COMPUTE: selectors.compute,
+            NodeKind.NETWORK: selectors.network,
+            NodeKind.STORAGE: selectors.storage,
+        }[node_pod.node]
+        return PodSpec(
+            volumes=volumes + host_path_volumes(node_pod.roles),
+            node_selector={**base, **process.node_selector},
+            pod_overrides=pod_overrides(node_pod),
+            **common,
         )
 
     def _process(self, process: Process) -> pulumi.Resource:
-        settings, name = self.ctx.settings, self.spec.name
-        everything = (process, *process.sidecars)
-        config_files = tuple(dict.fromkeys(f for p in everything for f in p.config_files))
-        pod = control_plane_pod(
-            settings,
-            service=name,
-            component=self._component(process.name),
-            containers=tuple(self._container(p) for p in everything),
-            volumes=self._volumes(config_files, ()) + tuple(v for p in everything for v in p.extra_volumes),
-            uid=profile(process.image).uid,
-            annotations={CHECKSUM_ANNOTATION: self._checksum(config_files, ())},
-        )
+        settings, name, ns = self.ctx.settings, self.spec.name, self.ctx.settings.namespace
+        pod = self._pod(process)
+        for claim in process.claims:
+            storage = settings.storage
+            kube.volume_claim(claim.name, ns, name, claim.size, storage.storage_class, claim.shared, self)
+        waits = self._waits_for(process.name, process.needs)
+        if process.node_pod is not None:
+            workload = kube.daemonset(process.name, ns, pod, self, waits, on_delete=process.on_delete)
+            return self.ctx.graph.add(process.name, workload)
         replicas = settings.replicas_of(process.name)
-        workload = kube.deployment(
-            process.name, settings.namespace, pod, replicas, self, self._waits_for(process.name, process.needs)
-        )
+        workload = kube.deployment(process.name, ns, pod, replicas, self, waits)
         if process.port:
-            kube.service(process.name, settings.namespace, name, pod.component, {"api": process.port}, self)
+            kube.service(process.name, ns, name, pod.component, {"api": process.port}, self)
         if settings.ha and replicas > 1:
-            kube.disruption_budget(process.name, settings.namespace, name, pod.component, self)
+            kube.disruption_budget(process.name, ns, name, pod.component, self)
         return self.ctx.graph.add(process.name, workload)

@@ -57,6 +57,7 @@ class Topology(StrEnum):
 class NodeKind(StrEnum):
     COMPUTE = "compute"
     NETWORK = "network"
+    STORAGE = "storage"
 
 
 @dataclass(frozen=True)
@@ -171,6 +172,24 @@ METADATA_AGENT = Role(
 )
 
 
+CINDER_VOLUME = Role(
+    name="cinder-volume",
+    image="cinder-volume",
+    privileged=True,
+    host_network=True,
+    host_paths=(
+        _MODULES,
+        HostPath("/dev", False, "loop and device-mapper devices of the volume group"),
+        HostPath(
+            "/var/lib/cinder", False, "the loop file or NFS mounts; must outlive the pod", propagation="Bidirectional"
+        ),
+        HostPath("/sys/kernel/config", False, "LIO iSCSI target configuration (configfs)"),
+        HostPath("/run/lock/lvm", False, "LVM's lock files, shared with the host"),
+    ),
+    why="manages LVM volumes and exports them over iSCSI from the node's address",
+)
+
+
 @dataclass(frozen=True)
 class NodePod:
     """One DaemonSet's pod on a node: the labels it carries and its containers' roles."""
@@ -181,6 +200,13 @@ class NodePod:
     roles: tuple[Role, ...]
     # Datapath pods are restarted only by the operator under a VM-safe stack (OnDelete).
     holds_vms_or_datapath: bool = False
+
+    def role(self, container: str) -> Role:
+        """The role of a container of this pod; containers are named after their roles."""
+        for role in self.roles:
+            if role.name == container:
+                return role
+        raise KeyError(f"pod {self.name} has no role {container!r} (roles: {', '.join(r.name for r in self.roles)})")
 
     @property
     def host_network(self) -> bool:
@@ -200,6 +226,9 @@ NETWORK_NODE_PODS: tuple[NodePod, ...] = (
     NodePod("neutron-dhcp-agent", "neutron", NodeKind.NETWORK, (DHCP_AGENT,)),
     NodePod("neutron-metadata-agent", "neutron", NodeKind.NETWORK, (METADATA_AGENT,)),
 )
+
+
+STORAGE_NODE_PODS: tuple[NodePod, ...] = (NodePod("cinder-volume", "cinder", NodeKind.STORAGE, (CINDER_VOLUME,)),)
 
 
 def compute_node_pods(topology: Topology) -> tuple[NodePod, ...]:
@@ -234,4 +263,4 @@ def compute_node_pods(topology: Topology) -> tuple[NodePod, ...]:
 
 def node_pods(topology: Topology) -> tuple[NodePod, ...]:
     """Every privileged pod a stack with this topology may run."""
-    return compute_node_pods(topology) + NETWORK_NODE_PODS
+    return compute_node_pods(topology) + NETWORK_NODE_PODS + STORAGE_NODE_PODS

@@ -137,6 +137,7 @@ class NodeSelectors(Model):
     control_plane: LabelMap = Field(default_factory=lambda: {"openstack-control-plane": "enabled"})
     network: LabelMap = Field(default_factory=lambda: {"openstack-network-node": "enabled"})
     compute: LabelMap = Field(default_factory=lambda: {"openstack-compute-node": "enabled"})
+    storage: LabelMap = Field(default_factory=lambda: {"openstack-storage-node": "enabled"})
 
 
 class Services(Model):
@@ -163,6 +164,43 @@ class Services(Model):
 
     def enabled(self) -> tuple[str, ...]:
         return tuple(s for s in OPTIONAL_SERVICES if getattr(self, s))
+
+
+class Glance(Model):
+    backend: Literal["file", "cinder"] = Field("file", description="file: a PersistentVolumeClaim; cinder: volumes")
+
+
+class Cinder(Model):
+    backend: Literal["lvm", "nfs"] = Field("lvm", description="lvm: a volume group on a loop file per storage node")
+    lvm_size: Quantity = "50Gi"
+    nfs_shares: tuple[str, ...] = Field((), description="'host:/export' entries for the nfs backend")
+
+    @model_validator(mode="after")
+    def _shares(self) -> Cinder:
+        if self.backend == "nfs" and not self.nfs_shares:
+            raise ValueError("backend 'nfs' needs at least one entry in nfsShares ('host:/export')")
+        for share in self.nfs_shares:
+            if not re.match(r"^[^:/\s]+:/\S*$", share):
+                raise ValueError(f"nfsShares entry {share!r} is not of the form 'host:/export'")
+        return self
+
+
+class Neutron(Model):
+    bridge_mappings: dict[str, str] = Field(
+        default_factory=lambda: {"physnet1": "br-ex"}, description="provider network → OVS bridge on network nodes"
+    )
+    tenant_network_type: Literal["vxlan", "vlan"] = "vxlan"
+    vlan_ranges: tuple[str, ...] = Field((), description="'physnet:first:last' for vlan tenant networks")
+
+    @model_validator(mode="after")
+    def _vlans(self) -> Neutron:
+        if self.tenant_network_type == "vlan" and not self.vlan_ranges:
+            raise ValueError("tenantNetworkType 'vlan' needs vlanRanges such as 'physnet1:100:199'")
+        for entry in self.vlan_ranges:
+            physnet = entry.split(":")[0]
+            if physnet not in self.bridge_mappings:
+                raise ValueError(f"vlanRanges entry {entry!r} names {physnet!r}, which bridgeMappings does not map")
+        return self
 
 
 class Operator(Model):
@@ -228,6 +266,15 @@ class Settings(Model):
     ha: bool = False
     operators: Operators = Operators()
     compute: Compute = Compute()
+    glance: Glance = Glance()
+    cinder: Cinder = Cinder()
+    neutron: Neutron = Neutron()
+
+    @model_validator(mode="after")
+    def _glance_on_cinder(self) -> Settings:
+        if self.services.glance and self.glance.backend == "cinder" and not self.services.cinder:
+            raise ValueError("glance.backend 'cinder' needs services.cinder to be enabled")
+        return self
 
     @field_validator("kubernetes_version", mode="before")
     @classmethod

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
-from components.roles import Role
+from components.roles import NodeKind, NodePod
 from components.settings import Settings
 from components.workload import Manifest, Mount, Probe
 
@@ -40,11 +40,26 @@ class Step:
     scripts: tuple[str, ...] = ()  # files of components/scripts mounted under /scripts
     extra_volumes: tuple[Manifest, ...] = ()
     extra_mounts: tuple[Mount, ...] = ()
+    schedule: str | None = None  # a cron schedule makes this a CronJob that repeats the step
+
+
+@dataclass(frozen=True)
+class Claim:
+    """A PersistentVolumeClaim a process keeps its data on."""
+
+    name: str
+    mount_path: str
+    size: str
+    shared: bool = False  # ReadWriteMany, for replicas on several nodes
 
 
 @dataclass(frozen=True)
 class Process:
-    """A long-running workload. Control-plane processes are Deployments; `role` makes a node DaemonSet."""
+    """A long-running workload: a Deployment, or with `node_pod` a DaemonSet on that kind of node.
+
+    In a node pod every container (the process and its sidecars) is named after a role of
+    the pod, and gets that role's privileges and host paths, and nothing else.
+    """
 
     name: str
     image: str
@@ -53,11 +68,23 @@ class Process:
     config_files: tuple[str, ...] = ()
     port: int | None = None  # exposed through a Service of the same name
     probe: Probe | None = None
-    role: Role | None = None  # node-level DaemonSet with the privileges the role table gives
+    node_pod: NodePod | None = None
+    node_selector: Mapping[str, str] = field(default_factory=dict)  # added to the node kind's selector
+    extra_labels: Mapping[str, str] = field(default_factory=dict)  # pod labels, also in the selector
     env: tuple[Manifest, ...] = ()
+    scripts: tuple[str, ...] = ()
+    claims: tuple[Claim, ...] = ()
     extra_volumes: tuple[Manifest, ...] = ()
     extra_mounts: tuple[Mount, ...] = ()
-    sidecars: tuple[Process, ...] = ()  # extra containers in the same pod
+    sidecars: tuple[Process, ...] = ()  # further containers in the same pod
+    init_containers: tuple[Process, ...] = ()
+    lifecycle: Manifest | None = None
+    termination_grace: int | None = None
+    on_delete: bool = False  # DaemonSet updates only when an operator deletes a pod
+
+    @property
+    def node_kind(self) -> NodeKind | None:
+        return self.node_pod.node if self.node_pod else None
 
 
 @dataclass(frozen=True)

@@ -23,21 +23,25 @@ class Mount:
     path: str
     sub_path: str | None = None
     read_only: bool = True
+    propagation: str | None = None  # e.g. Bidirectional, for mounts that must reach the host
 
 
 @dataclass(frozen=True)
 class Probe:
-    port: int
+    port: int | None = None
     http_path: str | None = None  # None probes the TCP port
+    command: tuple[str, ...] = ()  # an exec probe, for daemons that serve no port
     initial_delay: int = 10
     period: int = 15
 
     def manifest(self, *, liveness: bool) -> Manifest:
-        action: Manifest = (
-            {"httpGet": {"path": self.http_path, "port": self.port}}
-            if self.http_path
-            else {"tcpSocket": {"port": self.port}}
-        )
+        action: Manifest
+        if self.command:
+            action = {"exec": {"command": list(self.command)}}
+        elif self.http_path:
+            action = {"httpGet": {"path": self.http_path, "port": self.port}}
+        else:
+            action = {"tcpSocket": {"port": self.port}}
         # Liveness is slower to fire than readiness: a busy API must not be killed for being slow.
         return {
             **action,
@@ -78,7 +82,9 @@ class Container:
             spec["volumeMounts"] = [_mount(m) for m in self.mounts]
         if self.probe:
             spec["readinessProbe"] = self.probe.manifest(liveness=False)
-            spec["livenessProbe"] = self.probe.manifest(liveness=True)
+            # A lost broker connection is retried by oslo.messaging: not ready, but not dead.
+            if not self.probe.command:
+                spec["livenessProbe"] = self.probe.manifest(liveness=True)
         if self.lifecycle:
             spec["lifecycle"] = self.lifecycle
         return spec
@@ -112,6 +118,8 @@ def _mount(mount: Mount) -> Manifest:
     spec: Manifest = {"name": mount.volume, "mountPath": mount.path, "readOnly": mount.read_only}
     if mount.sub_path:
         spec["subPath"] = mount.sub_path
+    if mount.propagation:
+        spec["mountPropagation"] = mount.propagation
     return spec
 
 
@@ -148,15 +156,19 @@ class PodSpec:
     restart_policy: str | None = None
     termination_grace: int | None = None
     spread: bool = False  # anti-affinity across nodes (HA)
+    extra_labels: dict[str, str] = field(default_factory=dict)  # also part of the selector
 
     def labels(self) -> dict[str, str]:
         from components.meta import labels
 
-        return labels(self.service, self.component)
+        return labels(self.service, self.component, **self.extra_labels)
 
-    def template(self) -> Manifest:
+    def selector(self) -> dict[str, str]:
         from components.meta import selector
 
+        return selector(self.service, self.component, **self.extra_labels)
+
+    def template(self) -> Manifest:
         spec: Manifest = {
             "containers": [c.manifest() for c in self.containers],
             "enableServiceLinks": False,
@@ -182,7 +194,7 @@ class PodSpec:
                             "weight": 100,
                             "podAffinityTerm": {
                                 "topologyKey": "kubernetes.io/hostname",
-                                "labelSelector": {"matchLabels": selector(self.service, self.component)},
+                                "labelSelector": {"matchLabels": self.selector()},
                             },
                         }
                     ]

@@ -1,0 +1,79 @@
+"""Pieces most OpenStack API services share: the uWSGI process and the Jobs it waits for."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from components import oslo
+from components.inifile import render_ini
+from components.spec import Process
+from components.workload import Probe
+
+
+def uwsgi_file(process: str, module: str, port: int) -> dict[str, str]:
+    return {f"{process}-uwsgi.ini": render_ini(oslo.uwsgi_ini(module, port))}
+
+
+def wsgi_api(
+    name: str,
+    image: str,
+    config_dir: str,
+    port: int,
+    needs: tuple[str, ...],
+    config_files: tuple[str, ...],
+    probe_path: str = "/",
+    **extra: Any,
+) -> Process:
+    """An API served by uWSGI from `<name>-uwsgi.ini` (see `uwsgi_file`) behind a Service."""
+    ini = f"{name}-uwsgi.ini"
+    return Process(
+        name=name,
+        image=image,
+        command=("uwsgi", "--ini", f"{config_dir}/{ini}"),
+        needs=needs,
+        config_files=(*config_files, ini),
+        port=port,
+        probe=Probe(port, probe_path),
+        **extra,
+    )
+
+
+HEALTH_SCRIPT = "health_probe.py"
+
+
+def connected_to(*ports: int) -> Probe:
+    """Ready while the daemon holds connections to these ports (message queue, database)."""
+    return Probe(command=("python3", f"/scripts/{HEALTH_SCRIPT}", *map(str, ports)), initial_delay=15, period=30)
+
+
+def rpc_daemon(
+    name: str,
+    image: str,
+    command: tuple[str, ...],
+    needs: tuple[str, ...],
+    config_files: tuple[str, ...],
+    database: bool = True,
+    **extra: Any,
+) -> Process:
+    """A daemon that serves over RPC: ready while connected to RabbitMQ (and its database)."""
+    ports = (oslo.RABBITMQ_PORT, oslo.MARIADB_PORT) if database else (oslo.RABBITMQ_PORT,)
+    scripts = (*extra.pop("scripts", ()), HEALTH_SCRIPT)
+    return Process(
+        name=name,
+        image=image,
+        command=command,
+        needs=needs,
+        config_files=config_files,
+        probe=connected_to(*ports),
+        scripts=scripts,
+        **extra,
+    )
+
+
+def registered_api_needs(service: str) -> tuple[str, ...]:
+    """An API starts once its schema exists and its Keystone user and endpoints are registered.
+
+    The user must exist before keystonemiddleware can validate tokens; the endpoints before
+    anyone can find the API. Keystone itself is an ancestor through these Jobs.
+    """
+    return (f"{service}-db-sync", f"{service}-ks-user", f"{service}-ks-endpoints")

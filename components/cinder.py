@@ -1,0 +1,128 @@
+"""Cinder: block storage API, scheduler and the volume service on storage nodes.
+
+The default backend, LVM on a loop file exported over iSCSI (LIO), needs no prepared disk,
+so it works on a plain cluster; NFS shares are the other choice.
+"""
+
+from __future__ import annotations
+
+import pulumi
+
+from components import oslo
+from components.api import registered_api_needs, rpc_daemon, uwsgi_file, wsgi_api
+from components.inifile import render_ini
+from components.openstack_service import BuildContext, OpenStackService
+from components.roles import STORAGE_NODE_PODS
+from components.settings import Settings
+from components.spec import CatalogEntry, RenderContext, ServiceSpec, Step
+from components.workload import env
+
+CONFIG_DIR = "/etc/cinder"
+PORT = 8776
+CINDER_CONF = ("cinder.conf",)
+CELL_NEEDS = ("cinder-db-sync", "cinder-rabbit-init")
+
+
+def _backend(ctx: RenderContext) -> dict[str, object]:
+    cinder = ctx.settings.cinder
+    if cinder.backend == "lvm":
+        return {
+            "volume_driver": "cinder.volume.drivers.lvm.LVMVolumeDriver",
+            "volume_group": "cinder-volumes",
+            "target_protocol": "iscsi",
+            "target_helper": "lioadm",
+            "volume_backend_name": "lvm",
+        }
+    return {
+        "volume_driver": "cinder.volume.drivers.nfs.NfsDriver",
+        "nfs_shares_config": f"{CONFIG_DIR}/nfs_shares",
+        "nfs_mount_point_base": "/var/lib/cinder/mnt",
+        "volume_backend_name": "nfs",
+    }
+
+
+def render(ctx: RenderContext) -> dict[str, str]:
+    settings, secrets = ctx.settings, ctx.secrets
+    backend = settings.cinder.backend
+    conf = oslo.merge(
+        {
+            "DEFAULT": {
+                **oslo.logging(),
+                "auth_strategy": "keystone",
+                "enabled_backends": backend,
+                "default_volume_type": backend,
+                "state_path": "/var/lib/cinder",
+            },
+            "database": oslo.database(settings, "cinder", secrets["database"], "cinder"),
+            "keystone_authtoken": oslo.keystone_authtoken(settings, "cinder", secrets["keystone"]),
+            "service_user": oslo.service_user(settings, "cinder", secrets["keystone"]),
+            "nova": {**oslo.service_credentials(settings, "cinder", secrets["keystone"]), "interface": "internal"},
+            "oslo_concurrency": oslo.lock_path("/var/lib/cinder/tmp"),
+            "oslo_middleware": {"enable_proxy_headers_parsing": True},
+            backend: _backend(ctx),
+        },
+        oslo.messaging(settings, "cinder", secrets["rabbitmq"]),
+    )
+    files = {"cinder.conf": render_ini(conf), **uwsgi_file("cinder-api", "cinder.wsgi.api:application", PORT)}
+    if backend == "nfs":
+        files["nfs_shares"] = "\n".join(settings.cinder.nfs_shares) + "\n"
+    return files
+
+
+def cinder(settings: Settings) -> ServiceSpec:
+    [volume_pod] = STORAGE_NODE_PODS
+    volume_files = ("cinder.conf", "nfs_shares") if settings.cinder.backend == "nfs" else CINDER_CONF
+    return ServiceSpec(
+        name="cinder",
+        config_dir=CONFIG_DIR,
+        uid_image="cinder-api",
+        render=render,
+        databases=("cinder",),
+        messaging=True,
+        catalog=(CatalogEntry("volumev3", "cinderv3", "cinder-api", PORT, path="/v3/%(project_id)s"),),
+        steps=(
+            Step(
+                name="cinder-db-sync",
+                image="cinder-api",
+                command=("cinder-manage", "--config-file", f"{CONFIG_DIR}/cinder.conf", "db", "sync"),
+                needs=("cinder-db-init",),
+                config_files=CINDER_CONF,
+            ),
+        ),
+        processes=(
+            wsgi_api(
+                "cinder-api",
+                "cinder-api",
+                CONFIG_DIR,
+                PORT,
+                needs=(*registered_api_needs("cinder"), "cinder-rabbit-init"),
+                config_files=CINDER_CONF,
+            ),
+            rpc_daemon(
+                "cinder-scheduler",
+                "cinder-scheduler",
+                ("cinder-scheduler", "--config-file", f"{CONFIG_DIR}/cinder.conf"),
+                CELL_NEEDS,
+                CINDER_CONF,
+            ),
+            rpc_daemon(
+                "cinder-volume",
+                "cinder-volume",
+                ("bash", "/scripts/cinder_volume_start.sh"),
+                CELL_NEEDS,
+                volume_files,
+                scripts=("cinder_volume_start.sh",),
+                node_pod=volume_pod,
+                env=(
+                    env("CINDER_BACKEND", settings.cinder.backend),
+                    env("LVM_SIZE", settings.cinder.lvm_size.replace("i", "")),
+                    {"name": "NODE_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.hostIP"}}},
+                ),
+            ),
+        ),
+    )
+
+
+class Cinder(OpenStackService):
+    def __init__(self, ctx: BuildContext, opts: pulumi.ResourceOptions | None = None):
+        super().__init__(cinder(ctx.settings), ctx, opts)

@@ -1,0 +1,90 @@
+"""Glance: the image service, storing images on a PersistentVolumeClaim or in Cinder."""
+
+from __future__ import annotations
+
+import pulumi
+
+from components import oslo
+from components.api import registered_api_needs, uwsgi_file, wsgi_api
+from components.inifile import render_ini
+from components.openstack_service import BuildContext, OpenStackService
+from components.settings import Settings
+from components.spec import CatalogEntry, Claim, RenderContext, ServiceSpec, Step
+
+CONFIG_DIR = "/etc/glance"
+PORT = 9292
+IMAGES = "/var/lib/glance/images"
+
+
+def render(ctx: RenderContext) -> dict[str, str]:
+    settings, secrets = ctx.settings, ctx.secrets
+    backend = settings.glance.backend
+    stores: dict[str, dict] = {
+        "file": {"filesystem_store_datadir": IMAGES},
+        "cinder": {
+            "cinder_store_auth_address": oslo.keystone_url(settings) + "/v3",
+            "cinder_store_user_name": "glance",
+            "cinder_store_password": secrets["keystone"],
+            "cinder_store_project_name": oslo.SERVICE_PROJECT,
+            "cinder_catalog_info": "volumev3::internalURL",
+            "cinder_os_region_name": settings.region,
+        },
+    }
+    conf = {
+        "DEFAULT": {**oslo.logging(), "enabled_backends": f"{backend}:{backend}"},
+        "database": oslo.database(settings, "glance", secrets["database"], "glance"),
+        "keystone_authtoken": oslo.keystone_authtoken(settings, "glance", secrets["keystone"]),
+        "paste_deploy": {"flavor": "keystone"},
+        "glance_store": {"default_backend": backend},
+        backend: stores[backend],
+        # Multiple stores need these reserved stores for image import and tasks.
+        "os_glance_staging_store": {"filesystem_store_datadir": "/var/lib/glance/staging"},
+        "os_glance_tasks_store": {"filesystem_store_datadir": "/var/lib/glance/tasks"},
+        "oslo_concurrency": oslo.lock_path("/var/lib/glance/tmp"),
+        "oslo_middleware": {"enable_proxy_headers_parsing": True},
+    }
+    return {"glance-api.conf": render_ini(conf), **uwsgi_file("glance-api", "glance.wsgi.api:application", PORT)}
+
+
+def glance(settings: Settings) -> ServiceSpec:
+    on_volume_claim = settings.glance.backend == "file"
+    claims = (
+        (Claim("glance-images", IMAGES, settings.storage.glance_size, shared=settings.replicas_of("glance-api") > 1),)
+        if on_volume_claim
+        else ()
+    )
+    return ServiceSpec(
+        name="glance",
+        config_dir=CONFIG_DIR,
+        uid_image="glance-api",
+        render=render,
+        databases=("glance",),
+        catalog=(CatalogEntry("image", "glance", "glance-api", PORT),),
+        steps=(
+            Step(
+                name="glance-db-sync",
+                image="glance-api",
+                command=("glance-manage", "--config-file", f"{CONFIG_DIR}/glance-api.conf", "db_sync"),
+                needs=("glance-db-init",),
+                config_files=("glance-api.conf",),
+            ),
+        ),
+        processes=(
+            wsgi_api(
+                "glance-api",
+                "glance-api",
+                CONFIG_DIR,
+                PORT,
+                # With the cinder backend, images are written to Cinder only when uploaded:
+                # a run-time need that Glance retries, so it is no start-up edge.
+                needs=registered_api_needs("glance"),
+                config_files=("glance-api.conf",),
+                claims=claims,
+            ),
+        ),
+    )
+
+
+class Glance(OpenStackService):
+    def __init__(self, ctx: BuildContext, opts: pulumi.ResourceOptions | None = None):
+        super().__init__(glance(ctx.settings), ctx, opts)

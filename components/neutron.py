@@ -1,0 +1,161 @@
+"""Neutron with ML2/Open vSwitch: the API and RPC server, and the network-node agents.
+
+The Open vSwitch agent of compute and network nodes is deployed with the node pods
+(components/compute.py); its openvswitch_agent.ini is rendered here with the rest.
+"""
+
+from __future__ import annotations
+
+import pulumi
+
+from components import oslo
+from components.api import registered_api_needs, rpc_daemon, uwsgi_file, wsgi_api
+from components.inifile import render_ini
+from components.openstack_service import BuildContext, OpenStackService
+from components.roles import NETWORK_NODE_PODS
+from components.settings import Settings
+from components.spec import CatalogEntry, Process, RenderContext, ServiceSpec, Step
+
+CONFIG_DIR = "/etc/neutron"
+PORT = 9696
+PLUGIN_DIR = f"{CONFIG_DIR}/plugins/ml2"
+SERVER_FILES = ("neutron.conf", "ml2_conf.ini")
+AGENT_NEEDS = ("neutron-server", "neutron-rabbit-init")
+
+
+def _conf_args(*files: str) -> tuple[str, ...]:
+    return tuple(arg for f in files for arg in ("--config-file", f"{CONFIG_DIR}/{f}"))
+
+
+def render(ctx: RenderContext) -> dict[str, str]:
+    settings, secrets = ctx.settings, ctx.secrets
+    net = settings.neutron
+    neutron_conf = oslo.merge(
+        {
+            "DEFAULT": {
+                **oslo.logging(),
+                "core_plugin": "ml2",
+                "service_plugins": "router",
+                "auth_strategy": "keystone",
+                "allow_overlapping_ips": True,
+                "notify_nova_on_port_status_changes": True,
+                "notify_nova_on_port_data_changes": True,
+                "state_path": "/var/lib/neutron",
+            },
+            "database": oslo.database(settings, "neutron", secrets["database"], "neutron"),
+            "keystone_authtoken": oslo.keystone_authtoken(settings, "neutron", secrets["keystone"]),
+            "nova": {**oslo.service_credentials(settings, "neutron", secrets["keystone"]), "endpoint_type": "internal"},
+            "oslo_concurrency": oslo.lock_path("/var/lib/neutron/tmp"),
+            "oslo_middleware": {"enable_proxy_headers_parsing": True},
+        },
+        oslo.messaging(settings, "neutron", secrets["rabbitmq"]),
+    )
+    tunnelled = net.tenant_network_type == "vxlan"
+    ml2 = {
+        "ml2": {
+            "type_drivers": "flat,vlan,vxlan",
+            "tenant_network_types": net.tenant_network_type,
+            "mechanism_drivers": "openvswitch,l2population",
+            "extension_drivers": "port_security",
+        },
+        "ml2_type_flat": {"flat_networks": ",".join(net.bridge_mappings)},
+        "ml2_type_vlan": {"network_vlan_ranges": ",".join(net.vlan_ranges) or ",".join(net.bridge_mappings)},
+        "ml2_type_vxlan": {"vni_ranges": "1:65535"},
+    }
+    ovs_agent = {
+        # local_ip differs per node: the agent's start script adds it from the node's address.
+        "ovs": {"bridge_mappings": ",".join(f"{k}:{v}" for k, v in net.bridge_mappings.items())},
+        "agent": {"tunnel_types": "vxlan" if tunnelled else None, "l2_population": tunnelled},
+        "securitygroup": {"firewall_driver": "openvswitch", "enable_security_group": True},
+    }
+    agent_default = {**oslo.logging(), "interface_driver": "openvswitch"}
+    return {
+        "neutron.conf": render_ini(neutron_conf),
+        "ml2_conf.ini": render_ini(ml2),
+        "openvswitch_agent.ini": render_ini(ovs_agent),
+        "l3_agent.ini": render_ini({"DEFAULT": agent_default}),
+        "dhcp_agent.ini": render_ini(
+            {"DEFAULT": {**agent_default, "enable_isolated_metadata": True, "force_metadata": False}}
+        ),
+        "metadata_agent.ini": render_ini(
+            {
+                "DEFAULT": {
+                    **oslo.logging(),
+                    "nova_metadata_host": settings.service_host("nova-metadata"),
+                    "nova_metadata_port": 8775,
+                    "metadata_proxy_shared_secret": secrets["metadata-proxy-shared-secret"],
+                }
+            }
+        ),
+        **uwsgi_file("neutron-server", "neutron.wsgi.api:application", PORT),
+    }
+
+
+def _agent(pod_name: str, agent_ini: str) -> Process:
+    pod = next(p for p in NETWORK_NODE_PODS if p.name == pod_name)
+    binary = pod_name  # the agents' pods are named after their programs
+    return rpc_daemon(
+        pod_name,
+        pod.roles[0].image,
+        (binary, *_conf_args("neutron.conf", agent_ini)),
+        # Agents report to neutron-server over RPC and fetch their work from it.
+        AGENT_NEEDS,
+        ("neutron.conf", agent_ini),
+        database=False,
+        node_pod=pod,
+    )
+
+
+def neutron(settings: Settings) -> ServiceSpec:
+    server_args = _conf_args("neutron.conf", "ml2_conf.ini")
+    return ServiceSpec(
+        name="neutron",
+        config_dir=CONFIG_DIR,
+        uid_image="neutron-server",
+        render=render,
+        databases=("neutron",),
+        messaging=True,
+        shared_secrets=("metadata-proxy-shared-secret",),
+        catalog=(CatalogEntry("network", "neutron", "neutron-server", PORT),),
+        steps=(
+            Step(
+                name="neutron-db-sync",
+                image="neutron-server",
+                command=("neutron-db-manage", *server_args, "upgrade", "heads"),
+                needs=("neutron-db-init",),
+                config_files=SERVER_FILES,
+            ),
+        ),
+        processes=(
+            wsgi_api(
+                "neutron-server",
+                "neutron-server",
+                CONFIG_DIR,
+                PORT,
+                # Under uWSGI the API serves HTTP only; agents' RPC and periodic tasks run
+                # beside it in the same pod. Nova is called per port event, at run time.
+                needs=(*registered_api_needs("neutron"), "neutron-rabbit-init"),
+                config_files=SERVER_FILES,
+                sidecars=(
+                    rpc_daemon(
+                        "neutron-rpc-server", "neutron-server", ("neutron-rpc-server", *server_args), (), SERVER_FILES
+                    ),
+                    rpc_daemon(
+                        "neutron-periodic-workers",
+                        "neutron-server",
+                        ("neutron-periodic-workers", *server_args),
+                        (),
+                        SERVER_FILES,
+                    ),
+                ),
+            ),
+            _agent("neutron-l3-agent", "l3_agent.ini"),
+            _agent("neutron-dhcp-agent", "dhcp_agent.ini"),
+            _agent("neutron-metadata-agent", "metadata_agent.ini"),
+        ),
+    )
+
+
+class Neutron(OpenStackService):
+    def __init__(self, ctx: BuildContext, opts: pulumi.ResourceOptions | None = None):
+        super().__init__(neutron(ctx.settings), ctx, opts)

@@ -1,0 +1,132 @@
+"""Nova: the compute API, metadata API, scheduler, conductor and console proxy.
+
+nova-compute itself runs on compute nodes (components/compute.py) from the same rendered
+nova.conf base, with its node group's hypervisor settings added.
+"""
+
+from __future__ import annotations
+
+import pulumi
+
+from components import oslo
+from components.api import registered_api_needs, rpc_daemon, uwsgi_file, wsgi_api
+from components.inifile import render_ini
+from components.openstack_service import BuildContext, OpenStackService
+from components.settings import Settings
+from components.spec import CatalogEntry, Process, RenderContext, ServiceSpec, Step
+from components.workload import Probe
+
+CONFIG_DIR = "/etc/nova"
+API_PORT = 8774
+METADATA_PORT = 8775
+VNC_PORT = 6080
+NOVA_CONF = ("nova.conf",)
+# Every Nova process talks to its cell database and over RPC.
+CELL_NEEDS = ("nova-db-sync", "nova-rabbit-init")
+
+
+def nova_sections(ctx: RenderContext) -> dict[str, dict]:
+    """The nova.conf every Nova process shares; compute node groups add to it."""
+    settings, secrets = ctx.settings, ctx.secrets
+    password = secrets["keystone"]
+    return oslo.merge(
+        {
+            "DEFAULT": {**oslo.logging(), "state_path": "/var/lib/nova"},
+            "api": {"auth_strategy": "keystone"},
+            "api_database": oslo.database(settings, "nova", secrets["database"], "nova_api"),
+            "database": oslo.database(settings, "nova", secrets["database"], "nova"),
+            "keystone_authtoken": oslo.keystone_authtoken(settings, "nova", password),
+            "service_user": oslo.service_user(settings, "nova", password),
+            "placement": {**oslo.service_credentials(settings, "nova", password), "valid_interfaces": "internal"},
+            "glance": {"valid_interfaces": "internal", "region_name": settings.region},
+            "cinder": {"catalog_info": "volumev3::internalURL", "os_region_name": settings.region},
+            "neutron": {
+                **oslo.service_credentials(settings, "nova", password),
+                "valid_interfaces": "internal",
+                "service_metadata_proxy": True,
+                "metadata_proxy_shared_secret": secrets["metadata-proxy-shared-secret"],
+            },
+            "cache": oslo.cache(settings),
+            "oslo_concurrency": oslo.lock_path("/var/lib/nova/tmp"),
+            "oslo_middleware": {"enable_proxy_headers_parsing": True},
+            "vnc": {
+                "enabled": True,
+                "novncproxy_host": "0.0.0.0",
+                "novncproxy_port": VNC_PORT,
+                "novncproxy_base_url": oslo.public_url(settings, "novncproxy", "/vnc_lite.html"),
+            },
+            # Host discovery runs as the nova-cell-setup CronJob, in one place only.
+            "scheduler": {"discover_hosts_in_cells_interval": -1},
+        },
+        oslo.messaging(settings, "nova", secrets["rabbitmq"]),
+    )
+
+
+def render(ctx: RenderContext) -> dict[str, str]:
+    return {
+        "nova.conf": render_ini(nova_sections(ctx)),
+        **uwsgi_file("nova-api", "nova.wsgi.osapi_compute:application", API_PORT),
+        **uwsgi_file("nova-metadata", "nova.wsgi.metadata:application", METADATA_PORT),
+    }
+
+
+def _daemon(name: str, needs: tuple[str, ...]) -> Process:
+    return rpc_daemon(name, name, (name, "--config-file", f"{CONFIG_DIR}/nova.conf"), needs, NOVA_CONF)
+
+
+def _script_step(name: str, script: str, needs: tuple[str, ...], schedule: str | None = None) -> Step:
+    return Step(
+        name=name,
+        image="nova-api",
+        command=("bash", f"/scripts/{script}"),
+        needs=needs,
+        config_files=NOVA_CONF,
+        scripts=(script,),
+        schedule=schedule,
+    )
+
+
+def nova(settings: Settings) -> ServiceSpec:
+    # The compute API and the metadata API read the same databases and send the same RPCs,
+    # so they wait for the same Jobs. Calls to Placement, Glance, Neutron and Cinder happen
+    # per request and are retried by Nova, so those APIs are no start-up edges.
+    api_needs = (*registered_api_needs("nova"), "nova-rabbit-init")
+    return ServiceSpec(
+        name="nova",
+        config_dir=CONFIG_DIR,
+        uid_image="nova-api",
+        render=render,
+        databases=("nova_api", "nova_cell0", "nova"),
+        messaging=True,
+        shared_secrets=("metadata-proxy-shared-secret",),
+        catalog=(CatalogEntry("compute", "nova", "nova-api", API_PORT, path="/v2.1"),),
+        steps=(
+            _script_step("nova-db-sync", "nova_db_sync.sh", ("nova-db-init",)),
+            # Discovers compute hosts once after deploy; compute nodes add their DaemonSets
+            # to its needs. The CronJob of the same name keeps discovering new hosts.
+            _script_step("nova-cell-setup", "nova_cell_setup.sh", ("nova-db-sync",)),
+            _script_step("nova-cell-setup", "nova_cell_setup.sh", ("nova-db-sync",), schedule="*/5 * * * *"),
+        ),
+        processes=(
+            wsgi_api("nova-api", "nova-api", CONFIG_DIR, API_PORT, api_needs, NOVA_CONF),
+            wsgi_api("nova-metadata", "nova-api", CONFIG_DIR, METADATA_PORT, api_needs, NOVA_CONF),
+            # The scheduler asks Placement per request, not at start-up.
+            _daemon("nova-scheduler", CELL_NEEDS),
+            _daemon("nova-conductor", CELL_NEEDS),
+            # Console tokens live in the cell database; the proxy needs nothing else to start.
+            Process(
+                name="nova-novncproxy",
+                image="nova-novncproxy",
+                command=("nova-novncproxy", "--config-file", f"{CONFIG_DIR}/nova.conf"),
+                needs=("nova-db-sync",),
+                config_files=NOVA_CONF,
+                port=VNC_PORT,
+                probe=Probe(VNC_PORT),
+            ),
+        ),
+    )
+
+
+class Nova(OpenStackService):
+    def __init__(self, ctx: BuildContext, opts: pulumi.ResourceOptions | None = None):
+        super().__init__(nova(ctx.settings), ctx, opts)

@@ -1,0 +1,62 @@
+"""Placement: the inventory and allocation API that Nova's scheduler asks."""
+
+from __future__ import annotations
+
+import pulumi
+
+from components import oslo
+from components.api import registered_api_needs, uwsgi_file, wsgi_api
+from components.inifile import render_ini
+from components.openstack_service import BuildContext, OpenStackService
+from components.settings import Settings
+from components.spec import CatalogEntry, RenderContext, ServiceSpec, Step
+
+CONFIG_DIR = "/etc/placement"
+PORT = 8778
+
+
+def render(ctx: RenderContext) -> dict[str, str]:
+    settings, secrets = ctx.settings, ctx.secrets
+    conf = {
+        "DEFAULT": oslo.logging(),
+        "placement_database": oslo.database(settings, "placement", secrets["database"], "placement"),
+        "api": {"auth_strategy": "keystone"},
+        "keystone_authtoken": oslo.keystone_authtoken(settings, "placement", secrets["keystone"]),
+        "oslo_middleware": {"enable_proxy_headers_parsing": True},
+    }
+    return {"placement.conf": render_ini(conf), **uwsgi_file("placement-api", "placement.wsgi.api:application", PORT)}
+
+
+def placement(settings: Settings) -> ServiceSpec:
+    return ServiceSpec(
+        name="placement",
+        config_dir=CONFIG_DIR,
+        uid_image="placement-api",
+        render=render,
+        databases=("placement",),
+        catalog=(CatalogEntry("placement", "placement", "placement-api", PORT),),
+        steps=(
+            Step(
+                name="placement-db-sync",
+                image="placement-api",
+                command=("placement-manage", "--config-file", f"{CONFIG_DIR}/placement.conf", "db", "sync"),
+                needs=("placement-db-init",),
+                config_files=("placement.conf",),
+            ),
+        ),
+        processes=(
+            wsgi_api(
+                "placement-api",
+                "placement-api",
+                CONFIG_DIR,
+                PORT,
+                needs=registered_api_needs("placement"),
+                config_files=("placement.conf",),
+            ),
+        ),
+    )
+
+
+class Placement(OpenStackService):
+    def __init__(self, ctx: BuildContext, opts: pulumi.ResourceOptions | None = None):
+        super().__init__(placement(ctx.settings), ctx, opts)
