@@ -6,6 +6,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from components.cinder import Cinder
+from components.compute import ComputeNodes
 from components.credentials import Credentials
 from components.glance import Glance
 from components.graph import DeployGraph
@@ -56,4 +57,6 @@ def build(settings: Settings) -> DeployGraph:
     Keystone(ctx, in_namespace)
     for name in settings.services.enabled():
         SERVICES[name](ctx, in_namespace)
+    if settings.services.nova:
+        ComputeNodes(ctx, in_namespace)
     return graph

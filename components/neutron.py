@@ -27,10 +27,10 @@ def _conf_args(*files: str) -> tuple[str, ...]:
     return tuple(arg for f in files for arg in ("--config-file", f"{CONFIG_DIR}/{f}"))
 
 
-def render(ctx: RenderContext) -> dict[str, str]:
+def neutron_sections(ctx: RenderContext, *, database: bool = True) -> dict[str, dict]:
+    """neutron.conf; agents on compute and network nodes get it without database access."""
     settings, secrets = ctx.settings, ctx.secrets
-    net = settings.neutron
-    neutron_conf = oslo.merge(
+    sections = oslo.merge(
         {
             "DEFAULT": {
                 **oslo.logging(),
@@ -42,7 +42,6 @@ def render(ctx: RenderContext) -> dict[str, str]:
                 "notify_nova_on_port_data_changes": True,
                 "state_path": "/var/lib/neutron",
             },
-            "database": oslo.database(settings, "neutron", secrets["database"], "neutron"),
             "keystone_authtoken": oslo.keystone_authtoken(settings, "neutron", secrets["keystone"]),
             "nova": {**oslo.service_credentials(settings, "neutron", secrets["keystone"]), "endpoint_type": "internal"},
             "oslo_concurrency": oslo.lock_path("/var/lib/neutron/tmp"),
@@ -50,7 +49,25 @@ def render(ctx: RenderContext) -> dict[str, str]:
         },
         oslo.messaging(settings, "neutron", secrets["rabbitmq"]),
     )
+    if database:
+        sections["database"] = oslo.database(settings, "neutron", secrets["database"], "neutron")
+    return sections
+
+
+def ovs_agent_sections(ctx: RenderContext) -> dict[str, dict]:
+    net = ctx.settings.neutron
     tunnelled = net.tenant_network_type == "vxlan"
+    return {
+        # local_ip differs per node: the agent's start script adds it from the node's address.
+        "ovs": {"bridge_mappings": ",".join(f"{k}:{v}" for k, v in net.bridge_mappings.items())},
+        "agent": {"tunnel_types": "vxlan" if tunnelled else None, "l2_population": tunnelled},
+        "securitygroup": {"firewall_driver": "openvswitch", "enable_security_group": True},
+    }
+
+
+def render(ctx: RenderContext) -> dict[str, str]:
+    settings, secrets = ctx.settings, ctx.secrets
+    net = settings.neutron
     ml2 = {
         "ml2": {
             "type_drivers": "flat,vlan,vxlan",
@@ -62,17 +79,11 @@ def render(ctx: RenderContext) -> dict[str, str]:
         "ml2_type_vlan": {"network_vlan_ranges": ",".join(net.vlan_ranges) or ",".join(net.bridge_mappings)},
         "ml2_type_vxlan": {"vni_ranges": "1:65535"},
     }
-    ovs_agent = {
-        # local_ip differs per node: the agent's start script adds it from the node's address.
-        "ovs": {"bridge_mappings": ",".join(f"{k}:{v}" for k, v in net.bridge_mappings.items())},
-        "agent": {"tunnel_types": "vxlan" if tunnelled else None, "l2_population": tunnelled},
-        "securitygroup": {"firewall_driver": "openvswitch", "enable_security_group": True},
-    }
     agent_default = {**oslo.logging(), "interface_driver": "openvswitch"}
     return {
-        "neutron.conf": render_ini(neutron_conf),
+        "neutron.conf": render_ini(neutron_sections(ctx)),
         "ml2_conf.ini": render_ini(ml2),
-        "openvswitch_agent.ini": render_ini(ovs_agent),
+        "openvswitch_agent.ini": render_ini(ovs_agent_sections(ctx)),
         "l3_agent.ini": render_ini({"DEFAULT": agent_default}),
         "dhcp_agent.ini": render_ini(
             {"DEFAULT": {**agent_default, "enable_isolated_metadata": True, "force_metadata": False}}

@@ -7,6 +7,7 @@ is also what the policy pack judges them by.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 
 from components.roles import NodePod, Role
 from components.workload import Manifest, Mount
@@ -55,3 +56,17 @@ def pod_overrides(pod: NodePod) -> Manifest:
     if pod.host_ipc:
         overrides["hostIPC"] = True
     return overrides
+
+
+def avoid(labels: dict[str, str] | Mapping[str, str]) -> Manifest:
+    """Node affinity that keeps a pod off nodes carrying all of `labels` (e.g. compute nodes)."""
+    return {
+        "nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [
+                    {"matchExpressions": [{"key": key, "operator": "NotIn", "values": [value]}]}
+                    for key, value in labels.items()
+                ]
+            }
+        }
+    }

@@ -102,9 +102,8 @@ def nova(settings: Settings) -> ServiceSpec:
         catalog=(CatalogEntry("compute", "nova", "nova-api", API_PORT, path="/v2.1"),),
         steps=(
             _script_step("nova-db-sync", "nova_db_sync.sh", ("nova-db-init",)),
-            # Discovers compute hosts once after deploy; compute nodes add their DaemonSets
-            # to its needs. The CronJob of the same name keeps discovering new hosts.
-            _script_step("nova-cell-setup", "nova_cell_setup.sh", ("nova-db-sync",)),
+            # Host discovery: the Job of this name runs once the compute DaemonSets are up
+            # (components/compute.py); this CronJob keeps mapping hosts added later.
             _script_step("nova-cell-setup", "nova_cell_setup.sh", ("nova-db-sync",), schedule="*/5 * * * *"),
         ),
         processes=(

@@ -20,7 +20,7 @@ from components.credentials import Credentials
 from components.graph import DeployGraph
 from components.images import profile
 from components.meta import checksum
-from components.nodepod import container_security, host_path_mounts, host_path_volumes, pod_overrides
+from components.nodepod import avoid, container_security, host_path_mounts, host_path_volumes, pod_overrides
 from components.roles import NodeKind, NodePod
 from components.settings import Settings
 from components.spec import Process, RenderContext, ServiceSpec, Step
@@ -59,8 +59,13 @@ class OpenStackService(pulumi.ComponentResource):
         )
         steps = standard_steps(spec, settings) + spec.steps
         self.config_objects = self._config_objects(steps, secrets)
-        self.jobs = {step.name: self._job(step) for step in steps}
-        self.workloads = {process.name: self._process(process) for process in spec.processes}
+        # A step that waits for this service's own processes (host discovery waits for the
+        # compute DaemonSets) is declared after them; every other step before.
+        own = {p.object_name for p in spec.processes}
+        later = [step for step in steps if own & set(step.needs)]
+        self.jobs = {step.name: self._job(step) for step in steps if step not in later}
+        self.workloads = {process.object_name: self._process(process) for process in spec.processes}
+        self.jobs |= {step.name: self._job(step) for step in later}
         self.register_outputs({})
 
     def _secrets(self) -> dict[str, pulumi.Output[str]]:
@@ -92,8 +97,13 @@ class OpenStackService(pulumi.ComponentResource):
             objects.append(kube.config_map(f"{name}-bin", settings.namespace, name, data, self))
         return objects
 
+    def _config_path(self, entry: str) -> tuple[str, str]:
+        """A config entry is a rendered file's name, or 'name=/absolute/path' to mount it elsewhere."""
+        key, _, path = entry.partition("=")
+        return key, path or f"{self.spec.config_dir}/{key}"
+
     def _mounts(self, config_files: tuple[str, ...], scripts: tuple[str, ...]) -> tuple[Mount, ...]:
-        config = tuple(Mount("etc", f"{self.spec.config_dir}/{f}", sub_path=f) for f in config_files)
+        config = tuple(Mount("etc", path, sub_path=key) for key, path in map(self._config_path, config_files))
         return config + tuple(Mount("bin", f"{SCRIPTS_DIR}/{s}", sub_path=s) for s in scripts)
 
     def _volumes(self, config_files: tuple[str, ...], scripts: tuple[str, ...]) -> tuple[dict[str, Any], ...]:
@@ -107,7 +117,8 @@ class OpenStackService(pulumi.ComponentResource):
     def _checksum(self, config_files: tuple[str, ...], scripts: tuple[str, ...]) -> pulumi.Output[str]:
         # A digest of secret content reveals nothing usable, so it may be shown in plain text.
         texts = {s: script_text(s) for s in scripts}
-        return pulumi.Output.unsecret(self.files.apply(lambda f: checksum({k: f[k] for k in config_files}, texts)))
+        keys = [self._config_path(entry)[0] for entry in config_files]
+        return pulumi.Output.unsecret(self.files.apply(lambda f: checksum({k: f[k] for k in keys}, texts)))
 
     def _waits_for(self, waiter: str, needs: tuple[str, ...]) -> list[pulumi.Resource]:
         return [*self.ctx.graph.resolve(needs, waiter=waiter), *self.config_objects]
@@ -191,10 +202,13 @@ class OpenStackService(pulumi.ComponentResource):
             NodeKind.NETWORK: selectors.network,
             NodeKind.STORAGE: selectors.storage,
         }[node_pod.node]
+        overrides = pod_overrides(node_pod)
+        if process.avoid_nodes:
+            overrides["affinity"] = avoid(process.avoid_nodes)
         return PodSpec(
             volumes=volumes + host_path_volumes(node_pod.roles),
             node_selector={**base, **process.node_selector},
-            pod_overrides=pod_overrides(node_pod),
+            pod_overrides=overrides,
             **common,
         )
 
@@ -204,10 +218,10 @@ class OpenStackService(pulumi.ComponentResource):
         for claim in process.claims:
             storage = settings.storage
             kube.volume_claim(claim.name, ns, name, claim.size, storage.storage_class, claim.shared, self)
-        waits = self._waits_for(process.name, process.needs)
+        waits = self._waits_for(process.object_name, process.needs)
         if process.node_pod is not None:
-            workload = kube.daemonset(process.name, ns, pod, self, waits, on_delete=process.on_delete)
-            return self.ctx.graph.add(process.name, workload)
+            workload = kube.daemonset(process.object_name, ns, pod, self, waits, on_delete=process.on_delete)
+            return self.ctx.graph.add(process.object_name, workload)
         replicas = settings.replicas_of(process.name)
         workload = kube.deployment(process.name, ns, pod, replicas, self, waits)
         if process.port:

@@ -99,7 +99,11 @@ def _libvirt(host_pid: bool) -> Role:
     paths = (_MODULES, _LIBVIRT_RUN, _NOVA_STATE, _LIBVIRT_STATE, HostPath("/dev", False, "/dev/kvm, tap devices"))
     if host_pid:
         # QEMU must run in a cgroup of the host, not of the pod, to survive a pod restart.
-        paths += (_CGROUP, HostPath("/run/systemd", False, "ask host systemd for a machine scope"))
+        paths += (
+            _CGROUP,
+            HostPath("/run/systemd", False, "ask host systemd for a scope outside the pod"),
+            HostPath("/run/dbus", False, "the system bus that systemd-run talks over"),
+        )
     return Role(
         name="libvirt",
         image="nova-libvirt",
@@ -261,6 +265,23 @@ def compute_node_pods(topology: Topology) -> tuple[NodePod, ...]:
     )
 
 
+def network_node_pods(topology: Topology) -> tuple[NodePod, ...]:
+    """Network nodes that are not also compute nodes need OVS and its agent of their own.
+
+    Under options 2 and 3 the hosts run OVS themselves, so only the agent is a pod.
+    """
+    network = NodeKind.NETWORK
+    ovs = (
+        ()
+        if topology.host_runs_hypervisor
+        else (
+            NodePod("network-openvswitch-db", "openvswitch", network, (OVSDB,), holds_vms_or_datapath=True),
+            NodePod("network-openvswitch-vswitchd", "openvswitch", network, (VSWITCHD,), holds_vms_or_datapath=True),
+        )
+    )
+    return (*ovs, NodePod("network-neutron-ovs-agent", "neutron", network, (OVS_AGENT,)), *NETWORK_NODE_PODS)
+
+
 def node_pods(topology: Topology) -> tuple[NodePod, ...]:
     """Every privileged pod a stack with this topology may run."""
-    return compute_node_pods(topology) + NETWORK_NODE_PODS + STORAGE_NODE_PODS
+    return compute_node_pods(topology) + network_node_pods(topology) + STORAGE_NODE_PODS

@@ -36,7 +36,8 @@ class Step:
     command: tuple[str, ...]
     needs: tuple[str, ...]
     env: tuple[Manifest, ...] = ()
-    config_files: tuple[str, ...] = ()  # rendered files mounted under the service's config dir
+    # Rendered files mounted under the service's config dir; 'name=/path' mounts one elsewhere.
+    config_files: tuple[str, ...] = ()
     scripts: tuple[str, ...] = ()  # files of components/scripts mounted under /scripts
     extra_volumes: tuple[Manifest, ...] = ()
     extra_mounts: tuple[Mount, ...] = ()
@@ -70,6 +71,7 @@ class Process:
     probe: Probe | None = None
     node_pod: NodePod | None = None
     node_selector: Mapping[str, str] = field(default_factory=dict)  # added to the node kind's selector
+    avoid_nodes: Mapping[str, str] = field(default_factory=dict)  # stay off nodes with these labels
     extra_labels: Mapping[str, str] = field(default_factory=dict)  # pod labels, also in the selector
     env: tuple[Manifest, ...] = ()
     scripts: tuple[str, ...] = ()
@@ -81,6 +83,11 @@ class Process:
     lifecycle: Manifest | None = None
     termination_grace: int | None = None
     on_delete: bool = False  # DaemonSet updates only when an operator deletes a pod
+    workload_name: str | None = None  # the Kubernetes object's name when it differs from the container's
+
+    @property
+    def object_name(self) -> str:
+        return self.workload_name or self.name
 
     @property
     def node_kind(self) -> NodeKind | None:

@@ -33,6 +33,8 @@ def pod_template(r: Registration, revealed: bool = False) -> dict[str, Any]:
     inputs = r.revealed if revealed else r.inputs
     if r.kind == "Pod":
         return inputs
+    if r.kind == "CronJob":
+        return inputs["spec"]["jobTemplate"]["spec"]["template"]
     return inputs["spec"]["template"]
 
 

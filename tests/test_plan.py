@@ -48,8 +48,8 @@ def test_secrets_are_masked_unless_asked(tmp_path: Path) -> None:
     plan_tool.main(["--stack", "dev", "--out", str(tmp_path / "shown"), "--show-secrets"])
     masked = (tmp_path / "masked" / "plan.json").read_text()
     shown = (tmp_path / "shown" / "plan.json").read_text()
-    assert SECRET_MARK in masked and "[database]" not in masked
-    assert "[database]" in shown and "mysql+pymysql://keystone:Mock" in shown
+    assert SECRET_MARK in masked and "connection = mysql+pymysql" not in masked
+    assert "connection = mysql+pymysql://keystone:Mock" in shown
 
 
 def test_invalid_settings_exit_nonzero_with_the_key_on_stderr(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
