@@ -239,7 +239,8 @@ def test_catalog_has_public_and_internal_endpoints_in_the_region(stack_plan: Pla
         assert env["OS_REGION_NAME"] == settings.region
         for entry in env["CATALOG"].split(";"):
             _, _, public, internal, _ = entry.split(",")
-            assert re.match(rf"^{settings.endpoints.scheme}://[a-z0-9-]+\.{re.escape(settings.endpoints.domain)}", public)
+            domain = re.escape(settings.endpoints.domain)
+            assert re.match(rf"^{settings.endpoints.scheme}://[a-z0-9-]+\.{domain}", public)
             assert _host(internal).endswith(f".{settings.namespace}.svc.{settings.endpoints.cluster_domain}")
 
 
