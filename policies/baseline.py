@@ -11,7 +11,7 @@ from typing import Any
 
 from policies.k8s import K8sObject, get, items, mapping
 from policies.messages import not_allowed
-from policies.podspec import ContainerRef, PodTemplate, pod_template
+from policies.podspec import ContainerRef, PodTemplate, on_pods
 from policies.settings import PackSettings
 
 APPARMOR_ANNOTATION = "container.apparmor.security.beta.kubernetes.io/"
@@ -37,10 +37,8 @@ def _contexts(pod: PodTemplate) -> Iterator[Context]:
         yield container.subject, container.field("securityContext"), container.spec.get("securityContext")
 
 
-def pod_security_baseline(obj: K8sObject, settings: PackSettings) -> list[str]:
-    pod = pod_template(obj)
-    if pod is None:
-        return []
+@on_pods
+def pod_security_baseline(obj: K8sObject, pod: PodTemplate, settings: PackSettings) -> list[str]:
     found: list[str] = []
     for subject, field, context in _contexts(pod):
         found += _context(obj, subject, field, mapping(context))

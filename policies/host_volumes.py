@@ -14,7 +14,7 @@ from components.roles import HostPath
 from policies.hostpaths import describe, grant_for, normalize
 from policies.k8s import K8sObject, get, items, mapping
 from policies.messages import not_allowed
-from policies.node_roles import PodRoles, judge
+from policies.node_roles import PodRoles, with_roles
 from policies.podspec import ContainerRef, PodTemplate
 from policies.settings import PackSettings
 
@@ -29,11 +29,8 @@ def _host_volumes(pod: PodTemplate) -> dict[str, tuple[int, Any]]:
     return found
 
 
-def host_path_volumes(obj: K8sObject, settings: PackSettings) -> list[str]:
-    judged = judge(obj, settings)
-    if judged is None:
-        return []
-    pod, roles = judged
+@with_roles
+def host_path_volumes(obj: K8sObject, pod: PodTemplate, roles: PodRoles, settings: PackSettings) -> list[str]:
     volumes = _host_volumes(pod)
     found = [
         message for name, (index, path) in volumes.items() if (message := _volume(obj, pod, roles, name, index, path))

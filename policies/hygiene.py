@@ -12,14 +12,12 @@ from collections.abc import Mapping
 from policies.images import parse_image
 from policies.k8s import K8sObject, get, mapping
 from policies.messages import missing, not_allowed
-from policies.podspec import pod_template
+from policies.podspec import PodTemplate, on_pods
 from policies.settings import PackSettings
 
 
-def resource_requests_limits(obj: K8sObject, settings: PackSettings) -> list[str]:
-    pod = pod_template(obj)
-    if pod is None:
-        return []
+@on_pods
+def resource_requests_limits(obj: K8sObject, pod: PodTemplate, settings: PackSettings) -> list[str]:
     found = []
     for container in pod.containers():
         if container.ephemeral:
@@ -35,10 +33,8 @@ def resource_requests_limits(obj: K8sObject, settings: PackSettings) -> list[str
     return found
 
 
-def readiness_probes(obj: K8sObject, settings: PackSettings) -> list[str]:
-    pod = pod_template(obj)
-    if pod is None:
-        return []
+@on_pods
+def readiness_probes(obj: K8sObject, pod: PodTemplate, settings: PackSettings) -> list[str]:
     found = []
     for container in pod.containers():
         if pod.runs_long(container) and not isinstance(container.spec.get("readinessProbe"), Mapping):
@@ -47,10 +43,8 @@ def readiness_probes(obj: K8sObject, settings: PackSettings) -> list[str]:
     return found
 
 
-def image_pinned(obj: K8sObject, settings: PackSettings) -> list[str]:
-    pod = pod_template(obj)
-    if pod is None:
-        return []
+@on_pods
+def image_pinned(obj: K8sObject, pod: PodTemplate, settings: PackSettings) -> list[str]:
     found = []
     for container in pod.containers():
         field = container.field("image")

@@ -9,8 +9,10 @@ time, not declared by the table, so they never hold a role.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import functools
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from components.roles import NodePod, Role, node_pods
 from policies.images import repository
@@ -113,3 +115,17 @@ def judge(obj: K8sObject, settings: PackSettings) -> tuple[PodTemplate, PodRoles
     """The pod an object runs with the roles its containers hold, or None if it runs no pod."""
     template = pod_template(obj)
     return None if template is None else (template, match_roles(template, settings))
+
+
+RoleCheck = Callable[..., list[str]]  # (obj, pod, roles, settings, *extra) -> messages
+
+
+def with_roles(check: RoleCheck) -> Callable[..., list[str]]:
+    """A rule over the pod an object runs and the roles its containers hold (rule(obj, settings))."""
+
+    @functools.wraps(check)
+    def rule(obj: K8sObject, settings: PackSettings, *extra: Any) -> list[str]:
+        judged = judge(obj, settings)
+        return [] if judged is None else check(obj, *judged, settings, *extra)
+
+    return rule

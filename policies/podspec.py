@@ -7,11 +7,13 @@ as containers everywhere: a privilege granted to one is granted to the pod.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+import functools
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from policies.k8s import K8sObject, get, items, mapping
+from policies.settings import PackSettings
 
 # Where each kind keeps its pod template (None: the object is the pod).
 TEMPLATE_PATHS: dict[str, tuple[str, ...] | None] = {
@@ -138,3 +140,16 @@ def pod_template(obj: K8sObject) -> PodTemplate | None:
     pod = obj.props if path is None else mapping(get(obj.props, *path))
     prefix = "" if path is None else join("", *path)
     return PodTemplate(obj, prefix, mapping(pod.get("metadata")), mapping(pod.get("spec")))
+
+
+def on_pods(
+    check: Callable[[K8sObject, PodTemplate, PackSettings], list[str]],
+) -> Callable[[K8sObject, PackSettings], list[str]]:
+    """A rule over the pod an object runs; objects that run no pod pass it."""
+
+    @functools.wraps(check)
+    def rule(obj: K8sObject, settings: PackSettings) -> list[str]:
+        pod = pod_template(obj)
+        return [] if pod is None else check(obj, pod, settings)
+
+    return rule

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from policies.k8s import K8sObject, get, items
 from policies.messages import not_allowed
-from policies.node_roles import PodRoles, judge
+from policies.node_roles import PodRoles, with_roles
 from policies.podspec import PodTemplate
 from policies.settings import PackSettings
 
@@ -20,11 +20,8 @@ BASELINE_CAPABILITIES = (
 HOST_NAMESPACES = {"hostNetwork": "host_network", "hostPID": "host_pid", "hostIPC": "host_ipc"}
 
 
-def privileged_containers(obj: K8sObject, settings: PackSettings) -> list[str]:
-    judged = judge(obj, settings)
-    if judged is None:
-        return []
-    pod, roles = judged
+@with_roles
+def privileged_containers(obj: K8sObject, pod: PodTemplate, roles: PodRoles, settings: PackSettings) -> list[str]:
     found = []
     for container in pod.containers():
         value = container.security("privileged")
@@ -49,11 +46,8 @@ def host_namespace_refusal(pod: PodTemplate, roles: PodRoles, field: str, settin
     return ""
 
 
-def host_namespaces(obj: K8sObject, settings: PackSettings) -> list[str]:
-    judged = judge(obj, settings)
-    if judged is None:
-        return []
-    pod, roles = judged
+@with_roles
+def host_namespaces(obj: K8sObject, pod: PodTemplate, roles: PodRoles, settings: PackSettings) -> list[str]:
     found = []
     for field in HOST_NAMESPACES:
         value = pod.spec.get(field)
@@ -63,11 +57,8 @@ def host_namespaces(obj: K8sObject, settings: PackSettings) -> list[str]:
     return found
 
 
-def host_ports(obj: K8sObject, settings: PackSettings) -> list[str]:
-    judged = judge(obj, settings)
-    if judged is None:
-        return []
-    pod, roles = judged
+@with_roles
+def host_ports(obj: K8sObject, pod: PodTemplate, roles: PodRoles, settings: PackSettings) -> list[str]:
     # A host-network pod listens on the host anyway; the kubelet sets hostPort = containerPort.
     on_host_network = pod.spec.get("hostNetwork") is True
     host_network_refusal = host_namespace_refusal(pod, roles, "hostNetwork", settings) if on_host_network else ""
@@ -92,11 +83,8 @@ def host_ports(obj: K8sObject, settings: PackSettings) -> list[str]:
     return found
 
 
-def added_capabilities(obj: K8sObject, settings: PackSettings) -> list[str]:
-    judged = judge(obj, settings)
-    if judged is None:
-        return []
-    pod, roles = judged
+@with_roles
+def added_capabilities(obj: K8sObject, pod: PodTemplate, roles: PodRoles, settings: PackSettings) -> list[str]:
     found = []
     for container in pod.containers():
         role = roles.role(container)

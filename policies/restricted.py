@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from policies.exceptions import EXCEPTIONS, RestrictedException, excusing
 from policies.k8s import PART_OF, K8sObject, items, mapping
 from policies.messages import forbidden, missing, not_allowed
-from policies.node_roles import judge
+from policies.node_roles import PodRoles, with_roles
 from policies.podspec import ContainerRef, PodTemplate
 from policies.settings import PackSettings
 
@@ -31,13 +31,14 @@ class Finding:
     message: str
 
 
+@with_roles
 def control_plane_restricted(
-    obj: K8sObject, settings: PackSettings, exceptions: tuple[RestrictedException, ...] = EXCEPTIONS
+    obj: K8sObject,
+    pod: PodTemplate,
+    roles: PodRoles,
+    settings: PackSettings,
+    exceptions: tuple[RestrictedException, ...] = EXCEPTIONS,
 ) -> list[str]:
-    judged = judge(obj, settings)
-    if judged is None:
-        return []
-    pod, roles = judged
     own = pod.labels.get(PART_OF) == "openstack" or obj.labels.get(PART_OF) == "openstack"
     if not own or roles.holds_any:
         return []  # foreign workloads get the baseline; node pods get their roles
