@@ -102,3 +102,21 @@ def test_waves_start_everything_whose_dependencies_are_met() -> None:
     assert wave_of["keystone-api"] == wave_of["keystone-bootstrap"]  # both wait only for db-sync (+memcached)
     assert wave_of["keystone-fernet-setup"] < wave_of["keystone-db-sync"]
     assert wave_of["keystone-db-sync"] == wave_of["keystone-db-init"] + 1
+
+
+def test_plan_reports_policy_violations_and_fails_on_mandatory_ones(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+) -> None:
+    real_config = plan_tool.load_config("dev")
+    assert plan_tool.main(["--stack", "dev", "--out", str(tmp_path / "clean")]) == 0
+    assert json.loads((tmp_path / "clean" / "plan.json").read_text())["policy"] == []
+    # The same stack judged with a namespace it does not use: node pods lose their roles.
+    elsewhere = {
+        name: {**entry, "namespace": "elsewhere"} if "namespace" in entry else entry
+        for name, entry in real_config.items()
+    }
+    monkeypatch.setattr(plan_tool, "load_config", lambda stack: elsewhere)
+    assert plan_tool.main(["--stack", "dev", "--out", str(tmp_path / "judged")]) == 1
+    violations = json.loads((tmp_path / "judged" / "plan.json").read_text())["policy"]
+    assert any(v["enforcement"] == "mandatory" and "compute-node" in v["message"] for v in violations)
+    assert "mandatory policy violation" in capsys.readouterr().err

@@ -21,6 +21,7 @@ import kubernetes_validate
 import yaml
 
 from components.settings import Settings, SettingsError
+from policies.report import check_resources, load_config
 from tools.runtime import Registration, run_stack, stack_config
 
 
@@ -135,11 +136,7 @@ def validate(plan: Plan) -> tuple[list[str], list[str]]:
 
 
 def policy_report(plan: Plan) -> list[dict[str, Any]]:
-    try:
-        from policies.report import check_resources, load_config
-    except ModuleNotFoundError:  # TODO(issue 5): the pack lands in its own change
-        return []
-
+    """The policy pack's resource and stack rules over the planned stack, as the CLI would run them."""
     resources = [resource_record(r, plan) for r in plan.registrations]
     return [v.to_dict() for v in check_resources(resources, load_config(plan.stack))]
 
