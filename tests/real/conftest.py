@@ -1,0 +1,76 @@
+"""Fixtures for tests against the real software: the OpenStack venv and real servers.
+
+Everything under tests/real carries the marker `real`; `pytest -m "not real"` skips
+it on a developer machine. Nothing here skips by itself: a missing server binary is a
+failure that names the Debian package to install, because CI must run these tests.
+"""
+
+from collections.abc import Iterator
+from contextlib import AbstractContextManager, ExitStack
+from pathlib import Path
+from typing import TypeVar
+
+import pytest
+
+from tools.realenv.openstack_venv import OpenStackVenv, ensure_venv
+from tools.realenv.servers import (
+    MariaDB,
+    MissingServerBinaryError,
+    RabbitMQ,
+    Server,
+    run_mariadb,
+    run_memcached,
+    run_rabbitmq,
+)
+
+HERE = Path(__file__).parent
+S = TypeVar("S", bound=Server)
+_started: list[Server] = []
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "real: runs real OpenStack code and servers (slow; CI runs it)")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    # This hook sees the items of the whole session, not only this directory's.
+    for item in items:
+        if item.path.is_relative_to(HERE):
+            item.add_marker(pytest.mark.real)
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    for server in _started:
+        terminalreporter.write_line(
+            f"real {server.name} on {server.host}:{server.port}, up in {server.started_in:.1f}s"
+        )
+
+
+@pytest.fixture(scope="session")
+def openstack_venv() -> OpenStackVenv:
+    return ensure_venv()
+
+
+def _serve(server_context: AbstractContextManager[S]) -> Iterator[S]:
+    with ExitStack() as stack:
+        try:
+            server = stack.enter_context(server_context)
+        except MissingServerBinaryError as exc:
+            pytest.fail(str(exc), pytrace=False)
+        _started.append(server)
+        yield server
+
+
+@pytest.fixture(scope="session")
+def mariadb(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MariaDB]:
+    yield from _serve(run_mariadb(tmp_path_factory.mktemp("mariadb")))
+
+
+@pytest.fixture(scope="session")
+def rabbitmq(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RabbitMQ]:
+    yield from _serve(run_rabbitmq(tmp_path_factory.mktemp("rabbitmq")))
+
+
+@pytest.fixture(scope="session")
+def memcached(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    yield from _serve(run_memcached(tmp_path_factory.mktemp("memcached")))

@@ -1,0 +1,163 @@
+"""A separate, cached virtualenv holding the OpenStack release the stacks target.
+
+The OpenStack projects must never enter the program's own environment, so they live
+in their own venv, built once per requirement set and reused (keyed by a hash of
+everything that decides its contents). Build it ahead of the tests with
+`python -m tools.realenv.openstack_venv`.
+"""
+
+import fcntl
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+RELEASE = "2026.1"  # Gazpacho
+
+# How these were determined (2026-11-22, PyPI JSON API and `pip index versions`):
+# - keystone 29.0.0, glance 32.0.0, openstack-placement 15.0.0, nova 33.0.0,
+#   neutron 28.0.0 and cinder 28.0.0 were all uploaded on 2026-04-01, the 2026.1
+#   release day (their rc1s in mid-March); the next majors (keystone 30, nova 34,
+#   neutron 29, glance 33, placement 16, cinder 29) came on 2026-09-30 with 2026.2
+#   and Requires-Python >= 3.11. Within each 2026.1 series, the newest stable point
+#   release is taken.
+# - python-openstackclient 9.0, openstacksdk 4.10 and oslo.config 10.3 were released
+#   together at the 2026.1 library freeze (2026-02-17); the next releases are after
+#   2026.1 shipped. 9.0.1 is osc's stable/2026.1 point release.
+PINNED: dict[str, str] = {
+    "keystone": "29.1.0",
+    "glance": "32.0.0",
+    "openstack-placement": "15.0.0",
+    "nova": "33.0.2",
+    "neutron": "28.0.2",
+    "cinder": "28.0.0",
+    "python-openstackclient": "9.0.1",
+    "openstacksdk": "4.10.0",
+    "oslo.config": "10.3.0",
+}
+# Every other package is resolved as PyPI stood the day after the release, standing in
+# for openstack/requirements' upper-constraints.txt of stable/2026.1 (not on PyPI):
+# newer oslo libraries belong to 2026.2 and drop things 2026.1 services still use.
+RELEASE_CUTOFF = "2026-04-02T00:00:00Z"
+# Not pulled in by the services, but needed to run them here: PyMySQL for the
+# mysql+pymysql:// URLs; uWSGI, which the images run and the program configures
+# (*-uwsgi.ini), built from its sdist (needs gcc and Python headers); python-memcached
+# and pymemcache for the memcache backends of oslo.cache and keystonemiddleware.
+EXTRA = ("PyMySQL", "uWSGI", "python-memcached", "pymemcache")
+# uv honours a per-package exception to the date cutoff, which pip cannot express.
+UV_VERSION = "0.13.9"
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+MARKER = "openstack-venv.json"
+
+
+def requirements() -> list[str]:
+    return [f"{name}=={version}" for name, version in PINNED.items()] + list(EXTRA)
+
+
+def cache_key() -> str:
+    decisive = {
+        "requirements": requirements(),
+        "cutoff": RELEASE_CUTOFF,
+        "uv": UV_VERSION,
+        "python": f"{sys.version_info.major}.{sys.version_info.minor}",
+    }
+    return hashlib.sha256(json.dumps(decisive, sort_keys=True).encode()).hexdigest()[:12]
+
+
+def cache_base() -> Path:
+    return Path(os.environ.get("OPENSTACK_VENV_CACHE") or REPO_ROOT / ".cache")
+
+
+@dataclass(frozen=True)
+class OpenStackVenv:
+    path: Path
+
+    @property
+    def python(self) -> Path:
+        return self.path / "bin" / "python"
+
+    def bin(self, name: str) -> Path:
+        """A console script of the venv, e.g. bin("keystone-manage")."""
+        script = self.path / "bin" / name
+        if not script.exists():
+            raise FileNotFoundError(f"{name} is not installed in {self.path}")
+        return script
+
+    def env(self, base: dict[str, str] | None = None) -> dict[str, str]:
+        """An environment whose PATH finds this venv's scripts first, as in an image."""
+        env = dict(os.environ if base is None else base)
+        env["PATH"] = f"{self.path / 'bin'}{os.pathsep}{env.get('PATH', '')}"
+        env["VIRTUAL_ENV"] = str(self.path)
+        env.pop("PYTHONPATH", None)
+        return env
+
+
+def _run(args: list[str | Path], log: Path, env: dict[str, str] | None = None) -> None:
+    with log.open("a") as out:
+        out.write(f"$ {' '.join(map(str, args))}\n")
+        out.flush()
+        done = subprocess.run(args, stdout=out, stderr=subprocess.STDOUT, env=env)
+    if done.returncode != 0:
+        tail = "".join(log.read_text().splitlines(keepends=True)[-40:])
+        raise RuntimeError(f"building the OpenStack venv failed (log {log}):\n{tail}")
+
+
+def _build(path: Path, uv_cache: Path, log: Path) -> None:
+    _run([sys.executable, "-m", "venv", path], log)
+    python = path / "bin" / "python"
+    _run([python, "-m", "pip", "install", "--quiet", f"uv=={UV_VERSION}"], log)
+    exempt = [arg for name in PINNED for arg in ("--exclude-newer-package", f"{name}=false")]
+    env = dict(os.environ, UV_CACHE_DIR=str(uv_cache), UV_PYTHON_DOWNLOADS="never")
+    uv = path / "bin" / "uv"
+    install = ["install", "--no-config", "--python", python, "--exclude-newer", RELEASE_CUTOFF, *exempt]
+    _run([uv, "pip", *install, *requirements()], log, env)
+    freeze = subprocess.run(
+        [uv, "pip", "freeze", "--python", python],
+        capture_output=True,
+        text=True,
+        check=True,
+        env=env,
+    ).stdout
+    (path / "freeze.txt").write_text(freeze)
+
+
+def _prune_other_builds(base: Path, keep: Path) -> None:
+    # Builds for other requirement sets are ~600 MB each and never used again.
+    for other in base.glob(f"openstack-venv-{RELEASE}-*"):
+        if other != keep and other.is_dir():
+            shutil.rmtree(other, ignore_errors=True)
+            (base / f"{other.name}.log").unlink(missing_ok=True)
+
+
+def ensure_venv(base: Path | None = None) -> OpenStackVenv:
+    """The venv for RELEASE, built if missing or left half-built by an earlier run."""
+    base = base or cache_base()
+    base.mkdir(parents=True, exist_ok=True)
+    path = base / f"openstack-venv-{RELEASE}-{cache_key()}"
+    marker = path / MARKER
+    # Parallel test sessions (or CI jobs sharing a cache) must not build it twice.
+    with (base / f"openstack-venv-{RELEASE}.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not marker.exists():
+            shutil.rmtree(path, ignore_errors=True)
+            log = base / f"{path.name}.log"
+            log.unlink(missing_ok=True)
+            started = time.monotonic()
+            _build(path, base / "uv-cache", log)
+            seconds = round(time.monotonic() - started, 1)
+            _prune_other_builds(base, keep=path)
+            built = {"release": RELEASE, "requirements": requirements(), "cutoff": RELEASE_CUTOFF}
+            marker.write_text(json.dumps(built | {"build_seconds": seconds}, indent=2))
+    return OpenStackVenv(path)
+
+
+if __name__ == "__main__":
+    started = time.monotonic()
+    venv = ensure_venv()
+    print(f"{venv.path} ready in {time.monotonic() - started:.1f}s")
