@@ -6,7 +6,7 @@ VENV := .venv
 STACK ?= dev
 BIN := $(VENV)/bin
 
-.PHONY: plan test lint clean
+.PHONY: plan test test-quick openstack-venv lint clean
 
 $(BIN)/.installed: requirements.txt requirements-dev.txt policies/requirements.txt
 	$(PYTHON) -m venv $(VENV)
@@ -20,6 +20,14 @@ plan: $(BIN)/.installed
 test: $(BIN)/.installed
 	$(BIN)/ruff check .
 	$(BIN)/python -m pytest
+
+# Everything but the tests against real OpenStack code and servers.
+test-quick: $(BIN)/.installed
+	$(BIN)/python -m pytest -m "not real"
+
+# Build (or reuse) the cached OpenStack virtualenv of tests/real ahead of the tests.
+openstack-venv: $(BIN)/.installed
+	$(BIN)/python -m tools.realenv.openstack_venv
 
 lint: $(BIN)/.installed
 	$(BIN)/ruff check .

@@ -37,7 +37,6 @@ def neutron_sections(ctx: RenderContext, *, database: bool = True) -> dict[str, 
                 "core_plugin": "ml2",
                 "service_plugins": "router",
                 "auth_strategy": "keystone",
-                "allow_overlapping_ips": True,
                 "notify_nova_on_port_status_changes": True,
                 "notify_nova_on_port_data_changes": True,
                 "state_path": "/var/lib/neutron",
@@ -71,7 +70,7 @@ def render(ctx: RenderContext) -> dict[str, str]:
     ml2 = {
         "ml2": {
             "type_drivers": "flat,vlan,vxlan",
-            "tenant_network_types": net.tenant_network_type,
+            "project_network_types": net.tenant_network_type,
             "mechanism_drivers": "openvswitch,l2population",
             "extension_drivers": "port_security",
         },

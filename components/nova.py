@@ -32,7 +32,6 @@ def nova_sections(ctx: RenderContext) -> dict[str, dict]:
     return oslo.merge(
         {
             "DEFAULT": {**oslo.logging(), "state_path": "/var/lib/nova"},
-            "api": {"auth_strategy": "keystone"},
             "api_database": oslo.database(settings, "nova", secrets["database"], "nova_api"),
             "database": oslo.database(settings, "nova", secrets["database"], "nova"),
             "keystone_authtoken": oslo.keystone_authtoken(settings, "nova", password),

@@ -92,8 +92,13 @@ def keystone_authtoken(settings: Settings, user: str, password: str) -> Section:
 
 
 def service_user(settings: Settings, user: str, password: str) -> Section:
-    """[service_user]: send a service token along with the user's, so long operations survive expiry."""
-    return {"send_service_user_token": True, **service_credentials(settings, user, password)}
+    """[service_user]: send a service token along with the user's, so long operations survive expiry.
+
+    Only authentication options: [service_user] has no region (keystone is found by auth_url).
+    """
+    credentials = service_credentials(settings, user, password)
+    del credentials["region_name"]
+    return {"send_service_user_token": True, **credentials}
 
 
 def cache(settings: Settings) -> Section:

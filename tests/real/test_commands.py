@@ -1,0 +1,83 @@
+"""The programs the pods start exist in the targeted release, and the WSGI apps import.
+
+A renamed console script or a moved WSGI module only shows when a pod crash-loops; here
+every command of every stack is looked up in the 2026.1 virtualenv instead.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+
+import pytest
+
+from components.inifile import parse_ini
+from tests.conftest import STACKS, plan_of
+from tests.helpers import containers
+from tools.realenv.openstack_venv import OpenStackVenv
+from tools.runtime import REPO
+
+# Started by scripts or provided by the node images (Debian/Kolla packages, not PyPI).
+NOT_FROM_PYPI = {"bash", "python3", "memcached", "libvirtd", "virsh", "ovsdb-client", "ovs-appctl"}
+# Horizon is not installed in the test virtualenv (it needs Django and a web server setup
+# of its own); its module is checked by name only in the mock tests.
+NOT_INSTALLED_MODULES = {"openstack_dashboard.wsgi"}
+
+
+def _programs() -> set[str]:
+    found = set()
+    for stack in STACKS:
+        for r in plan_of(stack).custom:
+            if r.kind in ("Deployment", "DaemonSet", "Job", "CronJob"):
+                for container in containers(r):
+                    found.add(container["command"][0])
+                    probe = container.get("readinessProbe", {}).get("exec")
+                    if probe:
+                        found.add(probe["command"][0])
+    return found
+
+
+def _script_programs() -> set[str]:
+    """OpenStack commands the start and Job scripts run (the first word after exec, or a call)."""
+    pattern = re.compile(
+        r"(?:^|exec |\\\n\s*|\$\(|; )((?:nova|neutron|cinder|glance|keystone|placement)-[a-z-]+) ", re.M
+    )
+    return {m for path in (REPO / "components" / "scripts").glob("*.sh") for m in pattern.findall(path.read_text())}
+
+
+def _wsgi_modules() -> set[str]:
+    modules = set()
+    for stack in STACKS:
+        for r in plan_of(stack).custom:
+            if r.kind == "Secret" and (r.k8s_name or "").endswith("-etc"):
+                for name, text in r.revealed["stringData"].items():
+                    if name.endswith("-uwsgi.ini"):
+                        modules.add(parse_ini(text)["uwsgi"]["module"].split(":")[0])
+    return modules
+
+
+PROGRAMS = sorted((_programs() | _script_programs()) - NOT_FROM_PYPI)
+
+
+@pytest.mark.parametrize("program", PROGRAMS)
+def test_program_exists_in_the_release(openstack_venv: OpenStackVenv, program: str) -> None:
+    assert (openstack_venv.path / "bin" / program).exists(), f"{program} is not a command of the 2026.1 projects"
+
+
+def test_the_commands_cover_every_service() -> None:
+    for expected in (
+        "keystone-manage",
+        "glance-manage",
+        "nova-manage",
+        "uwsgi",
+        "neutron-rpc-server",
+        "nova-conductor",
+    ):
+        assert expected in PROGRAMS
+
+
+@pytest.mark.parametrize("module", sorted(_wsgi_modules() - NOT_INSTALLED_MODULES))
+def test_wsgi_module_exists(openstack_venv: OpenStackVenv, module: str) -> None:
+    # find_spec, not import: importing the app reads config files that only a pod has.
+    check = f"import importlib.util, sys; sys.exit(importlib.util.find_spec({module!r}) is None)"
+    assert subprocess.run([openstack_venv.python, "-c", check], env=openstack_venv.env()).returncode == 0, module
