@@ -38,6 +38,17 @@ def _admin_env(settings: Settings) -> tuple:
     )
 
 
+def db_sync(service: str, image: str, command: tuple[str, ...], config_files: tuple[str, ...], *after: str) -> Step:
+    """The schema migration: runs once the database exists (and whatever else `after` names)."""
+    return Step(
+        name=f"{service}-db-sync",
+        image=image,
+        command=command,
+        needs=(f"{service}-db-init", *after),
+        config_files=config_files,
+    )
+
+
 def standard_steps(spec: ServiceSpec, settings: Settings) -> tuple[Step, ...]:
     name = spec.name
     steps: list[Step] = []
@@ -50,8 +61,8 @@ def standard_steps(spec: ServiceSpec, settings: Settings) -> tuple[Step, ...]:
                 needs=("mariadb",),
                 scripts=("db_init.py",),
                 env=(
-                    env("DB_HOST", settings.service_host("mariadb")),
-                    env("DB_PORT", str(oslo.MARIADB_PORT)),
+                    # host:port in one value, as every other client of the database gets it.
+                    env("DB_ADDRESS", f"{settings.service_host('mariadb')}:{oslo.MARIADB_PORT}"),
                     env("DB_ADMIN_USER", "root"),
                     secret_env("DB_ADMIN_PASSWORD", MARIADB_ROOT_SECRET, "password"),
                     env("DB_NAMES", ",".join(spec.databases)),

@@ -10,11 +10,12 @@ import pulumi
 
 from components import oslo
 from components.api import registered_api_needs, rpc_daemon, uwsgi_file, wsgi_api
+from components.bootstrap import db_sync
 from components.inifile import render_ini
 from components.openstack_service import BuildContext, OpenStackService
 from components.roles import STORAGE_NODE_PODS
 from components.settings import Settings
-from components.spec import CatalogEntry, RenderContext, ServiceSpec, Step
+from components.spec import CatalogEntry, RenderContext, ServiceSpec
 from components.workload import env
 
 CONFIG_DIR = "/etc/cinder"
@@ -81,12 +82,11 @@ def cinder(settings: Settings) -> ServiceSpec:
         messaging=True,
         catalog=(CatalogEntry("volumev3", "cinderv3", "cinder-api", PORT, path="/v3/%(project_id)s"),),
         steps=(
-            Step(
-                name="cinder-db-sync",
-                image="cinder-api",
-                command=("cinder-manage", "--config-file", f"{CONFIG_DIR}/cinder.conf", "db", "sync"),
-                needs=("cinder-db-init",),
-                config_files=CINDER_CONF,
+            db_sync(
+                "cinder",
+                "cinder-api",
+                ("cinder-manage", "--config-file", f"{CONFIG_DIR}/cinder.conf", "db", "sync"),
+                CINDER_CONF,
             ),
         ),
         processes=(

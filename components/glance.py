@@ -6,10 +6,11 @@ import pulumi
 
 from components import oslo
 from components.api import registered_api_needs, uwsgi_file, wsgi_api
+from components.bootstrap import db_sync
 from components.inifile import render_ini
 from components.openstack_service import BuildContext, OpenStackService
 from components.settings import Settings
-from components.spec import CatalogEntry, Claim, RenderContext, ServiceSpec, Step
+from components.spec import CatalogEntry, Claim, RenderContext, ServiceSpec
 
 CONFIG_DIR = "/etc/glance"
 PORT = 9292
@@ -61,12 +62,11 @@ def glance(settings: Settings) -> ServiceSpec:
         databases=("glance",),
         catalog=(CatalogEntry("image", "glance", "glance-api", PORT),),
         steps=(
-            Step(
-                name="glance-db-sync",
-                image="glance-api",
-                command=("glance-manage", "--config-file", f"{CONFIG_DIR}/glance-api.conf", "db_sync"),
-                needs=("glance-db-init",),
-                config_files=("glance-api.conf",),
+            db_sync(
+                "glance",
+                "glance-api",
+                ("glance-manage", "--config-file", f"{CONFIG_DIR}/glance-api.conf", "db_sync"),
+                ("glance-api.conf",),
             ),
         ),
         processes=(

@@ -10,6 +10,7 @@ from __future__ import annotations
 import pulumi
 
 from components import oslo
+from components.bootstrap import db_sync
 from components.inifile import render_ini
 from components.openstack_service import BuildContext, OpenStackService
 from components.settings import Settings
@@ -75,12 +76,13 @@ def keystone(settings: Settings) -> ServiceSpec:
         steps=(
             _key_check("keystone-fernet-setup", "fernet-keys", FERNET_DIR),
             _key_check("keystone-credential-setup", "credential-keys", CREDENTIAL_DIR),
-            Step(
-                name="keystone-db-sync",
-                image="keystone",
-                command=(*MANAGE, "db_sync"),
-                needs=("keystone-db-init", "keystone-fernet-setup", "keystone-credential-setup"),
-                config_files=("keystone.conf",),
+            db_sync(
+                "keystone",
+                "keystone",
+                (*MANAGE, "db_sync"),
+                ("keystone.conf",),
+                "keystone-fernet-setup",
+                "keystone-credential-setup",
             ),
             Step(
                 # keystone-manage bootstrap writes straight to the database and reads its

@@ -10,11 +10,12 @@ import pulumi
 
 from components import oslo
 from components.api import registered_api_needs, rpc_daemon, uwsgi_file, wsgi_api
+from components.bootstrap import db_sync
 from components.inifile import render_ini
 from components.openstack_service import BuildContext, OpenStackService
 from components.roles import NETWORK_NODE_PODS
 from components.settings import Settings
-from components.spec import CatalogEntry, Process, RenderContext, ServiceSpec, Step
+from components.spec import CatalogEntry, Process, RenderContext, ServiceSpec
 
 CONFIG_DIR = "/etc/neutron"
 PORT = 9696
@@ -128,13 +129,7 @@ def neutron(settings: Settings) -> ServiceSpec:
         shared_secrets=("metadata-proxy-shared-secret",),
         catalog=(CatalogEntry("network", "neutron", "neutron-server", PORT),),
         steps=(
-            Step(
-                name="neutron-db-sync",
-                image="neutron-server",
-                command=("neutron-db-manage", *server_args, "upgrade", "heads"),
-                needs=("neutron-db-init",),
-                config_files=SERVER_FILES,
-            ),
+            db_sync("neutron", "neutron-server", ("neutron-db-manage", *server_args, "upgrade", "heads"), SERVER_FILES),
         ),
         processes=(
             wsgi_api(

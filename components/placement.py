@@ -6,10 +6,11 @@ import pulumi
 
 from components import oslo
 from components.api import registered_api_needs, uwsgi_file, wsgi_api
+from components.bootstrap import db_sync
 from components.inifile import render_ini
 from components.openstack_service import BuildContext, OpenStackService
 from components.settings import Settings
-from components.spec import CatalogEntry, RenderContext, ServiceSpec, Step
+from components.spec import CatalogEntry, RenderContext, ServiceSpec
 
 CONFIG_DIR = "/etc/placement"
 PORT = 8778
@@ -36,12 +37,11 @@ def placement(settings: Settings) -> ServiceSpec:
         databases=("placement",),
         catalog=(CatalogEntry("placement", "placement", "placement-api", PORT),),
         steps=(
-            Step(
-                name="placement-db-sync",
-                image="placement-api",
-                command=("placement-manage", "--config-file", f"{CONFIG_DIR}/placement.conf", "db", "sync"),
-                needs=("placement-db-init",),
-                config_files=("placement.conf",),
+            db_sync(
+                "placement",
+                "placement-api",
+                ("placement-manage", "--config-file", f"{CONFIG_DIR}/placement.conf", "db", "sync"),
+                ("placement.conf",),
             ),
         ),
         processes=(
