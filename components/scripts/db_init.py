@@ -12,12 +12,13 @@ import pymysql
 
 
 def connect() -> pymysql.connections.Connection:
+    host, _, port = os.environ["DB_ADDRESS"].rpartition(":")
     deadline = time.monotonic() + 300
     while True:
         try:
             return pymysql.connect(
-                host=os.environ["DB_HOST"],
-                port=int(os.environ.get("DB_PORT", "3306")),
+                host=host,
+                port=int(port),
                 user=os.environ["DB_ADMIN_USER"],
                 password=os.environ["DB_ADMIN_PASSWORD"],
                 autocommit=True,
