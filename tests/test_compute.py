@@ -11,9 +11,10 @@ from pathlib import Path
 import pytest
 
 from components.inifile import parse_ini
+from policies.report import check_resources, load_config
 from tests.conftest import plan_of
 from tests.helpers import containers, objects, pod_template, waits_for
-from tools.plan import Plan
+from tools.plan import Plan, resource_record, validate
 from tools.runtime import REPO
 
 SCRIPTS = REPO / "components" / "scripts"
@@ -300,3 +301,17 @@ def test_wiring_into_the_control_plane(stack_plan: Plan) -> None:
     )
     assert {"neutron-server", "neutron-rabbit-init"} <= waits_for(stack_plan, agent)
     assert compute <= waits_for(stack_plan, "nova-cell-setup")
+
+
+@pytest.mark.parametrize("topology", list(TOPOLOGIES))
+def test_every_topology_validates_and_passes_the_pack(topology: str) -> None:
+    plan = _topology_plan(topology)
+    errors, _ = validate(plan)
+    assert errors == []
+    # staging's pack config names staging's topology; judge this plan by its own.
+    config = {
+        name: {**entry, "hypervisorIsolation": topology} if "hypervisorIsolation" in entry else entry
+        for name, entry in load_config("staging").items()
+    }
+    violations = check_resources([resource_record(r, plan) for r in plan.registrations], config)
+    assert [v.message for v in violations if v.enforcement == "mandatory"] == []
