@@ -36,6 +36,8 @@ def render(ctx: RenderContext) -> dict[str, str]:
         "cache": oslo.cache(settings),
         "token": {"provider": "fernet", "expiration": 3600},
         "fernet_tokens": {"key_repository": FERNET_DIR, "max_active_keys": 3},
+        # MFA receipts are Fernet tokens too; named here rather than left to the default path.
+        "fernet_receipts": {"key_repository": FERNET_DIR},
         "credential": {"key_repository": CREDENTIAL_DIR},
         "oslo_middleware": {"enable_proxy_headers_parsing": True},
     }
@@ -92,6 +94,9 @@ def keystone(settings: Settings) -> ServiceSpec:
                 command=(*MANAGE, "bootstrap"),
                 needs=("keystone-db-sync",),
                 config_files=("keystone.conf",),
+                # keystone-manage loads the token provider, which refuses to start without keys.
+                extra_volumes=KEY_VOLUMES,
+                extra_mounts=KEY_MOUNTS,
                 env=(
                     secret_env("OS_BOOTSTRAP_PASSWORD", "keystone-admin", "password"),
                     env("OS_BOOTSTRAP_USERNAME", "admin"),

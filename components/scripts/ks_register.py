@@ -7,8 +7,11 @@ admin from OS_* variables (openstacksdk reads them). CATALOG lists
 
 import os
 import sys
+from collections.abc import Callable
+from typing import Any
 
 import openstack
+import openstack.exceptions
 
 
 def catalog() -> list[tuple[str, str, dict[str, str]]]:
@@ -20,10 +23,25 @@ def catalog() -> list[tuple[str, str, dict[str, str]]]:
     return entries
 
 
+def find_or_create(find: Callable[[], Any], create: Callable[[], Any]) -> Any:
+    """The project, role and region every service shares: the ks Jobs of all services run at
+    once, so another Job may create it between our look-up and our create (409 Conflict)."""
+    found = find()
+    if found is not None:
+        return found
+    try:
+        return create()
+    except openstack.exceptions.ConflictException:
+        return find()
+
+
 def ensure_user(conn: openstack.connection.Connection) -> None:
     project_name = os.environ["SERVICE_PROJECT"]
-    project = conn.identity.find_project(project_name, domain_id="default") or conn.identity.create_project(
-        name=project_name, domain_id="default", description="OpenStack service users"
+    project = find_or_create(
+        lambda: conn.identity.find_project(project_name, domain_id="default"),
+        lambda: conn.identity.create_project(
+            name=project_name, domain_id="default", description="OpenStack service users"
+        ),
     )
     name, password = os.environ["SERVICE_USER"], os.environ["SERVICE_PASSWORD"]
     user = conn.identity.find_user(name, domain_id="default")
@@ -35,7 +53,10 @@ def ensure_user(conn: openstack.connection.Connection) -> None:
         # The password in the Secret is the truth: a rotated password must reach Keystone.
         conn.identity.update_user(user, password=password)
     for role_name in filter(None, os.environ["SERVICE_ROLES"].split(",")):
-        role = conn.identity.find_role(role_name) or conn.identity.create_role(name=role_name)
+        role = find_or_create(
+            lambda name=role_name: conn.identity.find_role(name),
+            lambda name=role_name: conn.identity.create_role(name=name),
+        )
         conn.identity.assign_project_role_to_user(project, user, role)
     print(f"user {name} has roles {os.environ['SERVICE_ROLES']} on project {project_name}")
 
@@ -50,8 +71,7 @@ def ensure_services(conn: openstack.connection.Connection) -> None:
 
 def ensure_endpoints(conn: openstack.connection.Connection) -> None:
     region = os.environ["OS_REGION_NAME"]
-    if conn.identity.find_region(region) is None:
-        conn.identity.create_region(id=region)
+    find_or_create(lambda: conn.identity.find_region(region), lambda: conn.identity.create_region(id=region))
     for name, service_type, urls in catalog():
         service = next(s for s in conn.identity.services(type=service_type) if s.name == name)
         existing = {e.interface: e for e in conn.identity.endpoints(service_id=service.id, region_id=region)}
