@@ -12,6 +12,9 @@ from typing import Any
 
 import openstack
 import openstack.exceptions
+from keystoneauth1 import exceptions as ks_exceptions
+from keystoneauth1 import session
+from keystoneauth1.identity import v3
 
 
 def catalog() -> list[tuple[str, str, dict[str, str]]]:
@@ -35,6 +38,16 @@ def find_or_create(find: Callable[[], Any], create: Callable[[], Any]) -> Any:
         return find()
 
 
+def password_works(name: str, password: str) -> bool:
+    """Whether Keystone already takes this password for the user (an unscoped token)."""
+    auth = v3.Password(auth_url=os.environ["OS_AUTH_URL"], username=name, password=password, user_domain_name="Default")
+    try:
+        session.Session(auth=auth).get_token()
+    except ks_exceptions.Unauthorized:
+        return False
+    return True
+
+
 def ensure_user(conn: openstack.connection.Connection) -> None:
     project_name = os.environ["SERVICE_PROJECT"]
     project = find_or_create(
@@ -49,8 +62,9 @@ def ensure_user(conn: openstack.connection.Connection) -> None:
         user = conn.identity.create_user(
             name=name, password=password, domain_id="default", default_project_id=project.id
         )
-    else:
+    elif not password_works(name, password):
         # The password in the Secret is the truth: a rotated password must reach Keystone.
+        # Only then: every password change revokes the user's tokens and adds a history row.
         conn.identity.update_user(user, password=password)
     for role_name in filter(None, os.environ["SERVICE_ROLES"].split(",")):
         role = find_or_create(
