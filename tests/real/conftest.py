@@ -5,13 +5,14 @@ it on a developer machine. Nothing here skips by itself: a missing server binary
 failure that names the Debian package to install, because CI must run these tests.
 """
 
-from collections.abc import Iterator
-from contextlib import AbstractContextManager, ExitStack
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, ExitStack, contextmanager
 from pathlib import Path
 from typing import TypeVar
 
 import pytest
 
+from tools.realenv.jobs import ChainReport
 from tools.realenv.openstack_venv import OpenStackVenv, ensure_venv
 from tools.realenv.servers import (
     MariaDB,
@@ -26,6 +27,8 @@ from tools.realenv.servers import (
 HERE = Path(__file__).parent
 S = TypeVar("S", bound=Server)
 _started: list[Server] = []
+_chain_reports: list[ChainReport] = []
+ServerSet = tuple[MariaDB, RabbitMQ, Server]
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -44,6 +47,9 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
         terminalreporter.write_line(
             f"real {server.name} on {server.host}:{server.port}, up in {server.started_in:.1f}s"
         )
+    for report in _chain_reports:
+        for line in report.lines():
+            terminalreporter.write_line(line)
 
 
 @pytest.fixture(scope="session")
@@ -74,3 +80,26 @@ def rabbitmq(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RabbitMQ]:
 @pytest.fixture(scope="session")
 def memcached(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     yield from _serve(run_memcached(tmp_path_factory.mktemp("memcached")))
+
+
+@pytest.fixture(scope="session")
+def chain_reports() -> list[ChainReport]:
+    """Where a bootstrap chain leaves its figures for the session's summary."""
+    return _chain_reports
+
+
+@pytest.fixture(scope="session")
+def own_servers(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], AbstractContextManager[ServerSet]]:
+    """Starts a MariaDB, RabbitMQ and memcached of a test's own: for a test that needs
+    empty servers and changes their admin credentials, which the shared ones must keep."""
+
+    @contextmanager
+    def start(name: str) -> Iterator[ServerSet]:
+        with ExitStack() as stack:
+            serve = contextmanager(_serve)
+            mariadb = stack.enter_context(serve(run_mariadb(tmp_path_factory.mktemp(f"{name}-mariadb"))))
+            rabbitmq = stack.enter_context(serve(run_rabbitmq(tmp_path_factory.mktemp(f"{name}-rabbitmq"))))
+            memcached = stack.enter_context(serve(run_memcached(tmp_path_factory.mktemp(f"{name}-memcached"))))
+            yield mariadb, rabbitmq, memcached
+
+    return start
