@@ -10,7 +10,7 @@ from __future__ import annotations
 from components import oslo
 from components.settings import Settings
 from components.spec import ServiceSpec, Step
-from components.workload import env, secret_env
+from components.workload import Manifest, env, secret_env
 
 TOOLBOX = "kolla-toolbox"
 ADMIN_SECRET = "keystone-admin"
@@ -25,17 +25,22 @@ def passwords_secret(service: str) -> str:
     return f"{service}-passwords"
 
 
-def _admin_env(settings: Settings) -> tuple:
+def client_env(settings: Settings, user: str, secret: str, key: str, project: str) -> tuple[Manifest, ...]:
+    """OS_* variables for openstacksdk/openstackclient; the password comes from a Secret."""
     return (
         env("OS_AUTH_URL", oslo.keystone_url(settings) + "/v3"),
-        env("OS_USERNAME", "admin"),
-        secret_env("OS_PASSWORD", ADMIN_SECRET, "password"),
-        env("OS_PROJECT_NAME", "admin"),
+        env("OS_USERNAME", user),
+        secret_env("OS_PASSWORD", secret, key),
+        env("OS_PROJECT_NAME", project),
         env("OS_USER_DOMAIN_NAME", "Default"),
         env("OS_PROJECT_DOMAIN_NAME", "Default"),
         env("OS_REGION_NAME", settings.region),
         env("OS_INTERFACE", "internal"),
     )
+
+
+def _admin_env(settings: Settings) -> tuple[Manifest, ...]:
+    return client_env(settings, "admin", ADMIN_SECRET, "password", "admin")
 
 
 def db_sync(service: str, image: str, command: tuple[str, ...], config_files: tuple[str, ...], *after: str) -> Step:

@@ -76,7 +76,6 @@ def cinder(settings: Settings) -> ServiceSpec:
     return ServiceSpec(
         name="cinder",
         config_dir=CONFIG_DIR,
-        uid_image="cinder-api",
         render=render,
         databases=("cinder",),
         messaging=True,

@@ -14,15 +14,16 @@ import pulumi
 
 from components import oslo
 from components.api import HEALTH_SCRIPT, connected_to
+from components.bootstrap import client_env, passwords_secret
 from components.inifile import render_ini
 from components.neutron import neutron_sections, ovs_agent_sections
-from components.nova import nova_sections
+from components.nova import host_discovery, nova_sections
 from components.nova import render as render_nova
 from components.openstack_service import BuildContext, OpenStackService
 from components.roles import NodeKind, NodePod, Role, Topology, compute_node_pods, network_node_pods
 from components.settings import NodeGroup, Settings
-from components.spec import Process, RenderContext, ServiceSpec, Step
-from components.workload import Probe, env, secret_env
+from components.spec import Process, RenderContext, ServiceSpec
+from components.workload import Manifest, Probe, env
 
 # The passwords of the services whose processes run on the nodes. The database password
 # and the metadata secret only go into the nova.conf of host discovery, which no node mounts.
@@ -50,18 +51,10 @@ def group_suffix(group: NodeGroup) -> str:
     return "" if group.name == "default" else f"-{group.name}"
 
 
-def _nova_compute_conf(ctx: RenderContext, group: NodeGroup) -> str:
-    nova_ctx = RenderContext(
-        ctx.settings,
-        {
-            "keystone": ctx.secrets["nova-keystone"],
-            "rabbitmq": ctx.secrets["nova-rabbitmq"],
-            "database": "",
-            "metadata-proxy-shared-secret": "",
-        },
-    )
+def _nova_compute_conf(nova_ctx: RenderContext, group: NodeGroup) -> str:
     sections = nova_sections(nova_ctx)
-    # Compute nodes reach the databases only through nova-conductor.
+    # Compute nodes reach the databases only through nova-conductor, and the metadata
+    # secret is for the metadata API and Neutron's agents only.
     for private in ("database", "api_database"):
         del sections[private]
     del sections["neutron"]["metadata_proxy_shared_secret"]
@@ -111,21 +104,15 @@ def render(ctx: RenderContext) -> dict[str, str]:
         "openvswitch_agent.ini": render_ini(ovs_agent_sections(neutron_ctx)),
     }
     for group in ctx.settings.compute.node_groups:
-        files[f"nova-{group.name}.conf"] = _nova_compute_conf(ctx, group)
+        files[f"nova-{group.name}.conf"] = _nova_compute_conf(nova_ctx, group)
         files.update(_libvirt_files(group))
     return files
 
 
-def _nova_credentials(settings: Settings) -> tuple:
+def _nova_credentials(settings: Settings) -> tuple[Manifest, ...]:
+    # Microversion 2.53 addresses services by id, as compute_service.py does.
     return (
-        env("OS_AUTH_URL", oslo.keystone_url(settings) + "/v3"),
-        env("OS_USERNAME", "nova"),
-        secret_env("OS_PASSWORD", "nova-passwords", "keystone"),
-        env("OS_PROJECT_NAME", oslo.SERVICE_PROJECT),
-        env("OS_USER_DOMAIN_NAME", "Default"),
-        env("OS_PROJECT_DOMAIN_NAME", "Default"),
-        env("OS_REGION_NAME", settings.region),
-        env("OS_INTERFACE", "internal"),
+        *client_env(settings, "nova", passwords_secret("nova"), "keystone", oslo.SERVICE_PROJECT),
         env("OS_COMPUTE_API_VERSION", "2.53"),
     )
 
@@ -266,19 +253,11 @@ def compute(settings: Settings) -> ServiceSpec:
     return ServiceSpec(
         name="compute",
         config_dir="/etc/nova",
-        uid_image="nova-api",
         render=render,
         shared_secrets=COMPUTE_SECRETS,
         steps=(
             # Host discovery maps the compute hosts into cell1 once their services registered.
-            Step(
-                name="nova-cell-setup",
-                image="nova-api",
-                command=("bash", "/scripts/nova_cell_setup.sh"),
-                needs=("nova-db-sync", *daemonsets),
-                config_files=("nova.conf",),
-                scripts=("nova_cell_setup.sh",),
-            ),
+            host_discovery(needs=("nova-db-sync", *daemonsets)),
         ),
         processes=tuple(processes),
     )

@@ -57,7 +57,6 @@ def glance(settings: Settings) -> ServiceSpec:
     return ServiceSpec(
         name="glance",
         config_dir=CONFIG_DIR,
-        uid_image="glance-api",
         render=render,
         databases=("glance",),
         catalog=(CatalogEntry("image", "glance", "glance-api", PORT),),

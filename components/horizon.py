@@ -62,7 +62,6 @@ def horizon(settings: Settings) -> ServiceSpec:
     return ServiceSpec(
         name="horizon",
         config_dir=CONFIG_DIR,
-        uid_image="horizon",
         render=render,
         shared_secrets=("horizon-secret-key",),
         processes=(

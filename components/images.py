@@ -40,9 +40,6 @@ _IMAGE_USER = {
     "cinder-scheduler": "cinder",
     "cinder-volume": "cinder",
     "horizon": "horizon",
-    "neutron-l3-agent": "neutron",
-    "neutron-dhcp-agent": "neutron",
-    "neutron-metadata-agent": "neutron",
     "memcached": "memcached",
     "kolla-toolbox": "ansible",
 }

@@ -66,7 +66,6 @@ def keystone(settings: Settings) -> ServiceSpec:
     return ServiceSpec(
         name="keystone",
         config_dir=CONFIG_DIR,
-        uid_image="keystone",
         render=render,
         databases=("keystone",),
         extra_secrets={

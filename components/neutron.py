@@ -122,7 +122,6 @@ def neutron(settings: Settings) -> ServiceSpec:
     return ServiceSpec(
         name="neutron",
         config_dir=CONFIG_DIR,
-        uid_image="neutron-server",
         render=render,
         databases=("neutron",),
         messaging=True,

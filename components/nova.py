@@ -82,7 +82,13 @@ def _script_step(name: str, script: str, needs: tuple[str, ...], schedule: str |
         config_files=NOVA_CONF,
         scripts=(script,),
         schedule=schedule,
+        service="nova",
     )
+
+
+def host_discovery(needs: tuple[str, ...], schedule: str | None = None) -> Step:
+    """nova-cell-setup: maps compute hosts that registered since the last run into their cell."""
+    return _script_step("nova-cell-setup", "nova_cell_setup.sh", needs, schedule)
 
 
 def nova(settings: Settings) -> ServiceSpec:
@@ -93,7 +99,6 @@ def nova(settings: Settings) -> ServiceSpec:
     return ServiceSpec(
         name="nova",
         config_dir=CONFIG_DIR,
-        uid_image="nova-api",
         render=render,
         databases=("nova_api", "nova_cell0", "nova"),
         messaging=True,
@@ -103,7 +108,7 @@ def nova(settings: Settings) -> ServiceSpec:
             _script_step("nova-db-sync", "nova_db_sync.sh", ("nova-db-init",)),
             # Host discovery: the Job of this name runs once the compute DaemonSets are up
             # (components/compute.py); this CronJob keeps mapping hosts added later.
-            _script_step("nova-cell-setup", "nova_cell_setup.sh", ("nova-db-sync",), schedule="*/5 * * * *"),
+            host_discovery(("nova-db-sync",), schedule="*/5 * * * *"),
         ),
         processes=(
             wsgi_api("nova-api", "nova-api", CONFIG_DIR, API_PORT, api_needs, NOVA_CONF),

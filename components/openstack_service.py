@@ -136,10 +136,11 @@ class OpenStackService(pulumi.ComponentResource):
             mounts=self._mounts(step.config_files, step.scripts) + step.extra_mounts,
             resources=settings.resources_of(step.name),
         )
+        service = step.service or self.spec.name
         pod = control_plane_pod(
             settings,
-            service=self.spec.name,
-            component=self._component(step.name),
+            service=service,
+            component=step.name.removeprefix(f"{service}-"),
             containers=(container,),
             volumes=self._volumes(step.config_files, step.scripts) + step.extra_volumes,
             uid=profile(step.image).uid,

@@ -32,7 +32,6 @@ def placement(settings: Settings) -> ServiceSpec:
     return ServiceSpec(
         name="placement",
         config_dir=CONFIG_DIR,
-        uid_image="placement-api",
         render=render,
         databases=("placement",),
         catalog=(CatalogEntry("placement", "placement", "placement-api", PORT),),

@@ -42,6 +42,7 @@ class Step:
     extra_volumes: tuple[Manifest, ...] = ()
     extra_mounts: tuple[Mount, ...] = ()
     schedule: str | None = None  # a cron schedule makes this a CronJob that repeats the step
+    service: str | None = None  # its app.kubernetes.io/name, when declared outside its service
 
 
 @dataclass(frozen=True)
@@ -106,7 +107,6 @@ class RenderContext:
 class ServiceSpec:
     name: str
     config_dir: str  # e.g. /etc/glance
-    uid_image: str  # the Kolla image whose user runs this service's pods
     render: Callable[[RenderContext], dict[str, str]]
     databases: tuple[str, ...] = ()
     messaging: bool = False

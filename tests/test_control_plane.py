@@ -114,6 +114,10 @@ def test_nova_has_cell_setup_once_and_periodically(stack_plan: Plan) -> None:
     cron = objects(stack_plan, "CronJob")["nova-cell-setup"].inputs["spec"]
     assert cron["concurrencyPolicy"] == "Forbid"
     assert "discover_hosts" in str(stack_plan.by_name("nova-bin", "ConfigMap").inputs["data"]["nova_cell_setup.sh"])
+    # The Job is declared with the compute nodes it waits for, but belongs to Nova.
+    for kind in ("Job", "CronJob"):
+        labels = stack_plan.by_name("nova-cell-setup", kind).inputs["metadata"]["labels"]
+        assert (labels["app.kubernetes.io/name"], labels["app.kubernetes.io/component"]) == ("nova", "cell-setup")
 
 
 def test_enabled_services_are_what_the_tests_expect() -> None:
