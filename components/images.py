@@ -15,6 +15,7 @@ class ImageProfile:
     uid: int  # the service user's fixed UID; 0 where the process must start as root
 
 
+# kolla/common/users.py (stable/2026.1); uid == gid for every user.
 _KOLLA_UIDS = {
     "cinder": 42407,
     "glance": 42415,
@@ -24,7 +25,7 @@ _KOLLA_UIDS = {
     "nova": 42436,
     "memcached": 42457,
     "placement": 42482,
-    "ansible": 42494,
+    "ansible": 42401,  # kolla-toolbox's user
 }
 
 _IMAGE_USER = {
