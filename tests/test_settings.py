@@ -103,6 +103,14 @@ def test_project_file_declares_every_top_level_setting() -> None:
             assert entry["type"] in {"string", "integer", "boolean", "array"}
 
 
+def test_readme_labels_a_node_for_every_default_node_selector() -> None:
+    example = next(line for line in (REPO / "README.md").read_text().splitlines() if "kubectl label node" in line)
+    selectors = Settings().node_selectors
+    for kind in ("control_plane", "network", "compute", "storage"):
+        for key, value in getattr(selectors, kind).items():
+            assert f"{key}={value}" in example, kind
+
+
 @pytest.mark.parametrize("stack", ["dev", "staging", "prod"])
 def test_stack_files_hold_no_secrets(stack: str) -> None:
     text = (REPO / "stacks" / f"Pulumi.{stack}.yaml").read_text().lower()
