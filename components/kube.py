@@ -12,7 +12,19 @@ from components.meta import metadata, selector
 from components.workload import Manifest, PodSpec
 
 # Nova and Neutron schema migrations on a large database take longer than the default 10m.
-JOB_TIMEOUT = "30m"
+JOB_TIMEOUT_MINUTES = 30
+JOB_TIMEOUT = f"{JOB_TIMEOUT_MINUTES}m"
+# A Job's run ends five minutes before Pulumi stops waiting for it. A run that hangs (a
+# db-sync with `[database] max_retries = -1` waits for an unreachable database forever)
+# then fails as DeadlineExceeded, which `pulumi up` reports as the Job's failure instead
+# of a bare timeout; being unready, it is replaced by the next `pulumi up` (below).
+JOB_DEADLINE_SECONDS = (JOB_TIMEOUT_MINUTES - 5) * 60
+# pulumi-kubernetes waits again for a Job that failed before, and never re-runs it, unless
+# the Job asks to be replaced when it is found unready (provider.go, Diff, Jobs only).
+REPLACE_UNREADY = {"pulumi.com/replaceUnready": "true"}
+# A periodic run that could not start within two minutes of its time is skipped, not
+# started late next to the following one (the controller checks every 10 seconds).
+CRON_STARTING_DEADLINE_SECONDS = 120
 
 
 def _opts(parent: pulumi.Resource, depends_on: Sequence[pulumi.Resource] = (), **extra: Any) -> pulumi.ResourceOptions:
@@ -73,8 +85,8 @@ def job(
 ) -> k8s.batch.v1.Job:
     return k8s.batch.v1.Job(
         name,
-        metadata=metadata(name, namespace, pod.service, pod.component),
-        spec={"backoffLimit": 6, "template": pod.template()},
+        metadata=metadata(name, namespace, pod.service, pod.component, **REPLACE_UNREADY),
+        spec={"backoffLimit": 6, "activeDeadlineSeconds": JOB_DEADLINE_SECONDS, "template": pod.template()},
         # A Job's template is immutable: a changed script or image replaces the Job, which
         # re-runs it. Its fixed name means the old one must go first.
         opts=_opts(
@@ -103,7 +115,12 @@ def cron_job(
             "concurrencyPolicy": "Forbid",
             "successfulJobsHistoryLimit": 1,
             "failedJobsHistoryLimit": 3,
-            "jobTemplate": {"spec": {"backoffLimit": 2, "template": pod.template()}},
+            "startingDeadlineSeconds": CRON_STARTING_DEADLINE_SECONDS,
+            # With Forbid, one run that hangs would block every later one: it gets the
+            # deadline of a one-off run of the same step.
+            "jobTemplate": {
+                "spec": {"backoffLimit": 2, "activeDeadlineSeconds": JOB_DEADLINE_SECONDS, "template": pod.template()}
+            },
         },
         opts=_opts(parent, depends_on),
     )

@@ -144,7 +144,9 @@ class OpenStackService(pulumi.ComponentResource):
             containers=(container,),
             volumes=self._volumes(step.config_files, step.scripts) + step.extra_volumes,
             uid=profile(step.image).uid,
-            restart_policy="OnFailure",
+            # A failed run keeps its pod and its logs; the Job controller starts a new pod
+            # per retry (backoffLimit), where OnFailure would restart the same one in place.
+            restart_policy="Never",
             annotations={CHECKSUM_ANNOTATION: self._checksum(step.config_files, step.scripts)},
         )
         waits = self._waits_for(step.name, step.needs)

@@ -44,6 +44,10 @@ class Registration:
     inputs: dict[str, Any]  # secrets replaced by SECRET_MARK
     revealed: dict[str, Any]  # secrets shown
     outputs: dict[str, Any] = field(default_factory=dict)
+    # Resource options the engine acts on: how long it waits for the object, and whether
+    # deleting it from the stack leaves it in the cluster.
+    custom_timeouts: dict[str, str] = field(default_factory=dict)
+    retain_on_delete: bool = False
 
     @property
     def generated_secrets(self) -> list[str]:
@@ -119,6 +123,8 @@ class RecordingMonitor(mocks.MockMonitor):
                     inputs=_unwrap(raw, reveal=False),
                     revealed=_unwrap(raw, reveal=True),
                     outputs=_unwrap(outputs, reveal=True),
+                    custom_timeouts=json_format.MessageToDict(request.customTimeouts),
+                    retain_on_delete=request.retainOnDelete,
                 )
             )
         return response
