@@ -68,9 +68,24 @@ def daemonset(
     strategy: Manifest = (
         {"type": "OnDelete"} if on_delete else {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 1}}
     )
+    # pulumi-kubernetes awaits a DaemonSet until every pod runs its template (kstatus), which
+    # under OnDelete happens only when an operator deletes the pods: any template change would
+    # hang `pulumi up` until its timeout (provider/pkg/await/daemonset.go). So OnDelete pods
+    # (libvirt, OVS) are not awaited, on create either; nothing starts too early for it:
+    # - their clients wait for their sockets at every start (wait_for_sockets.sh): nova-compute
+    #   for /run/libvirt/libvirt-sock, the OVS agent for /run/openvswitch/db.sock. The agent
+    #   needs no socket of vswitchd: it programs the switch through OVSDB, and neutron's agent
+    #   waits for vswitchd to connect to its OpenFlow controller (setup_integration_br) before
+    #   it connects to RabbitMQ (setup_rpc);
+    # - those clients are awaited, and ready only once they hold their own RabbitMQ connection
+    #   (health_probe.py), so what waits for them (host discovery) waits for libvirt and OVS.
+    # Under all-in-one the clients share the OnDelete pod; host discovery then may run before
+    # nova-compute registers, and its CronJob maps the host minutes later.
+    # tests/test_node_ordering.py checks all of this on the plans.
+    awaiting = {"pulumi.com/skipAwait": "true"} if on_delete else {}
     return k8s.apps.v1.DaemonSet(
         name,
-        metadata=metadata(name, namespace, pod.service, pod.component),
+        metadata=metadata(name, namespace, pod.service, pod.component, **awaiting),
         spec={
             "selector": {"matchLabels": pod.selector()},
             "updateStrategy": strategy,
