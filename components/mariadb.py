@@ -18,7 +18,9 @@ from components.operator_chart import operator_chart
 from components.settings import Settings
 from components.workload import resources_manifest
 
-CHART_REPOSITORY = "https://helm.mariadb.com/mariadb-operator"
+# The OCI charts; the helm.mariadb.com repository is deprecated (docs/helm.md, 26.6.0).
+OPERATOR_CHART = "oci://ghcr.io/mariadb-operator/charts/mariadb-operator"
+CRDS_CHART = "oci://ghcr.io/mariadb-operator/charts/mariadb-operator-crds"
 WAIT_READY = {"pulumi.com/waitFor": "condition=Ready", "pulumi.com/timeoutSeconds": "1200"}
 
 
@@ -32,17 +34,15 @@ class MariaDB(pulumi.ComponentResource):
     ):
         super().__init__("openstack:infra:MariaDB", "mariadb", None, opts)
         ns, operators = settings.namespace, settings.operators
+        # The CRD chart must never be uninstalled: deleting the CRDs cascade-deletes every
+        # MariaDB, Database, User and Grant, and so the data (UPGRADE_26.6.0.md: "always use
+        # `helm upgrade` in-place"). Pulumi would delete its objects if the chart were removed
+        # or replaced, e.g. by a change of its source; retained, they stay in the cluster.
         crds = operator_chart(
-            "mariadb-operator-crds", "mariadb-operator-crds", CHART_REPOSITORY, operators.mariadb_crds, ns, self
+            "mariadb-operator-crds", CRDS_CHART, operators.mariadb_crds, ns, self, retain_on_delete=True
         )
         chart = operator_chart(
-            "mariadb-operator",
-            "mariadb-operator",
-            CHART_REPOSITORY,
-            operators.mariadb,
-            ns,
-            self,
-            depends_on=[crds] if crds else None,
+            "mariadb-operator", OPERATOR_CHART, operators.mariadb, ns, self, depends_on=[crds] if crds else None
         )
         root = kube.secret(MARIADB_ROOT_SECRET, ns, "mariadb", {"password": credentials.password("mariadb-root")}, self)
         replicas = 3 if settings.ha else 1

@@ -14,14 +14,20 @@ from components.settings import Operator
 def operator_chart(
     name: str,
     chart: str,
-    repository: str | None,
     operator: Operator,
     namespace: str,
     parent: pulumi.Resource,
     values: Mapping[str, Any] | None = None,
     depends_on: list[pulumi.Resource] | None = None,
+    retain_on_delete: bool = False,
 ) -> k8s.helm.v4.Chart | None:
-    """None when `install: false`: the stack then relies on an operator already running."""
+    """None when `install: false`: the stack then relies on an operator already running.
+
+    `chart` is an OCI reference (oci://...), which needs no repository options. With
+    `retain_on_delete` the chart's objects stay in the cluster when Pulumi deletes or
+    replaces them: set on a component, the option passes to every child (Pulumi's
+    retainOnDelete documentation).
+    """
     if not operator.install:
         return None
     return k8s.helm.v4.Chart(
@@ -29,7 +35,6 @@ def operator_chart(
         chart=chart,
         version=operator.chart_version,
         namespace=namespace,
-        repository_opts=k8s.helm.v4.RepositoryOptsArgs(repo=repository) if repository else None,
         values=dict(values or {}),
-        opts=pulumi.ResourceOptions(parent=parent, depends_on=depends_on or []),
+        opts=pulumi.ResourceOptions(parent=parent, depends_on=depends_on or [], retain_on_delete=retain_on_delete),
     )

@@ -24,7 +24,7 @@ class RabbitMQ(pulumi.ComponentResource):
     def __init__(self, settings: Settings, graph: DeployGraph, opts: pulumi.ResourceOptions | None = None):
         super().__init__("openstack:infra:RabbitMQ", "rabbitmq", None, opts)
         ns = settings.namespace
-        chart = operator_chart("rabbitmq-cluster-operator", CHART, None, settings.operators.rabbitmq, ns, self)
+        chart = operator_chart("rabbitmq-cluster-operator", CHART, settings.operators.rabbitmq, ns, self)
         persistence = {"storage": settings.storage.rabbitmq_size}
         if settings.storage.storage_class:
             persistence["storageClassName"] = settings.storage.storage_class
