@@ -8,13 +8,13 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as k8s
 
-from components.settings import Operator
+from components.settings import ChartOperator
 
 
 def operator_chart(
     name: str,
     chart: str,
-    operator: Operator,
+    operator: ChartOperator,
     namespace: str,
     parent: pulumi.Resource,
     values: Mapping[str, Any] | None = None,

@@ -12,23 +12,41 @@ import pulumi_kubernetes as k8s
 
 from components.graph import DeployGraph
 from components.meta import metadata
-from components.operator_chart import operator_chart
-from components.settings import Settings
+from components.settings import ManifestOperator, Settings
 from components.workload import resources_manifest
 
-CHART = "oci://registry-1.docker.io/bitnamicharts/rabbitmq-cluster-operator"
+# The operator's own release manifest (Bitnami's chart pulled images Bitnami removed from
+# docker.io in 2025). It installs the operator into the namespace rabbitmq-system, watching
+# every namespace. Its version is pinned in settings (v2.21.1): from v2.22.0 the manifest
+# adds cert-manager Certificates and webhooks that fail closed (cluster-operator #2187).
+MANIFEST = "https://github.com/rabbitmq/cluster-operator/releases/download/{version}/cluster-operator.yml"
+# The official image, pinned; the same minor as the operator's default (4.2.6 in v2.21.1).
+IMAGE = "rabbitmq:4.2.8-management"
 WAIT_READY = {"pulumi.com/waitFor": "condition=AllReplicasReady", "pulumi.com/timeoutSeconds": "1200"}
+
+
+def operator_manifest(name: str, operator: ManifestOperator, parent: pulumi.Resource) -> k8s.yaml.v2.ConfigFile | None:
+    """None when `install: false`: the stack then relies on an operator already running.
+
+    Depending on the ConfigFile waits for all its objects, the operator's Deployment ready.
+    """
+    if not operator.install:
+        return None
+    return k8s.yaml.v2.ConfigFile(
+        name, file=MANIFEST.format(version=operator.version), opts=pulumi.ResourceOptions(parent=parent)
+    )
 
 
 class RabbitMQ(pulumi.ComponentResource):
     def __init__(self, settings: Settings, graph: DeployGraph, opts: pulumi.ResourceOptions | None = None):
         super().__init__("openstack:infra:RabbitMQ", "rabbitmq", None, opts)
         ns = settings.namespace
-        chart = operator_chart("rabbitmq-cluster-operator", CHART, settings.operators.rabbitmq, ns, self)
+        operator = operator_manifest("rabbitmq-cluster-operator", settings.operators.rabbitmq, self)
         persistence = {"storage": settings.storage.rabbitmq_size}
         if settings.storage.storage_class:
             persistence["storageClassName"] = settings.storage.storage_class
         spec = {
+            "image": IMAGE,
             "replicas": 3 if settings.ha else 1,
             "persistence": persistence,
             "resources": resources_manifest(settings.resources_of("rabbitmq")),
@@ -55,7 +73,7 @@ class RabbitMQ(pulumi.ComponentResource):
             kind="RabbitmqCluster",
             metadata={**metadata("rabbitmq", ns, "rabbitmq", "messaging"), "annotations": WAIT_READY},
             spec=spec,
-            opts=pulumi.ResourceOptions(parent=self, depends_on=[chart] if chart else []),
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[operator] if operator else []),
         )
         graph.add("rabbitmq", self.cluster)
         self.register_outputs({})

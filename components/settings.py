@@ -203,15 +203,40 @@ class Neutron(Model):
         return self
 
 
-class Operator(Model):
+class ChartOperator(Model):
+    """An operator installed from its Helm chart."""
+
     install: bool = Field(True, description="false when the cluster already runs this operator")
     chart_version: str
 
 
+class ManifestOperator(Model):
+    """An operator installed from the manifest its project publishes with each release."""
+
+    install: bool = Field(True, description="false when the cluster already runs this operator")
+    version: Annotated[str, Field(pattern=r"^v[0-9]+\.[0-9]+\.[0-9]+$", description="release tag, e.g. v2.21.1")]
+
+
+# The RabbitMQ Cluster Operator's manifest needs cert-manager from this release on: it adds
+# Certificates and webhooks that reject every RabbitmqCluster while they fail (issue #2187).
+RABBITMQ_OPERATOR_NEEDS_CERT_MANAGER = (2, 22, 0)
+
+
 class Operators(Model):
-    mariadb: Operator = Operator(chart_version="26.6.0")
-    mariadb_crds: Operator = Operator(chart_version="26.6.0")
-    rabbitmq: Operator = Operator(chart_version="4.4.3")
+    mariadb: ChartOperator = ChartOperator(chart_version="26.6.0")
+    mariadb_crds: ChartOperator = ChartOperator(chart_version="26.6.0")
+    rabbitmq: ManifestOperator = ManifestOperator(version="v2.21.1")
+
+    @field_validator("rabbitmq")
+    @classmethod
+    def _without_cert_manager(cls, value: ManifestOperator) -> ManifestOperator:
+        release = tuple(int(part) for part in value.version.removeprefix("v").split("."))
+        if value.install and release >= RABBITMQ_OPERATOR_NEEDS_CERT_MANAGER:
+            raise ValueError(
+                "RabbitMQ Cluster Operator releases from v2.22.0 need cert-manager, which this program does not "
+                "install; use v2.21.x, or install the operator yourself and set install: false"
+            )
+        return value
 
 
 class NodeGroup(Model):

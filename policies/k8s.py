@@ -13,8 +13,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-# Objects rendered from these charts were written by a third party, not by this program.
-CHART_TYPES = ("kubernetes:helm.sh/v3:Chart", "kubernetes:helm.sh/v4:Chart")
+# Objects rendered from these charts or read from these manifests (an operator's release
+# manifest) were written by a third party, not by this program.
+CHART_TYPES = ("kubernetes:helm.sh/v3:Chart", "kubernetes:helm.sh/v4:Chart", "kubernetes:yaml/v2:ConfigFile")
 PART_OF = "app.kubernetes.io/part-of"
 NAME = "app.kubernetes.io/name"
 COMPONENT = "app.kubernetes.io/component"
@@ -106,7 +107,8 @@ class K8sObject:
 
     @property
     def from_chart(self) -> bool:
-        """Rendered by a Helm chart the program installs (its URN descends from a Chart)."""
+        """Rendered by a Helm chart or read from a manifest the program installs (a Chart or
+        ConfigFile is among its URN's ancestors)."""
         return any(t in CHART_TYPES for t in qualified_types(self.urn)[:-1])
 
     def describe(self) -> str:

@@ -74,7 +74,7 @@ def find_node_pod(service: object, component: object, settings: PackSettings) ->
 def _refusal(template: PodTemplate, settings: PackSettings) -> str:
     obj, labels = template.obj, template.labels
     if obj.from_chart:
-        return "rendered by a third-party Helm chart, and roles are only for the program's own objects"
+        return "rendered by a third-party Helm chart or manifest, and roles are only for the program's own objects"
     if labels.get(PART_OF) != "openstack":
         return f"the pod is not labelled {PART_OF}=openstack"
     if find_node_pod(labels.get(NAME), labels.get(COMPONENT), settings) is None:

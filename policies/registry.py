@@ -140,7 +140,7 @@ RESOURCE_RULES: tuple[ResourceRule, ...] = (
     ),
     ResourceRule(
         "third-party-chart-hygiene",
-        "Objects of third-party Helm charts: restricted profile and hygiene, as advice.",
+        "Objects of third-party Helm charts and manifests: restricted profile and hygiene, as advice.",
         "advisory",
         chart_hygiene,
         uses=RESOURCES,

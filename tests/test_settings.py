@@ -28,6 +28,9 @@ MALFORMED: list[tuple[dict[str, Any], str, str]] = [
     ({"endpoints": {"scheme": "ftp"}}, "openstack:endpoints.scheme", "'http' or 'https'"),
     ({"ha": "sometimes"}, "openstack:ha", "boolean"),
     ({"namspace": "openstack"}, "openstack:namspace", "unknown setting"),
+    ({"operators": {"rabbitmq": {"chartVersion": "4.4.3"}}}, "openstack:operators.rabbitmq.chartVersion", "unknown"),
+    ({"operators": {"rabbitmq": {"version": "2.21.1"}}}, "openstack:operators.rabbitmq.version", "pattern"),
+    ({"operators": {"rabbitmq": {"version": "v2.22.0"}}}, "openstack:operators.rabbitmq", "need cert-manager"),
     ({"compute": {"nodeGroups": []}}, "openstack:compute.nodeGroups", "at least one node group"),
     (
         {"compute": {"nodeGroups": [{"name": "a"}, {"name": "a"}]}},

@@ -176,3 +176,18 @@ def test_third_party_chart_objects_get_hygiene_as_advice_and_the_baseline_as_a_g
     assert [(v.policy, v.enforcement) for v in gated if v.policy == "host-namespaces"] == [
         ("host-namespaces", "mandatory")
     ]
+
+
+MANIFEST = "openstack:infra:RabbitMQ$kubernetes:yaml/v2:ConfigFile"
+
+
+def test_objects_of_an_operator_release_manifest_are_third_party_too() -> None:
+    # The RabbitMQ Cluster Operator's own manifest (a ConfigFile) installs into rabbitmq-system.
+    operator = control_plane("rabbitmq-cluster-operator", "rabbitmq", "operator")
+    operator["metadata"]["namespace"] = "rabbitmq-system"
+    del container(operator)["readinessProbe"]
+    prod = load_config("prod")
+    violations = check_objects([k8s_object(operator, MANIFEST)], prod)
+    assert {(v.policy, v.enforcement) for v in violations} == {("third-party-chart-hygiene", "advisory")}
+    own = check_objects([k8s_object(operator)], prod)
+    assert {(v.policy, v.enforcement) for v in own} == {("readiness-probes", "mandatory")}

@@ -321,7 +321,7 @@ def test_objects_of_a_third_party_chart_hold_no_role() -> None:
     assert run_policy("privileged-containers", compute, STAGING, urn=urn) == [
         "DaemonSet openstack/nova-compute: container 'nova-compute': spec.template.spec.containers[0]"
         ".securityContext.privileged=true is not allowed; allowed: false or unset (no node role: rendered by a "
-        "third-party Helm chart, and roles are only for the program's own objects)"
+        "third-party Helm chart or manifest, and roles are only for the program's own objects)"
     ]
 
 
