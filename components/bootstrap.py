@@ -67,7 +67,7 @@ def standard_steps(spec: ServiceSpec, settings: Settings) -> tuple[Step, ...]:
                 scripts=("db_init.py",),
                 env=(
                     # host:port in one value, as every other client of the database gets it.
-                    env("DB_ADDRESS", f"{settings.service_host('mariadb')}:{oslo.MARIADB_PORT}"),
+                    env("DB_ADDRESS", oslo.database_address(settings)),
                     env("DB_ADMIN_USER", "root"),
                     secret_env("DB_ADMIN_PASSWORD", MARIADB_ROOT_SECRET, "password"),
                     env("DB_NAMES", ",".join(spec.databases)),

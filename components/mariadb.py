@@ -9,7 +9,7 @@ from __future__ import annotations
 import pulumi
 import pulumi_kubernetes as k8s
 
-from components import kube
+from components import kube, oslo
 from components.bootstrap import MARIADB_ROOT_SECRET
 from components.credentials import Credentials
 from components.graph import DeployGraph
@@ -63,7 +63,8 @@ class MariaDB(pulumi.ComponentResource):
             "mariadb",
             api_version="k8s.mariadb.com/v1alpha1",
             kind="MariaDB",
-            metadata={**metadata("mariadb", ns, "mariadb", "database"), "annotations": WAIT_READY},
+            # Its name is what the operator names the Services clients use (oslo.database_service).
+            metadata={**metadata(oslo.MARIADB, ns, "mariadb", "database"), "annotations": WAIT_READY},
             spec={k: v for k, v in spec.items() if v is not None},
             opts=pulumi.ResourceOptions(parent=self, depends_on=[r for r in (chart, root) if r]),
         )

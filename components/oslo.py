@@ -13,6 +13,7 @@ from components.settings import Settings
 Section = dict[str, Any]
 
 KEYSTONE_PORT = 5000
+MARIADB = "mariadb"  # the MariaDB resource; mariadb-operator names its Services after it
 MARIADB_PORT = 3306
 RABBITMQ_PORT = 5672
 RABBITMQ_MANAGEMENT_PORT = 15672
@@ -36,10 +37,23 @@ def memcached_servers(settings: Settings) -> str:
     return f"{settings.service_host('memcached')}:{MEMCACHED_PORT}"
 
 
+def database_service(settings: Settings) -> str:
+    """The Service every database client connects to.
+
+    mariadb-operator's `mariadb` Service selects every MariaDB pod and is meant for a
+    standalone server only. Under HA (Galera) it sends writes to one node, "to avoid
+    contention", through `mariadb-primary`, which it moves when the primary changes
+    (docs/high_availability.md).
+    """
+    return f"{MARIADB}-primary" if settings.ha else MARIADB
+
+
+def database_address(settings: Settings) -> str:
+    return f"{settings.service_host(database_service(settings))}:{MARIADB_PORT}"
+
+
 def database_url(settings: Settings, user: str, password: str, database: str) -> str:
-    return (
-        f"mysql+pymysql://{user}:{password}@{settings.service_host('mariadb')}:{MARIADB_PORT}/{database}?charset=utf8"
-    )
+    return f"mysql+pymysql://{user}:{password}@{database_address(settings)}/{database}?charset=utf8"
 
 
 def transport_url(settings: Settings, user: str, password: str, vhost: str) -> str:

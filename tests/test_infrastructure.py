@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+import re
+from collections.abc import Iterator
+
+import pytest
+
 from tests.conftest import plan_of
-from tests.helpers import waits_for
+from tests.helpers import containers, objects, waits_for
 from tools.plan import Plan
 from tools.runtime import Registration
 
@@ -50,3 +55,36 @@ def test_a_cluster_that_runs_the_rabbitmq_operator_gets_none_installed() -> None
     assert _manifests(plan) == []
     assert waits_for(plan, "rabbitmq") == set()
     assert plan.by_name("rabbitmq", "RabbitmqCluster").inputs["spec"]["image"] == "rabbitmq:4.2.8-management"
+
+
+DATABASE_URL = re.compile(r"mysql\+pymysql://[^@\s]+@([^:/\s]+):3306/")
+
+
+def _texts(plan: Plan) -> Iterator[str]:
+    """Every rendered file and every literal env value of the plan, secrets shown."""
+    for r in plan.custom:
+        if r.kind in ("Secret", "ConfigMap"):
+            yield from (r.revealed.get("stringData") or r.revealed.get("data") or {}).values()
+        elif r.kind in ("Deployment", "DaemonSet", "StatefulSet", "Job", "CronJob"):
+            for container in containers(r):
+                yield from (e["value"] for e in container.get("env", []) if "value" in e)
+
+
+@pytest.mark.parametrize(
+    ("stack", "service"), [("dev", "mariadb"), ("staging", "mariadb"), ("prod", "mariadb-primary")]
+)
+def test_every_database_client_uses_the_service_the_operator_means_for_it(stack: str, service: str) -> None:
+    plan = plan_of(stack)
+    settings = plan.settings
+    host = f"{service}.{settings.namespace}.svc.{settings.endpoints.cluster_domain}"
+    # Galera (ha) takes writes on its primary only; `mariadb` is for a standalone server.
+    galera = plan.by_name("mariadb", "MariaDB").inputs["spec"].get("galera", {}).get("enabled", False)
+    assert galera is (service == "mariadb-primary")
+    urls = [m for text in _texts(plan) for m in DATABASE_URL.findall(text)]
+    assert len(urls) >= 6 and set(urls) == {host}
+    db_inits = [j for name, j in objects(plan, "Job").items() if name.endswith("-db-init")]
+    assert db_inits
+    for job in db_inits:
+        [container] = containers(job)
+        env = {e["name"]: e.get("value") for e in container["env"]}
+        assert env["DB_ADDRESS"] == f"{host}:3306", job.k8s_name

@@ -107,7 +107,8 @@ def test_keystone_conf_points_at_the_stack_database_and_cache(stack_plan: Plan) 
     files = stack_plan.by_name("keystone-etc", "Secret").revealed["stringData"]
     conf = parse_ini(files["keystone.conf"])
     ns = stack_plan.settings.namespace
-    assert f"@mariadb.{ns}.svc.cluster.local:3306/keystone" in conf["database"]["connection"]
+    database = "mariadb-primary" if stack_plan.settings.ha else "mariadb"  # Galera takes writes on its primary
+    assert f"@{database}.{ns}.svc.cluster.local:3306/keystone" in conf["database"]["connection"]
     assert conf["cache"]["memcache_servers"] == f"memcached.{ns}.svc.cluster.local:11211"
     assert conf["token"]["provider"] == "fernet"
 

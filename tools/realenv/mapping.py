@@ -7,7 +7,7 @@ else is rewritten: every other host name (the catalog's `nova-api.…` URLs) and
 other value reaches the software exactly as the plan has it.
 
 Three rules, applied alike to env values, rendered files, script text and command args:
-- `<served service>.<ns>.svc.<domain>[:<port>]` → `127.0.0.1[:<local port>]`;
+- `<served service or alias>.<ns>.svc.<domain>[:<port>]` → `127.0.0.1[:<local port>]`;
 - `0.0.0.0:<port of a served service>` (a server's listen address) → `127.0.0.1:<local port>`;
 - an absolute path under /etc/, /scripts/ or /var/lib/ → the same path under `root`.
 """
@@ -31,6 +31,9 @@ SERVED: dict[str, tuple[int, ...]] = {
     "memcached": (oslo.MEMCACHED_PORT,),
     "keystone-api": (oslo.KEYSTONE_PORT,),
 }
+# Other names of those servers in the cluster: under HA the database is reached through
+# Galera's write Service (oslo.database_service).
+ALIASES = {f"{oslo.MARIADB}-primary": oslo.MARIADB}
 # Where pods find their mounted files and the directories their images provide. Not
 # after a word, dot, colon or slash, so URL paths and already mapped paths stay alone.
 _PATH = re.compile(r"(?<![\w.:/-])/(etc|scripts|var/lib)/")
@@ -79,7 +82,8 @@ class LocalMapping:
 
     @property
     def _host(self) -> re.Pattern[str]:
-        services = "|".join(re.escape(s) for s in SERVED)
+        names = sorted({*SERVED, *ALIASES}, key=len, reverse=True)  # the longest name first
+        services = "|".join(re.escape(s) for s in names)
         suffix = re.escape(f".{self.namespace}.svc.{self.cluster_domain}")
         return re.compile(rf"\b(?P<service>{services}){suffix}(?::(?P<port>\d+))?\b")
 
@@ -95,8 +99,8 @@ class LocalMapping:
 
     def text(self, value: str) -> str:
         def host(match: re.Match[str]) -> str:
-            port = match["port"]
-            return LOOPBACK if port is None else f"{LOOPBACK}:{self.local_port(match['service'], int(port))}"
+            port, service = match["port"], ALIASES.get(match["service"], match["service"])
+            return LOOPBACK if port is None else f"{LOOPBACK}:{self.local_port(service, int(port))}"
 
         def listen(match: re.Match[str]) -> str:
             local = [p for (_, cluster), p in self.ports.items() if cluster == int(match[1])]
