@@ -56,6 +56,33 @@ def deployment(
     )
 
 
+def statefulset(
+    name: str,
+    namespace: str,
+    pod: PodSpec,
+    replicas: int,
+    parent: pulumi.Resource,
+    depends_on: Sequence[pulumi.Resource],
+) -> k8s.apps.v1.StatefulSet:
+    """Pods with stable names, <name>-0, <name>-1, ..., each found in DNS as <pod>.<name>
+    through the headless Service of the same name (`service(..., headless=True)`)."""
+    return k8s.apps.v1.StatefulSet(
+        name,
+        metadata=metadata(name, namespace, pod.service, pod.component),
+        spec={
+            "replicas": replicas,
+            "serviceName": name,
+            "selector": {"matchLabels": pod.selector()},
+            # The replicas do not depend on each other: start and replace them all at once,
+            # not one after the other (Pulumi waits until every one is ready).
+            "podManagementPolicy": "Parallel",
+            "updateStrategy": {"type": "RollingUpdate"},
+            "template": pod.template(),
+        },
+        opts=_opts(parent, depends_on),
+    )
+
+
 def daemonset(
     name: str,
     namespace: str,
@@ -167,17 +194,25 @@ def volume_claim(
 
 
 def service(
-    name: str, namespace: str, service_name: str, component: str, ports: Mapping[str, int], parent: pulumi.Resource
+    name: str,
+    namespace: str,
+    service_name: str,
+    component: str,
+    ports: Mapping[str, int],
+    parent: pulumi.Resource,
+    *,
+    headless: bool = False,
 ) -> k8s.core.v1.Service:
+    spec: Manifest = {
+        "type": "ClusterIP",
+        "selector": selector(service_name, component),
+        "ports": [{"name": port_name, "port": port, "targetPort": port} for port_name, port in ports.items()],
+    }
+    if headless:
+        # No virtual IP: DNS names each ready pod (<pod>.<name>), so clients address each one.
+        spec.update(clusterIP="None", publishNotReadyAddresses=False)
     return k8s.core.v1.Service(
-        name,
-        metadata=metadata(name, namespace, service_name, component),
-        spec={
-            "type": "ClusterIP",
-            "selector": selector(service_name, component),
-            "ports": [{"name": port_name, "port": port, "targetPort": port} for port_name, port in ports.items()],
-        },
-        opts=_opts(parent),
+        name, metadata=metadata(name, namespace, service_name, component), spec=spec, opts=_opts(parent)
     )
 
 

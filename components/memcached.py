@@ -1,4 +1,8 @@
-"""Memcached: token and session cache for Keystone, the APIs and Horizon."""
+"""Memcached: token and session cache for Keystone, the APIs and Horizon.
+
+A StatefulSet behind a headless Service: every client lists each server by name
+(`oslo.memcached_servers`) and spreads keys over them, so one key lives on one server.
+"""
 
 from __future__ import annotations
 
@@ -7,17 +11,18 @@ import pulumi
 from components import kube
 from components.graph import DeployGraph
 from components.images import profile
-from components.oslo import MEMCACHED_PORT
+from components.oslo import MEMCACHED, MEMCACHED_PORT
 from components.settings import Settings
 from components.workload import Container, Probe, control_plane_pod
 
 
 class Memcached(pulumi.ComponentResource):
     def __init__(self, settings: Settings, graph: DeployGraph, opts: pulumi.ResourceOptions | None = None):
-        super().__init__("openstack:infra:Memcached", "memcached", None, opts)
+        super().__init__("openstack:infra:Memcached", MEMCACHED, None, opts)
+        ns = settings.namespace
         memory_mb = 512
         container = Container(
-            name="memcached",
+            name=MEMCACHED,
             image=settings.image("memcached"),
             command=(
                 "memcached",
@@ -34,15 +39,15 @@ class Memcached(pulumi.ComponentResource):
             ),
             ports=(MEMCACHED_PORT,),
             probe=Probe(MEMCACHED_PORT),
-            resources=settings.resources_of("memcached"),
+            resources=settings.resources_of(MEMCACHED),
         )
         pod = control_plane_pod(
-            settings, service="memcached", component="server", containers=(container,), uid=profile("memcached").uid
+            settings, service=MEMCACHED, component="server", containers=(container,), uid=profile("memcached").uid
         )
-        replicas = settings.replicas_of("memcached")
-        self.deployment = kube.deployment("memcached", settings.namespace, pod, replicas, self, ())
-        kube.service("memcached", settings.namespace, "memcached", "server", {"memcache": MEMCACHED_PORT}, self)
+        replicas = settings.replicas_of(MEMCACHED)
+        self.servers = kube.statefulset(MEMCACHED, ns, pod, replicas, self, ())
+        kube.service(MEMCACHED, ns, MEMCACHED, "server", {"memcache": MEMCACHED_PORT}, self, headless=True)
         if settings.ha and replicas > 1:
-            kube.disruption_budget("memcached", settings.namespace, "memcached", "server", self)
-        graph.add("memcached", self.deployment)
+            kube.disruption_budget(MEMCACHED, ns, MEMCACHED, "server", self)
+        graph.add(MEMCACHED, self.servers)
         self.register_outputs({})

@@ -14,6 +14,7 @@ Section = dict[str, Any]
 
 KEYSTONE_PORT = 5000
 MARIADB = "mariadb"  # the MariaDB resource; mariadb-operator names its Services after it
+MEMCACHED = "memcached"  # the StatefulSet and its headless Service
 MARIADB_PORT = 3306
 RABBITMQ_PORT = 5672
 RABBITMQ_MANAGEMENT_PORT = 15672
@@ -33,8 +34,15 @@ def keystone_url(settings: Settings) -> str:
     return internal_url(settings, "keystone-api", KEYSTONE_PORT)
 
 
-def memcached_servers(settings: Settings) -> str:
-    return f"{settings.service_host('memcached')}:{MEMCACHED_PORT}"
+def memcached_servers(settings: Settings) -> list[str]:
+    """Every memcached server by its own name; clients spread keys over them by hash.
+
+    Behind one ClusterIP each request would reach any replica, so a token or session cached
+    through one would be missed through the others. The StatefulSet's pods are named in DNS
+    through its headless Service: memcached-0.memcached.<ns>.svc.<domain>, ...
+    """
+    service = settings.service_host(MEMCACHED)
+    return [f"{MEMCACHED}-{i}.{service}:{MEMCACHED_PORT}" for i in range(settings.replicas_of(MEMCACHED))]
 
 
 def database_service(settings: Settings) -> str:

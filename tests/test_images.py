@@ -19,7 +19,7 @@ KOLLA_UIDS = {"ansible": 42401, "keystone": 42425, "glance": 42415, "nova": 4243
         ("keystone-api", "Deployment", "keystone"),
         ("glance-api", "Deployment", "glance"),
         ("nova-conductor", "Deployment", "nova"),
-        ("memcached", "Deployment", "memcached"),
+        ("memcached", "StatefulSet", "memcached"),
     ],
 )
 def test_pods_run_as_the_kolla_user_of_their_image(name: str, kind: str, user: str) -> None:

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
+from components.inifile import parse_ini
 from tests.conftest import plan_of
 from tests.helpers import containers, objects, waits_for
 from tools.plan import Plan
@@ -88,3 +90,30 @@ def test_every_database_client_uses_the_service_the_operator_means_for_it(stack:
         [container] = containers(job)
         env = {e["name"]: e.get("value") for e in container["env"]}
         assert env["DB_ADDRESS"] == f"{host}:3306", job.k8s_name
+
+
+@pytest.mark.parametrize(("stack", "replicas"), [("dev", 1), ("staging", 1), ("prod", 3)])
+def test_memcached_servers_are_each_named_in_every_client(stack: str, replicas: int) -> None:
+    plan = plan_of(stack)
+    settings = plan.settings
+    [memcached] = [r for r in plan.custom if r.k8s_name == "memcached" and r.kind in ("Deployment", "StatefulSet")]
+    spec = memcached.inputs["spec"]
+    assert memcached.kind == "StatefulSet" and spec["replicas"] == replicas
+    assert spec["serviceName"] == "memcached" and spec["podManagementPolicy"] == "Parallel"
+    service = plan.by_name("memcached", "Service").inputs["spec"]
+    assert service["clusterIP"] == "None" and service["publishNotReadyAddresses"] is False
+    assert service["selector"].items() <= spec["template"]["metadata"]["labels"].items()
+    domain = f"memcached.{settings.namespace}.svc.{settings.endpoints.cluster_domain}"
+    servers = [f"memcached-{i}.{domain}:11211" for i in range(replicas)]
+    files = {s: plan.by_name(f"{s}-etc", "Secret").revealed["stringData"] for s in ("keystone", "glance", "horizon")}
+    keystone = parse_ini(files["keystone"]["keystone.conf"])
+    assert keystone["cache"]["memcache_servers"].split(",") == servers
+    glance = parse_ini(files["glance"]["glance-api.conf"])
+    assert glance["keystone_authtoken"]["memcached_servers"].split(",") == servers
+    django: dict[str, Any] = {}
+    exec(compile(files["horizon"]["local_settings.py"], "local_settings.py", "exec"), django)
+    assert django["CACHES"]["default"]["LOCATION"] == servers  # PyMemcacheCache hashes keys over a list
+    # Nothing reaches memcached through one address for all (the Service's own name).
+    shared = re.compile(rf"(?<![\w.-]){re.escape(domain)}")
+    assert not [text for text in _texts(plan) if shared.search(text)]
+    assert "memcached" in waits_for(plan, "keystone-api")

@@ -33,7 +33,8 @@ KEYSTONE_CHAIN = {
 
 def test_infrastructure_and_keystone_objects_exist(stack_plan: Plan) -> None:
     assert set(objects(stack_plan, "Job")) >= KEYSTONE_JOBS
-    assert {"keystone-api", "memcached"} <= set(objects(stack_plan, "Deployment"))
+    assert "keystone-api" in objects(stack_plan, "Deployment")
+    assert "memcached" in objects(stack_plan, "StatefulSet")
     assert {"keystone-api", "memcached"} <= set(objects(stack_plan, "Service"))
     assert set(objects(stack_plan, "MariaDB")) == {"mariadb"}
     assert set(objects(stack_plan, "RabbitmqCluster")) == {"rabbitmq"}
@@ -109,7 +110,8 @@ def test_keystone_conf_points_at_the_stack_database_and_cache(stack_plan: Plan) 
     ns = stack_plan.settings.namespace
     database = "mariadb-primary" if stack_plan.settings.ha else "mariadb"  # Galera takes writes on its primary
     assert f"@{database}.{ns}.svc.cluster.local:3306/keystone" in conf["database"]["connection"]
-    assert conf["cache"]["memcache_servers"] == f"memcached.{ns}.svc.cluster.local:11211"
+    servers = conf["cache"]["memcache_servers"].split(",")
+    assert servers[0] == f"memcached-0.memcached.{ns}.svc.cluster.local:11211"
     assert conf["token"]["provider"] == "fernet"
 
 
@@ -134,8 +136,8 @@ def test_a_config_change_rolls_exactly_the_pods_that_read_it() -> None:
     )
     assert _checksum(before, "keystone-api", "Deployment") != _checksum(after, "keystone-api", "Deployment")
     # Memcached reads no OpenStack config: a change of it must not restart the cache.
-    assert pod_template(before.by_name("memcached", "Deployment")) == pod_template(
-        after.by_name("memcached", "Deployment")
+    assert pod_template(before.by_name("memcached", "StatefulSet")) == pod_template(
+        after.by_name("memcached", "StatefulSet")
     )
     # The key checks mount no keystone.conf, so their Jobs are not re-run.
     assert _checksum(before, "keystone-fernet-setup", "Job") == _checksum(after, "keystone-fernet-setup", "Job")

@@ -434,6 +434,8 @@ def test_mapping_rewrites_only_served_addresses_and_pod_paths(tmp_path: Path) ->
         "connection = mysql+pymysql://nova:pw@mariadb.openstack.svc.cluster.local:3306/nova?charset=utf8\n"
         "ha = mysql+pymysql://nova:pw@mariadb-primary.openstack.svc.cluster.local:3306/nova\n"
         "memcache_servers = memcached.openstack.svc.cluster.local:11211\n"
+        "servers = memcached-0.memcached.openstack.svc.cluster.local:11211,"
+        "memcached-1.memcached.openstack.svc.cluster.local:11211\n"
         "auth_url = http://keystone-api.openstack.svc.cluster.local:5000\n"
         "internal = http://nova-api.openstack.svc.cluster.local:8774/v2.1\n"
         "public = https://keystone.cloud.example.com/etc/keystone\n"
@@ -444,6 +446,7 @@ def test_mapping_rewrites_only_served_addresses_and_pod_paths(tmp_path: Path) ->
         "connection = mysql+pymysql://nova:pw@127.0.0.1:40001/nova?charset=utf8\n"
         "ha = mysql+pymysql://nova:pw@127.0.0.1:40001/nova\n"
         "memcache_servers = 127.0.0.1:40004\n"
+        "servers = 127.0.0.1:40004,127.0.0.1:40004\n"
         "auth_url = http://127.0.0.1:40005\n"
         "internal = http://nova-api.openstack.svc.cluster.local:8774/v2.1\n"  # registered as it is
         "public = https://keystone.cloud.example.com/etc/keystone\n"  # a URL's path is no file

@@ -7,7 +7,7 @@ else is rewritten: every other host name (the catalog's `nova-api.…` URLs) and
 other value reaches the software exactly as the plan has it.
 
 Three rules, applied alike to env values, rendered files, script text and command args:
-- `<served service or alias>.<ns>.svc.<domain>[:<port>]` → `127.0.0.1[:<local port>]`;
+- `[<pod>.]<served service or alias>.<ns>.svc.<domain>[:<port>]` → `127.0.0.1[:<local port>]`;
 - `0.0.0.0:<port of a served service>` (a server's listen address) → `127.0.0.1:<local port>`;
 - an absolute path under /etc/, /scripts/ or /var/lib/ → the same path under `root`.
 """
@@ -32,8 +32,10 @@ SERVED: dict[str, tuple[int, ...]] = {
     "keystone-api": (oslo.KEYSTONE_PORT,),
 }
 # Other names of those servers in the cluster: under HA the database is reached through
-# Galera's write Service (oslo.database_service).
+# Galera's write Service (oslo.database_service). A StatefulSet's pods are reached by their
+# own names in front of their headless Service (memcached-0.memcached...): one server here.
 ALIASES = {f"{oslo.MARIADB}-primary": oslo.MARIADB}
+_POD = r"(?:[a-z0-9](?:[-a-z0-9]*[a-z0-9])?\.)?"
 # Where pods find their mounted files and the directories their images provide. Not
 # after a word, dot, colon or slash, so URL paths and already mapped paths stay alone.
 _PATH = re.compile(r"(?<![\w.:/-])/(etc|scripts|var/lib)/")
@@ -85,7 +87,7 @@ class LocalMapping:
         names = sorted({*SERVED, *ALIASES}, key=len, reverse=True)  # the longest name first
         services = "|".join(re.escape(s) for s in names)
         suffix = re.escape(f".{self.namespace}.svc.{self.cluster_domain}")
-        return re.compile(rf"\b(?P<service>{services}){suffix}(?::(?P<port>\d+))?\b")
+        return re.compile(rf"\b{_POD}(?P<service>{services}){suffix}(?::(?P<port>\d+))?\b")
 
     def local_port(self, service: str, port: int) -> int:
         try:
