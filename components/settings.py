@@ -21,6 +21,7 @@ from pydantic import (
     model_validator,
 )
 from pydantic.alias_generators import to_camel
+from pydantic_core import PydanticCustomError
 
 from components.roles import Topology
 
@@ -86,6 +87,14 @@ Quantity = Annotated[
     str, BeforeValidator(lambda v: str(v) if isinstance(v, int | float) else v), AfterValidator(_quantity)
 ]
 LabelMap = Annotated[dict[str, str], AfterValidator(_label_map)]
+
+
+def setting_error(key: str, value: Any, message: str) -> PydanticCustomError:
+    """A problem found across settings, reported at the one setting that fixes it.
+
+    `key` is its camelCase path below `openstack:`, e.g. 'storage.storageClass'.
+    """
+    return PydanticCustomError("setting", message, {"key": key, "value": value})
 
 
 class Model(BaseModel):
@@ -301,6 +310,21 @@ class Settings(Model):
             raise ValueError("glance.backend 'cinder' needs services.cinder to be enabled")
         return self
 
+    @model_validator(mode="after")
+    def _glance_replicas_share_their_images(self) -> Settings:
+        # Replicas on several nodes mount one claim, ReadWriteMany, which the cluster's default
+        # storage class (usually block storage) does not provide: the claim would never bind.
+        replicas = self.replicas_of("glance-api")
+        if self.services.glance and self.glance.backend == "file" and replicas > 1 and not self.storage.storage_class:
+            raise setting_error(
+                "storage.storageClass",
+                self.storage.storage_class,
+                f"glance-api runs {replicas} replicas on the file backend, which share one ReadWriteMany volume: "
+                "name a storage class that provides ReadWriteMany (e.g. CephFS or NFS), "
+                "or use glance.backend 'cinder' or one glance-api replica",
+            )
+        return self
+
     @field_validator("kubernetes_version", mode="before")
     @classmethod
     def _k8s_version(cls, value: Any) -> str:
@@ -357,11 +381,13 @@ class SettingsError(ValueError):
     def from_validation(cls, error: ValidationError) -> SettingsError:
         problems = []
         for item in error.errors(include_url=False):
-            key = "openstack:" + ".".join(str(part) for part in item["loc"]) if item["loc"] else "openstack"
+            loc, value = [str(part) for part in item["loc"]], item.get("input")
+            if item["type"] == "setting":
+                loc, value = [*loc, *item["ctx"]["key"].split(".")], item["ctx"]["value"]
+            key = "openstack:" + ".".join(loc) if loc else "openstack"
             message = item["msg"].removeprefix("Value error, ")
             if item["type"] == "extra_forbidden":
                 message = "unknown setting (check the spelling; keys are camelCase)"
-            value = item.get("input")
             shown = "" if item["type"] == "missing" else f" (got {value!r})"
             problems.append(f"{key}: {message}{shown}")
         return cls(problems)

@@ -9,6 +9,7 @@ import pytest
 import yaml
 
 from components.settings import Settings, SettingsError
+from tests.conftest import plan_of
 from tools.runtime import REPO, FakeCloudMocks, RecordingMonitor, run_program
 
 # (settings, the key the error must name, a fragment of what the error must say is allowed)
@@ -28,6 +29,8 @@ MALFORMED: list[tuple[dict[str, Any], str, str]] = [
     ({"endpoints": {"scheme": "ftp"}}, "openstack:endpoints.scheme", "'http' or 'https'"),
     ({"ha": "sometimes"}, "openstack:ha", "boolean"),
     ({"namspace": "openstack"}, "openstack:namspace", "unknown setting"),
+    ({"ha": True}, "openstack:storage.storageClass", "provides ReadWriteMany"),
+    ({"replicas": {"glance-api": 2}}, "openstack:storage.storageClass", "glance-api runs 2 replicas"),
     ({"operators": {"rabbitmq": {"chartVersion": "4.4.3"}}}, "openstack:operators.rabbitmq.chartVersion", "unknown"),
     ({"operators": {"rabbitmq": {"version": "2.21.1"}}}, "openstack:operators.rabbitmq.version", "pattern"),
     ({"operators": {"rabbitmq": {"version": "v2.22.0"}}}, "openstack:operators.rabbitmq", "need cert-manager"),
@@ -80,7 +83,7 @@ def test_invalid_stack_declares_nothing() -> None:
 
 
 def test_ha_raises_replicas_to_three_but_keeps_larger_counts() -> None:
-    settings = Settings.parse({"ha": True, "replicas": {"nova-api": 5}})
+    settings = Settings.parse({"ha": True, "replicas": {"nova-api": 5}, "storage": {"storageClass": "cephfs"}})
     assert settings.replicas_of("keystone-api") == 3
     assert settings.replicas_of("nova-api") == 5
     assert Settings.parse({}).replicas_of("keystone-api") == 1
@@ -104,6 +107,27 @@ def test_project_file_declares_every_top_level_setting() -> None:
             value = getattr(defaults, next(n for n, i in Settings.model_fields.items() if (i.alias or n) == key))
             assert str(entry["default"]).lower() == str(getattr(value, "value", value)).lower(), key
             assert entry["type"] in {"string", "integer", "boolean", "array"}
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        {"ha": True, "glance": {"backend": "cinder"}},
+        {"ha": True, "replicas": {"glance-api": 1}, "services": {"glance": False, "nova": False}},
+        {"replicas": {"glance-api": 1}},
+    ],
+)
+def test_glance_without_a_shared_volume_needs_no_storage_class(raw: dict[str, Any]) -> None:
+    assert Settings.parse(raw).storage.storage_class is None
+
+
+@pytest.mark.parametrize("stack", ["staging", "prod"])
+def test_replicated_glance_claims_its_shared_volume_from_the_stack_storage_class(stack: str) -> None:
+    plan = plan_of(stack)
+    assert plan.settings.replicas_of("glance-api") > 1
+    claim = plan.by_name("glance-images", "PersistentVolumeClaim").inputs["spec"]
+    assert claim["accessModes"] == ["ReadWriteMany"]
+    assert claim["storageClassName"] == plan.settings.storage.storage_class
 
 
 def test_readme_labels_a_node_for_every_default_node_selector() -> None:
