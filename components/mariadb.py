@@ -13,6 +13,7 @@ from components import kube, oslo
 from components.bootstrap import MARIADB_ROOT_SECRET
 from components.credentials import Credentials
 from components.graph import DeployGraph
+from components.memory import SHARES
 from components.meta import metadata
 from components.operator_chart import operator_chart
 from components.settings import Settings
@@ -46,14 +47,19 @@ class MariaDB(pulumi.ComponentResource):
         )
         root = kube.secret(MARIADB_ROOT_SECRET, ns, "mariadb", {"password": credentials.password("mariadb-root")}, self)
         replicas = 3 if settings.ha else 1
+        resources = settings.resources_of("mariadb")
         spec: dict = {
             "rootPasswordSecretKeyRef": {"name": MARIADB_ROOT_SECRET, "key": "password", "generate": False},
             "replicas": replicas,
             "storage": {"size": settings.storage.mariadb_size, "storageClassName": settings.storage.storage_class},
-            "resources": resources_manifest(settings.resources_of("mariadb")),
+            "resources": resources_manifest(resources),
             "nodeSelector": settings.node_selectors.control_plane,
             # Each service opens a pool per worker; the default of 151 runs out with a few APIs.
-            "myCnf": "[mariadb]\nmax_connections=4096\nmax_allowed_packet=256M\ninnodb_buffer_pool_size=512M\n",
+            # The buffer pool is a share of the container's memory limit (components/memory.py).
+            "myCnf": (
+                "[mariadb]\nmax_connections=4096\nmax_allowed_packet=256M\n"
+                f"innodb_buffer_pool_size={SHARES['mariadb'].mib(resources.limits_memory)}M\n"
+            ),
         }
         if settings.ha:
             spec["galera"] = {"enabled": True}

@@ -11,6 +11,7 @@ import pulumi
 from components import kube
 from components.graph import DeployGraph
 from components.images import profile
+from components.memory import SHARES
 from components.oslo import MEMCACHED, MEMCACHED_PORT
 from components.settings import Settings
 from components.workload import Container, Probe, control_plane_pod
@@ -20,7 +21,9 @@ class Memcached(pulumi.ComponentResource):
     def __init__(self, settings: Settings, graph: DeployGraph, opts: pulumi.ResourceOptions | None = None):
         super().__init__("openstack:infra:Memcached", MEMCACHED, None, opts)
         ns = settings.namespace
-        memory_mb = 512
+        resources = settings.resources_of(MEMCACHED)
+        # Item memory is a share of the container's memory limit (components/memory.py).
+        memory_mb = SHARES[MEMCACHED].mib(resources.limits_memory)
         container = Container(
             name=MEMCACHED,
             image=settings.image("memcached"),
@@ -39,7 +42,7 @@ class Memcached(pulumi.ComponentResource):
             ),
             ports=(MEMCACHED_PORT,),
             probe=Probe(MEMCACHED_PORT),
-            resources=settings.resources_of(MEMCACHED),
+            resources=resources,
         )
         pod = control_plane_pod(
             settings, service=MEMCACHED, component="server", containers=(container,), uid=profile("memcached").uid

@@ -23,6 +23,7 @@ from pydantic import (
 from pydantic.alias_generators import to_camel
 from pydantic_core import PydanticCustomError
 
+from components.memory import SHARES as MEMORY_SHARES
 from components.roles import Topology
 
 # Releases this program renders configs for, with the Kolla image tag it defaults to.
@@ -323,6 +324,21 @@ class Settings(Model):
                 "name a storage class that provides ReadWriteMany (e.g. CephFS or NFS), "
                 "or use glance.backend 'cinder' or one glance-api replica",
             )
+        return self
+
+    @model_validator(mode="after")
+    def _servers_fit_their_memory_limits(self) -> Settings:
+        for workload, share in MEMORY_SHARES.items():
+            limit = self.resources_of(workload).limits_memory
+            if share.mib(limit) < share.minimum_mib:
+                key = workload if workload in self.resources else "default"
+                raise setting_error(
+                    f"resources.{key}.limitsMemory",
+                    limit,
+                    f"{workload} needs a memory limit of at least {share.smallest_limit_mib()}Mi: "
+                    f"its {share.setting} is {share.percent}% of the limit and at least {share.minimum_mib}MiB; "
+                    f"the rest is for {share.rest}",
+                )
         return self
 
     @field_validator("kubernetes_version", mode="before")

@@ -31,6 +31,13 @@ MALFORMED: list[tuple[dict[str, Any], str, str]] = [
     ({"namspace": "openstack"}, "openstack:namspace", "unknown setting"),
     ({"ha": True}, "openstack:storage.storageClass", "provides ReadWriteMany"),
     ({"replicas": {"glance-api": 2}}, "openstack:storage.storageClass", "glance-api runs 2 replicas"),
+    ({"resources": {"mariadb": {"limitsMemory": "200Mi"}}}, "openstack:resources.mariadb.limitsMemory", "256Mi"),
+    (
+        {"resources": {"default": {"limitsMemory": "300Mi"}, "memcached": {"limitsMemory": "64Mi"}}},
+        "openstack:resources.memcached.limitsMemory",
+        "at least 80Mi",
+    ),
+    ({"resources": {"default": {"limitsMemory": "128Mi"}}}, "openstack:resources.default.limitsMemory", "mariadb"),
     ({"operators": {"rabbitmq": {"chartVersion": "4.4.3"}}}, "openstack:operators.rabbitmq.chartVersion", "unknown"),
     ({"operators": {"rabbitmq": {"version": "2.21.1"}}}, "openstack:operators.rabbitmq.version", "pattern"),
     ({"operators": {"rabbitmq": {"version": "v2.22.0"}}}, "openstack:operators.rabbitmq", "need cert-manager"),
