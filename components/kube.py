@@ -73,8 +73,8 @@ def statefulset(
             "replicas": replicas,
             "serviceName": name,
             "selector": {"matchLabels": pod.selector()},
-            # The replicas do not depend on each other: start and replace them all at once,
-            # not one after the other (Pulumi waits until every one is ready).
+            # The replicas do not depend on each other: create them all at once, not one after
+            # the other (Pulumi waits until every one is ready). Updates still roll one by one.
             "podManagementPolicy": "Parallel",
             "updateStrategy": {"type": "RollingUpdate"},
             "template": pod.template(),
