@@ -42,7 +42,7 @@ HEALTH_SCRIPT = "health_probe.py"
 
 
 def connected_to(*ports: int) -> Probe:
-    """Ready while the daemon holds connections to these ports (message queue, database)."""
+    """Ready while the daemon holds connections to these ports (the message queue)."""
     return Probe(command=("python3", f"/scripts/{HEALTH_SCRIPT}", *map(str, ports)), initial_delay=15, period=30)
 
 
@@ -52,11 +52,15 @@ def rpc_daemon(
     command: tuple[str, ...],
     needs: tuple[str, ...],
     config_files: tuple[str, ...],
-    database: bool = True,
     **extra: Any,
 ) -> Process:
-    """A daemon that serves over RPC: ready while connected to RabbitMQ (and its database)."""
-    ports = (oslo.RABBITMQ_PORT, oslo.MARIADB_PORT) if database else (oslo.RABBITMQ_PORT,)
+    """A daemon that serves over RPC: ready while connected to RabbitMQ.
+
+    Only the message queue, as kolla-ansible's healthcheck_port checks: database connections
+    are opened on demand and pooled, so an idle daemon may hold none (the running cloud showed
+    neutron-rpc-server never Ready when the probe wanted one).
+    """
+    ports = (oslo.RABBITMQ_PORT,)
     scripts = (*extra.pop("scripts", ()), HEALTH_SCRIPT)
     return Process(
         name=name,

@@ -39,7 +39,7 @@ def client_env(settings: Settings, user: str, secret: str, key: str, project: st
     )
 
 
-def _admin_env(settings: Settings) -> tuple[Manifest, ...]:
+def admin_env(settings: Settings) -> tuple[Manifest, ...]:
     return client_env(settings, "admin", ADMIN_SECRET, "password", "admin")
 
 
@@ -116,7 +116,7 @@ def _keystone_steps(spec: ServiceSpec, settings: Settings) -> list[Step]:
             command=(*register, "user"),
             needs=KEYSTONE_READY,
             env=(
-                *_admin_env(settings),
+                *admin_env(settings),
                 env("SERVICE_USER", name),
                 secret_env("SERVICE_PASSWORD", passwords_secret(name), "keystone"),
                 env("SERVICE_PROJECT", oslo.SERVICE_PROJECT),
@@ -128,14 +128,14 @@ def _keystone_steps(spec: ServiceSpec, settings: Settings) -> list[Step]:
             name=f"{name}-ks-service",
             command=(*register, "service"),
             needs=KEYSTONE_READY,
-            env=(*_admin_env(settings), env("CATALOG", endpoints)),
+            env=(*admin_env(settings), env("CATALOG", endpoints)),
             **common,
         ),
         Step(
             name=f"{name}-ks-endpoints",
             command=(*register, "endpoints"),
             needs=(f"{name}-ks-service",),
-            env=(*_admin_env(settings), env("CATALOG", endpoints)),
+            env=(*admin_env(settings), env("CATALOG", endpoints)),
             **common,
         ),
     ]

@@ -10,12 +10,13 @@ import pulumi
 
 from components import oslo
 from components.api import registered_api_needs, rpc_daemon, uwsgi_file, wsgi_api
-from components.bootstrap import db_sync
+from components.bootstrap import TOOLBOX, admin_env, db_sync
+from components.glance import PORT as GLANCE_PORT
 from components.inifile import render_ini
 from components.openstack_service import BuildContext, OpenStackService
 from components.roles import STORAGE_NODE_PODS
 from components.settings import Settings
-from components.spec import CatalogEntry, RenderContext, ServiceSpec
+from components.spec import CatalogEntry, RenderContext, ServiceSpec, Step
 from components.workload import env
 
 CONFIG_DIR = "/etc/cinder"
@@ -51,8 +52,13 @@ def render(ctx: RenderContext) -> dict[str, str]:
                 **oslo.logging(),
                 "auth_strategy": "keystone",
                 "enabled_backends": backend,
+                # Created by the cinder-volume-type Job, bound to the backend of this name.
                 "default_volume_type": backend,
                 "state_path": "/var/lib/cinder",
+                # Image-backed volumes are copied from Glance's internal endpoint, not the public one.
+                "glance_api_servers": oslo.internal_url(settings, "glance-api", GLANCE_PORT)
+                if settings.services.glance
+                else None,
             },
             "database": oslo.database(settings, "cinder", secrets["database"], "cinder"),
             "keystone_authtoken": oslo.keystone_authtoken(settings, "cinder", secrets["keystone"]),
@@ -86,6 +92,19 @@ def cinder(settings: Settings) -> ServiceSpec:
                 "cinder-api",
                 ("cinder-manage", "--config-file", f"{CONFIG_DIR}/cinder.conf", "db", "sync"),
                 CINDER_CONF,
+            ),
+            # default_volume_type must exist before the first volume is asked for without a type.
+            Step(
+                name="cinder-volume-type",
+                image=TOOLBOX,
+                command=("python3", "/scripts/cinder_volume_type.py"),
+                needs=("cinder-api",),
+                scripts=("cinder_volume_type.py",),
+                env=(
+                    *admin_env(settings),
+                    env("VOLUME_TYPE", settings.cinder.backend),
+                    env("VOLUME_BACKEND", settings.cinder.backend),
+                ),
             ),
         ),
         processes=(

@@ -20,11 +20,27 @@ from components.neutron import neutron_sections, ovs_agent_sections
 from components.nova import host_discovery, nova_sections
 from components.nova import render as render_nova
 from components.openstack_service import BuildContext, OpenStackService
-from components.roles import NodeKind, NodePod, Role, Topology, compute_node_pods, network_node_pods
+from components.roles import (
+    ISCSID_POD,
+    NodeKind,
+    NodePod,
+    Role,
+    Topology,
+    compute_node_pods,
+    network_node_pods,
+)
 from components.settings import NodeGroup, Settings
 from components.spec import Process, RenderContext, ServiceSpec
-from components.workload import Manifest, Probe, env
+from components.workload import Manifest, Probe, env, secret_env
 
+LIBVIRT_TCP_PORT = 16509
+LIBVIRT_SASL_USER = "nova"
+LIBVIRT_SASL_MECH = "DIGEST-MD5"
+LIBVIRT_SASLDB = "/etc/libvirt/passwd.db"
+LIBVIRT_SASL_SECRET = "libvirt-sasl"  # the generated password's name (Credentials.shared)
+LIBVIRT_SASL_SECRET_NAME = "libvirt-sasl"  # the Kubernetes Secret holding it
+# libvirt's clients (the migrating libvirtd, nova-compute) read their credentials here: both run as root.
+LIBVIRT_AUTH_MOUNT = "libvirt-auth.conf=/root/.config/libvirt/auth.conf"
 # The passwords of the services whose processes run on the nodes. The database password
 # and the metadata secret only go into the nova.conf of host discovery, which no node mounts.
 COMPUTE_SECRETS = (
@@ -34,6 +50,7 @@ COMPUTE_SECRETS = (
     "metadata-proxy-shared-secret",
     "neutron-rabbitmq",
     "neutron-keystone",
+    LIBVIRT_SASL_SECRET,
 )
 # A stopping nova-compute finishes what it is doing (a migration, a build) before it goes.
 COMPUTE_GRACE_SECONDS = 600
@@ -44,6 +61,23 @@ NOVA_CONTROL_PLANE = ("nova-db-sync", "nova-rabbit-init", "nova-api", "nova-meta
 # Neutron ports from its first minutes; it starts when all of them answer.
 COMPUTE_NEEDS = (*NOVA_CONTROL_PLANE, "placement-api", "glance-api", "neutron-server")
 OVS_AGENT_NEEDS = ("neutron-server", "neutron-rabbit-init")
+
+
+NODE_IP = {"name": "NODE_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.hostIP"}}}
+# nova-compute's options that name the node's own address. oslo.config reads OS_<GROUP>__<OPTION>
+# variables before the files, so one rendered nova.conf serves every node of a group. Consoles
+# and migrations then use the node's address, never 0.0.0.0 or the pod's loopback (as
+# kolla-ansible's api_interface_address and openstack-helm's per-node init script do).
+NODE_ADDRESS_OPTIONS = (
+    "OS_DEFAULT__MY_IP",
+    "OS_VNC__SERVER_LISTEN",
+    "OS_VNC__SERVER_PROXYCLIENT_ADDRESS",
+    "OS_LIBVIRT__LIVE_MIGRATION_INBOUND_ADDR",
+)
+
+
+def node_address_env() -> tuple[Manifest, ...]:
+    return (NODE_IP, *(env(option, "$(NODE_IP)") for option in NODE_ADDRESS_OPTIONS))
 
 
 def group_suffix(group: NodeGroup) -> str:
@@ -64,15 +98,27 @@ def _nova_compute_conf(nova_ctx: RenderContext, group: NodeGroup) -> str:
         reserved_host_memory_mb=group.reserved_host_memory_mb,
         reserved_host_cpus=group.reserved_host_cpus,
     )
-    sections["vnc"].update(server_listen="0.0.0.0")
+    # server_listen, server_proxyclient_address, my_ip and live_migration_inbound_addr are the
+    # node's own address, which only the pod knows: set from NODE_IP (node_address_env()).
     sections["libvirt"] = {"virt_type": group.virt_type, "cpu_mode": group.cpu_mode, "cpu_models": cpu_models}
     return render_ini(sections)
 
 
+def _key_values(values: dict[str, object]) -> str:
+    """libvirt's and Cyrus SASL's plain `key = value` files (not INI): written line by line."""
+    return "".join(f"{k} = {v}\n" for k, v in values.items())
+
+
 def _libvirt_files(group: NodeGroup) -> dict[str, str]:
-    # Plain key = value files read by libvirt, not INI: written line by line.
     libvirtd = {
+        # Live migration: the source's libvirtd connects to this one over TCP on the node's
+        # address (libvirt_start.sh adds listen_addr), authenticated with SASL as kolla-ansible
+        # does (DIGEST-MD5, which encrypts the session; SCRAM only with TLS). The local socket
+        # is for nova-compute, on the same node, without authentication.
         "listen_tls": 0,
+        "listen_tcp": 1,
+        "tcp_port": f'"{LIBVIRT_TCP_PORT}"',
+        "auth_tcp": '"sasl"',
         "unix_sock_group": '"root"',
         "unix_sock_rw_perms": '"0770"',
         "auth_unix_rw": '"none"',
@@ -81,8 +127,17 @@ def _libvirt_files(group: NodeGroup) -> dict[str, str]:
     qemu = {"user": '"root"', "group": '"root"', "stdio_handler": '"file"'}
     if group.virt_type == "lxc":
         qemu = {}
-    text = lambda values: "".join(f"{k} = {v}\n" for k, v in values.items())  # noqa: E731
-    return {f"libvirtd-{group.name}.conf": text(libvirtd), f"qemu-{group.name}.conf": text(qemu)}
+    return {f"libvirtd-{group.name}.conf": _key_values(libvirtd), f"qemu-{group.name}.conf": _key_values(qemu)}
+
+
+def _libvirt_sasl_files(password: str) -> dict[str, str]:
+    """The SASL server config of libvirtd, and the credentials a migrating libvirtd presents."""
+    sasl = f"mech_list: {LIBVIRT_SASL_MECH}\nsasldb_path: {LIBVIRT_SASLDB}\n"
+    auth = (
+        f"[credentials-default]\nauthname={LIBVIRT_SASL_USER}\npassword={password}\n\n"
+        "[auth-libvirt-default]\ncredentials=default\n"
+    )
+    return {"libvirt-sasl.conf": sasl, "libvirt-auth.conf": auth}
 
 
 def render(ctx: RenderContext) -> dict[str, str]:
@@ -106,6 +161,7 @@ def render(ctx: RenderContext) -> dict[str, str]:
     for group in ctx.settings.compute.node_groups:
         files[f"nova-{group.name}.conf"] = _nova_compute_conf(nova_ctx, group)
         files.update(_libvirt_files(group))
+    files.update(_libvirt_sasl_files(ctx.secrets[LIBVIRT_SASL_SECRET]))
     return files
 
 
@@ -144,9 +200,16 @@ class _Containers:
             config_files=(
                 f"libvirtd-{name}.conf=/etc/libvirt/libvirtd.conf",
                 f"qemu-{name}.conf=/etc/libvirt/qemu.conf",
+                "libvirt-sasl.conf=/etc/sasl2/libvirt.conf",
+                LIBVIRT_AUTH_MOUNT,
             ),
             scripts=("libvirt_start.sh",),
-            env=(env("ESCAPE_POD_CGROUP", str(role.host_pid).lower()),),
+            env=(
+                env("ESCAPE_POD_CGROUP", str(role.host_pid).lower()),
+                NODE_IP,
+                env("LIBVIRT_SASL_USER", LIBVIRT_SASL_USER),
+                secret_env("LIBVIRT_SASL_PASSWORD", LIBVIRT_SASL_SECRET_NAME, "password"),
+            ),
             probe=Probe(command=("virsh", "-c", "qemu:///system", "uri")),
         )
 
@@ -157,18 +220,23 @@ class _Containers:
             command=("bash", "/scripts/ovsdb_start.sh"),
             needs=(),
             scripts=("ovsdb_start.sh",),
-            probe=Probe(command=("ovsdb-client", "list-dbs", "unix:/run/openvswitch/db.sock")),
+            env=(env("OVSDB_PORT", str(oslo.OVSDB_PORT)),),
+            # Ready when it answers where its clients connect: TCP on the loopback, and the socket.
+            probe=Probe(command=("ovsdb-client", "list-dbs", f"tcp:127.0.0.1:{oslo.OVSDB_PORT}")),
         )
 
     def openvswitch_vswitchd(self, role: Role) -> Process:
-        bridges = " ".join(sorted(set(self.settings.neutron.bridge_mappings.values())))
+        neutron = self.settings.neutron
+        own = self.group.bridge_interfaces if self.group else None
+        interfaces = neutron.bridge_interfaces if own is None else own
+        bridges = " ".join(f"{b}={interfaces.get(b, '')}" for b in sorted(set(neutron.bridge_mappings.values())))
         return Process(
             name=role.name,
             image=role.image,
             command=("bash", "/scripts/vswitchd_start.sh"),
             needs=(),
             scripts=("vswitchd_start.sh",),
-            env=(env("BRIDGES", bridges),),
+            env=(env("BRIDGES", bridges), env("DATAPATH_TYPE", neutron.datapath_type)),
             probe=Probe(command=("ovs-appctl", "-t", "ovs-vswitchd", "version")),
         )
 
@@ -179,17 +247,28 @@ class _Containers:
             image=role.image,
             command=("bash", "/scripts/nova_compute_start.sh"),
             needs=COMPUTE_NEEDS,
-            config_files=(f"nova-{self.group.name}.conf=/etc/nova/nova.conf",),
+            config_files=(f"nova-{self.group.name}.conf=/etc/nova/nova.conf", LIBVIRT_AUTH_MOUNT),
             scripts=("nova_compute_start.sh", "wait_for_sockets.sh", "compute_service.py", HEALTH_SCRIPT),
             env=(
                 *_nova_credentials(self.settings),
                 env("SOCKET_TIMEOUT", str(self.wait)),
                 env("SOCKET_HINT", self.hint),
+                *node_address_env(),
             ),
             probe=connected_to(oslo.RABBITMQ_PORT),
             # Draining a node: first stop new VMs landing here, then let the pod go.
             lifecycle={"preStop": {"exec": {"command": ["python3", "/scripts/compute_service.py", "disable"]}}},
             termination_grace=COMPUTE_GRACE_SECONDS,
+        )
+
+    def iscsid(self, role: Role) -> Process:
+        return Process(
+            name=role.name,
+            image=role.image,
+            command=("bash", "/scripts/iscsid_start.sh"),
+            needs=(),
+            scripts=("iscsid_start.sh",),
+            probe=Probe(command=("pgrep", "-x", "iscsid")),
         )
 
     def neutron_ovs_agent(self, role: Role) -> Process:
@@ -206,7 +285,7 @@ class _Containers:
             env=(
                 env("SOCKET_TIMEOUT", str(self.wait)),
                 env("SOCKET_HINT", self.hint),
-                {"name": "NODE_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.hostIP"}}},
+                NODE_IP,
             ),
             probe=connected_to(oslo.RABBITMQ_PORT),
         )
@@ -226,12 +305,17 @@ def _pod_process(pod: NodePod, containers: _Containers, settings: Settings, name
     )
 
 
+def _iscsi_pods(settings: Settings) -> tuple[NodePod, ...]:
+    iscsi = settings.services.cinder and settings.cinder.backend == "lvm"
+    return (ISCSID_POD,) if iscsi and not settings.hypervisor_isolation.host_runs_hypervisor else ()
+
+
 def compute(settings: Settings) -> ServiceSpec:
     topology = settings.hypervisor_isolation
     processes: list[Process] = []
     for group in settings.compute.node_groups:
         containers = _Containers(settings, topology, group)
-        for pod in compute_node_pods(topology):
+        for pod in compute_node_pods(topology) + _iscsi_pods(settings):
             processes.append(
                 _pod_process(
                     pod,
@@ -252,6 +336,7 @@ def compute(settings: Settings) -> ServiceSpec:
     daemonsets = tuple(p.object_name for p in processes if p.node_pod and p.node_pod.node is NodeKind.COMPUTE)
     return ServiceSpec(
         name="compute",
+        extra_secrets={LIBVIRT_SASL_SECRET_NAME: {"password": LIBVIRT_SASL_SECRET}},
         config_dir="/etc/nova",
         render=render,
         shared_secrets=COMPUTE_SECRETS,

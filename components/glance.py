@@ -11,6 +11,7 @@ from components.inifile import render_ini
 from components.openstack_service import BuildContext, OpenStackService
 from components.settings import Settings
 from components.spec import CatalogEntry, Claim, RenderContext, ServiceSpec
+from components.workload import env
 
 CONFIG_DIR = "/etc/glance"
 PORT = 9292
@@ -79,6 +80,13 @@ def glance(settings: Settings) -> ServiceSpec:
                 needs=registered_api_needs("glance"),
                 config_files=("glance-api.conf",),
                 claims=claims,
+                # Image import stages data on one replica; the others proxy to it at this URL
+                # (unset, glance disables the proxying). Per pod, so through oslo.config's
+                # OS_<GROUP>__<OPTION> variables, which it reads before the files.
+                env=(
+                    {"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}},
+                    env("OS_DEFAULT__WORKER_SELF_REFERENCE_URL", f"http://$(POD_IP):{PORT}"),
+                ),
             ),
         ),
     )

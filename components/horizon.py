@@ -5,7 +5,8 @@ from __future__ import annotations
 import pulumi
 
 from components import oslo
-from components.api import uwsgi_file, wsgi_api
+from components.api import wsgi_api
+from components.inifile import render_ini
 from components.openstack_service import BuildContext, OpenStackService
 from components.settings import Settings
 from components.spec import Process, RenderContext, ServiceSpec
@@ -14,6 +15,8 @@ from components.workload import Mount, env
 CONFIG_DIR = "/etc/openstack-dashboard"
 PORT = 8080
 STATIC = "/var/lib/openstack-dashboard/static"
+STATIC_URL = "/static"
+POD_IP_ENV = "POD_IP"
 
 
 def local_settings(ctx: RenderContext) -> str:
@@ -41,24 +44,37 @@ def local_settings(ctx: RenderContext) -> str:
         "SESSION_COOKIE_SECURE": settings.endpoints.scheme == "https",
         "OPENSTACK_NEUTRON_NETWORK": {"enable_router": True, "enable_quotas": True},
     }
-    lines = ["# Rendered by the openstack Pulumi program; changes here are overwritten."]
+    lines = ["# Rendered by the openstack Pulumi program; changes here are overwritten.", "import os", ""]
     lines += [f"{name} = {value!r}" for name, value in values.items()]
+    # The kubelet's probes (and anything else in the cluster that asks the pod directly) send
+    # the pod's IP as Host; Django answers 400 to a Host it does not allow (openstack-helm adds
+    # MY_POD_IP the same way; kolla-ansible allows '*').
+    lines.append(f"ALLOWED_HOSTS.append(os.environ[{POD_IP_ENV!r}])")
     return "\n".join(lines) + "\n"
 
 
+def uwsgi_ini() -> str:
+    sections = oslo.uwsgi_ini("openstack_dashboard.wsgi:application", PORT)
+    # Django serves no static files without DEBUG: uWSGI does, from what collectstatic and
+    # compress wrote (kolla-ansible's static-map; openstack-helm's Apache alias).
+    sections["uwsgi"]["static-map"] = f"{STATIC_URL}={STATIC}"
+    return render_ini(sections)
+
+
 def render(ctx: RenderContext) -> dict[str, str]:
-    return {
-        "local_settings.py": local_settings(ctx),
-        **uwsgi_file("horizon", "openstack_dashboard.wsgi:application", PORT),
-    }
+    return {"local_settings.py": local_settings(ctx), "horizon-uwsgi.ini": uwsgi_ini()}
 
 
 def horizon(settings: Settings) -> ServiceSpec:
     static = {"name": "static", "emptyDir": {}}
+    # Horizon reads openstack_dashboard/local/local_settings.py, which the Kolla image links to
+    # /etc/openstack-dashboard/local_settings.py (docker/horizon/Dockerfile.j2).
     django_env = (
         env("DJANGO_SETTINGS_MODULE", "openstack_dashboard.settings"),
-        env("HORIZON_LOCAL_SETTINGS", f"{CONFIG_DIR}/local_settings.py"),
+        {"name": POD_IP_ENV, "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}},
     )
+    manage = ("python3", "-m", "django")
+    static_mount = (Mount("static", STATIC, read_only=False),)
     return ServiceSpec(
         name="horizon",
         config_dir=CONFIG_DIR,
@@ -77,16 +93,28 @@ def horizon(settings: Settings) -> ServiceSpec:
                 probe_path="/auth/login/",
                 env=django_env,
                 extra_volumes=(static,),
-                extra_mounts=(Mount("static", STATIC, read_only=False),),
+                extra_mounts=static_mount,
+                # At every start, as Kolla's horizon image does: gather the static files, then
+                # compress them ahead of time (COMPRESS_OFFLINE is on without DEBUG, and a page
+                # whose compressed files are missing fails to render).
                 init_containers=(
                     Process(
                         "horizon-collectstatic",
                         "horizon",
-                        ("python3", "-m", "django", "collectstatic", "--noinput", "--clear"),
+                        (*manage, "collectstatic", "--noinput", "--clear"),
                         (),
                         ("local_settings.py",),
                         env=django_env,
-                        extra_mounts=(Mount("static", STATIC, read_only=False),),
+                        extra_mounts=static_mount,
+                    ),
+                    Process(
+                        "horizon-compress",
+                        "horizon",
+                        (*manage, "compress", "--force"),
+                        (),
+                        ("local_settings.py",),
+                        env=django_env,
+                        extra_mounts=static_mount,
                     ),
                 ),
             ),

@@ -19,13 +19,21 @@ from components.spec import CatalogEntry, Process, RenderContext, ServiceSpec
 
 CONFIG_DIR = "/etc/neutron"
 PORT = 9696
+# Where neutron looks for the ML2 plugin's file: under uWSGI the API reads exactly
+# /etc/neutron/neutron.conf and /etc/neutron/plugins/ml2/ml2_conf.ini (neutron/server/__init__.py);
+# kolla-ansible and openstack-helm keep it there too.
 PLUGIN_DIR = f"{CONFIG_DIR}/plugins/ml2"
-SERVER_FILES = ("neutron.conf", "ml2_conf.ini")
+ML2_CONF = f"{PLUGIN_DIR}/ml2_conf.ini"
+SERVER_FILES = ("neutron.conf", f"ml2_conf.ini={ML2_CONF}")
 AGENT_NEEDS = ("neutron-server", "neutron-rabbit-init")
+# The agents and os-vif talk to OVSDB over TCP on the node's loopback (their default), which the
+# openvswitch-db container serves as kolla-ansible does (components/scripts/ovsdb_start.sh).
+OVSDB_CONNECTION = f"tcp:127.0.0.1:{oslo.OVSDB_PORT}"
 
 
-def _conf_args(*files: str) -> tuple[str, ...]:
-    return tuple(arg for f in files for arg in ("--config-file", f"{CONFIG_DIR}/{f}"))
+def _conf_args(*paths: str) -> tuple[str, ...]:
+    """--config-file arguments; a bare name is a file of /etc/neutron."""
+    return tuple(arg for p in paths for arg in ("--config-file", p if p.startswith("/") else f"{CONFIG_DIR}/{p}"))
 
 
 def neutron_sections(ctx: RenderContext, *, database: bool = True) -> dict[str, dict]:
@@ -59,7 +67,12 @@ def ovs_agent_sections(ctx: RenderContext) -> dict[str, dict]:
     tunnelled = net.tenant_network_type == "vxlan"
     return {
         # local_ip differs per node: the agent's start script adds it from the node's address.
-        "ovs": {"bridge_mappings": ",".join(f"{k}:{v}" for k, v in net.bridge_mappings.items())},
+        # The agent creates br-int with this datapath, and Nova's os-vif follows the port binding.
+        "ovs": {
+            "bridge_mappings": ",".join(f"{k}:{v}" for k, v in net.bridge_mappings.items()),
+            "datapath_type": net.datapath_type,
+            "ovsdb_connection": OVSDB_CONNECTION,
+        },
         "agent": {"tunnel_types": "vxlan" if tunnelled else None, "l2_population": tunnelled},
         "securitygroup": {"firewall_driver": "openvswitch", "enable_security_group": True},
     }
@@ -80,13 +93,14 @@ def render(ctx: RenderContext) -> dict[str, str]:
         "ml2_type_vxlan": {"vni_ranges": "1:65535"},
     }
     agent_default = {**oslo.logging(), "interface_driver": "openvswitch"}
+    agent_ovs = {"ovs": {"ovsdb_connection": OVSDB_CONNECTION}}
     return {
         "neutron.conf": render_ini(neutron_sections(ctx)),
         "ml2_conf.ini": render_ini(ml2),
         "openvswitch_agent.ini": render_ini(ovs_agent_sections(ctx)),
-        "l3_agent.ini": render_ini({"DEFAULT": agent_default}),
+        "l3_agent.ini": render_ini({"DEFAULT": agent_default, **agent_ovs}),
         "dhcp_agent.ini": render_ini(
-            {"DEFAULT": {**agent_default, "enable_isolated_metadata": True, "force_metadata": False}}
+            {"DEFAULT": {**agent_default, "enable_isolated_metadata": True, "force_metadata": False}, **agent_ovs}
         ),
         "metadata_agent.ini": render_ini(
             {
@@ -112,13 +126,12 @@ def _agent(pod_name: str, agent_ini: str) -> Process:
         # Agents report to neutron-server over RPC and fetch their work from it.
         AGENT_NEEDS,
         ("neutron.conf", agent_ini),
-        database=False,
         node_pod=pod,
     )
 
 
 def neutron(settings: Settings) -> ServiceSpec:
-    server_args = _conf_args("neutron.conf", "ml2_conf.ini")
+    server_args = _conf_args("neutron.conf", ML2_CONF)
     return ServiceSpec(
         name="neutron",
         config_dir=CONFIG_DIR,

@@ -6,6 +6,8 @@ nova.conf base, with its node group's hypervisor settings added.
 
 from __future__ import annotations
 
+import dataclasses
+
 import pulumi
 
 from components import oslo
@@ -14,13 +16,14 @@ from components.inifile import render_ini
 from components.openstack_service import BuildContext, OpenStackService
 from components.settings import Settings
 from components.spec import CatalogEntry, Process, RenderContext, ServiceSpec, Step
-from components.workload import Probe
+from components.workload import Probe, env
 
 CONFIG_DIR = "/etc/nova"
 API_PORT = 8774
 METADATA_PORT = 8775
 VNC_PORT = 6080
 NOVA_CONF = ("nova.conf",)
+CELL0_CONF = "nova-cell0.conf"
 # Every Nova process talks to its cell database and over RPC.
 CELL_NEEDS = ("nova-db-sync", "nova-rabbit-init")
 
@@ -62,8 +65,11 @@ def nova_sections(ctx: RenderContext) -> dict[str, dict]:
 
 
 def render(ctx: RenderContext) -> dict[str, str]:
+    cell0 = oslo.database(ctx.settings, "nova", ctx.secrets["database"], "nova_cell0")["connection"]
     return {
         "nova.conf": render_ini(nova_sections(ctx)),
+        # Read after nova.conf by nova-db-sync to keep cell0's mapping current (update_cell).
+        CELL0_CONF: render_ini({"database": {"connection": cell0}}),
         **uwsgi_file("nova-api", "nova.wsgi.osapi_compute:application", API_PORT),
         **uwsgi_file("nova-metadata", "nova.wsgi.metadata:application", METADATA_PORT),
     }
@@ -73,22 +79,40 @@ def _daemon(name: str, needs: tuple[str, ...]) -> Process:
     return rpc_daemon(name, name, (name, "--config-file", f"{CONFIG_DIR}/nova.conf"), needs, NOVA_CONF)
 
 
-def _script_step(name: str, script: str, needs: tuple[str, ...], schedule: str | None = None) -> Step:
+def _script_step(
+    name: str,
+    script: str,
+    needs: tuple[str, ...],
+    schedule: str | None = None,
+    config_files: tuple[str, ...] = NOVA_CONF,
+) -> Step:
     return Step(
         name=name,
         image="nova-api",
         command=("bash", f"/scripts/{script}"),
         needs=needs,
-        config_files=NOVA_CONF,
+        config_files=config_files,
         scripts=(script,),
         schedule=schedule,
         service="nova",
     )
 
 
+# How long the deploy's host discovery waits for a first compute host: a nova-compute pod is
+# Ready once connected to RabbitMQ, a little before it has created its compute node record.
+FIRST_HOST_WAIT_SECONDS = 600
+
+
 def host_discovery(needs: tuple[str, ...], schedule: str | None = None) -> Step:
-    """nova-cell-setup: maps compute hosts that registered since the last run into their cell."""
-    return _script_step("nova-cell-setup", "nova_cell_setup.sh", needs, schedule)
+    """nova-cell-setup: maps compute hosts that registered since the last run into their cell.
+
+    The Job of the deploy waits (up to FIRST_HOST_WAIT_SECONDS) until a host is mapped, so the
+    cloud takes VMs when `pulumi up` ends (openstack-helm's cell-setup init waits likewise); the
+    CronJob maps whatever registered since, and does not wait.
+    """
+    step = _script_step("nova-cell-setup", "nova_cell_setup.sh", needs, schedule)
+    wait = 0 if schedule else FIRST_HOST_WAIT_SECONDS
+    return dataclasses.replace(step, env=(env("WAIT_FOR_A_HOST_SECONDS", str(wait)),))
 
 
 def nova(settings: Settings) -> ServiceSpec:
@@ -105,7 +129,7 @@ def nova(settings: Settings) -> ServiceSpec:
         shared_secrets=("metadata-proxy-shared-secret",),
         catalog=(CatalogEntry("compute", "nova", "nova-api", API_PORT, path="/v2.1"),),
         steps=(
-            _script_step("nova-db-sync", "nova_db_sync.sh", ("nova-db-init",)),
+            _script_step("nova-db-sync", "nova_db_sync.sh", ("nova-db-init",), config_files=(*NOVA_CONF, CELL0_CONF)),
             # Host discovery: the Job of this name runs once the compute DaemonSets are up
             # (components/compute.py); this CronJob keeps mapping hosts added later.
             host_discovery(("nova-db-sync",), schedule="*/5 * * * *"),

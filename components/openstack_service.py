@@ -160,11 +160,12 @@ class OpenStackService(pulumi.ComponentResource):
         settings = self.ctx.settings
         mounts = self._mounts(process.config_files, process.scripts) + process.extra_mounts
         mounts += tuple(Mount(c.name, c.mount_path, read_only=False) for c in process.claims)
-        security = None
+        security, limited = None, True
         if node_pod is not None:
             role = node_pod.role(process.name)
             security = container_security(role)
             mounts += host_path_mounts(role)
+            limited = not role.hosts_guests
         return Container(
             name=process.name,
             image=settings.image(process.image),
@@ -176,6 +177,7 @@ class OpenStackService(pulumi.ComponentResource):
             resources=settings.resources_of(process.name),
             security_context=security,
             lifecycle=process.lifecycle,
+            limited=limited,
         )
 
     def _pod(self, process: Process) -> PodSpec:

@@ -82,6 +82,10 @@ class Role:
     host_pid: bool = False
     host_ipc: bool = False
     host_paths: tuple[HostPath, ...] = ()
+    # QEMU runs in this container's cgroup (unless it moves out): a CPU or memory limit would cap
+    # every guest of the node, so it gets none (openstack-helm's default); Nova accounts for the
+    # node's memory through reserved_host_memory_mb.
+    hosts_guests: bool = False
     why: str = ""
 
 
@@ -96,7 +100,17 @@ _NEUTRON_STATE = HostPath("/var/lib/neutron", False, "metadata proxy socket shar
 
 
 def _libvirt(host_pid: bool) -> Role:
-    paths = (_MODULES, _LIBVIRT_RUN, _NOVA_STATE, _LIBVIRT_STATE, HostPath("/dev", False, "/dev/kvm, tap devices"))
+    paths = (
+        _MODULES,
+        _LIBVIRT_RUN,
+        _NOVA_STATE,
+        _LIBVIRT_STATE,
+        HostPath("/dev", False, "/dev/kvm, tap devices"),
+        # libvirt plugs guest taps into br-int itself (ovs-vsctl, <virtualport type='openvswitch'>).
+        _OVS_RUN,
+        # Persistent domain definitions must outlive the pod (openstack-helm mounts the host's).
+        HostPath("/etc/libvirt/qemu", False, "persistent domain definitions; must outlive the pod"),
+    )
     if host_pid:
         # QEMU must run in a cgroup of the host, not of the pod, to survive a pod restart.
         paths += (
@@ -111,6 +125,7 @@ def _libvirt(host_pid: bool) -> Role:
         host_network=True,
         host_pid=host_pid,
         host_paths=paths,
+        hosts_guests=True,
         why="runs QEMU guests: needs /dev/kvm, tap devices, cgroups and the host network",
     )
 
@@ -125,11 +140,15 @@ OVSDB = Role(
 VSWITCHD = Role(
     name="openvswitch-vswitchd",
     image="openvswitch-vswitchd",
-    capabilities=("NET_ADMIN", "NET_RAW", "SYS_MODULE", "SYS_NICE", "IPC_LOCK"),
+    # The userspace datapath (neutron.datapathType netdev) opens /dev/net/tun for every internal
+    # port, which an unprivileged container's device rules deny; the kernel datapath loads its
+    # module. kolla-ansible and openstack-helm run vswitchd privileged.
+    privileged=True,
     host_network=True,
     host_paths=(_MODULES, _OVS_RUN),
-    why="the kernel datapath: creates bridges and ports in the host network",
+    why="the datapath: creates bridges and ports in the host network (kernel module or /dev/net/tun)",
 )
+_ISCSI = HostPath("/etc/iscsi", False, "the node's iSCSI initiator name, shared by iscsid and nova-compute")
 NOVA_COMPUTE = Role(
     name="nova-compute",
     image="nova-compute",
@@ -141,16 +160,20 @@ NOVA_COMPUTE = Role(
         _NOVA_STATE,
         _LIBVIRT_STATE,
         HostPath("/dev", False, "attach volumes (iSCSI, rbd)"),
+        _ISCSI,
     ),
     why="drives libvirt, attaches block devices and serves live migration on the host network",
 )
 OVS_AGENT = Role(
     name="neutron-ovs-agent",
     image="neutron-openvswitch-agent",
-    capabilities=("NET_ADMIN", "NET_RAW"),
+    # Its privsep daemon asks for SYS_ADMIN, NET_ADMIN, DAC_OVERRIDE, DAC_READ_SEARCH and SYS_PTRACE
+    # (neutron/privileged/__init__.py) and dies without them; kolla-ansible and openstack-helm run
+    # it privileged.
+    privileged=True,
     host_network=True,
     host_paths=(_MODULES, _OVS_RUN),
-    why="programs OVS flows and host iptables for security groups",
+    why="programs OVS flows and host iptables for security groups through neutron's privsep daemon",
 )
 L3_AGENT = Role(
     name="neutron-l3-agent",
@@ -176,6 +199,17 @@ METADATA_AGENT = Role(
 )
 
 
+ISCSID = Role(
+    name="iscsid",
+    image="iscsid",
+    privileged=True,
+    # iscsiadm (in nova-compute) reaches iscsid over an abstract socket of the host network;
+    # kolla-ansible also gives it the host's IPC namespace.
+    host_network=True,
+    host_ipc=True,
+    host_paths=(_MODULES, HostPath("/dev", False, "the SCSI devices of attached volumes"), _ISCSI),
+    why="the iSCSI initiator daemon through which nova-compute attaches LVM/iSCSI volumes",
+)
 CINDER_VOLUME = Role(
     name="cinder-volume",
     image="cinder-volume",
@@ -235,8 +269,14 @@ NETWORK_NODE_PODS: tuple[NodePod, ...] = (
 STORAGE_NODE_PODS: tuple[NodePod, ...] = (NodePod("cinder-volume", "cinder", NodeKind.STORAGE, (CINDER_VOLUME,)),)
 
 
+# Attaching iSCSI volumes needs the initiator daemon on every compute node. Under options 2 and
+# 3 the host runs it with libvirt and OVS; otherwise it is a pod of its own, declared only for
+# an iSCSI backend (cinder.backend lvm).
+ISCSID_POD = NodePod("iscsid", "nova", NodeKind.COMPUTE, (ISCSID,))
+
+
 def compute_node_pods(topology: Topology) -> tuple[NodePod, ...]:
-    """The pods on every compute node for a topology: seed 000, options 1-5."""
+    """The pods on every compute node for a topology: seed 000, options 1-5 (iscsid aside)."""
     compute = NodeKind.COMPUTE
     if topology is Topology.ALL_IN_ONE:
         return (
@@ -284,4 +324,5 @@ def network_node_pods(topology: Topology) -> tuple[NodePod, ...]:
 
 def node_pods(topology: Topology) -> tuple[NodePod, ...]:
     """Every privileged pod a stack with this topology may run."""
-    return compute_node_pods(topology) + network_node_pods(topology) + STORAGE_NODE_PODS
+    iscsid = () if topology.host_runs_hypervisor else (ISCSID_POD,)
+    return compute_node_pods(topology) + iscsid + network_node_pods(topology) + STORAGE_NODE_PODS

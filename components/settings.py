@@ -45,6 +45,7 @@ _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 _DNS_NAME = re.compile(r"^(?=.{1,253}$)[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 _QUANTITY = re.compile(r"^[0-9]+(\.[0-9]+)?(m|k|Ki|Mi|Gi|Ti|Pi|M|G|T|P|E|Ei)?$")
 _LABEL_KEY = re.compile(r"^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
+_INTERFACE = re.compile(r"^[A-Za-z0-9_.-]{1,15}$")
 _LABEL_VALUE = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?$")
 
 
@@ -195,9 +196,27 @@ class Cinder(Model):
         return self
 
 
+def _interface_name(value: str) -> str:
+    # Linux: at most 15 bytes (IFNAMSIZ - 1), no '/', ':' or whitespace; kept to the usual characters.
+    if not _INTERFACE.match(value):
+        raise ValueError(f"{value!r} is not a network interface name (1-15 of a-z A-Z 0-9 . _ -)")
+    return value
+
+
+InterfaceName = Annotated[str, AfterValidator(_interface_name)]
+BridgeInterfaces = dict[InterfaceName, InterfaceName]
+
+
 class Neutron(Model):
-    bridge_mappings: dict[str, str] = Field(
+    bridge_mappings: dict[str, InterfaceName] = Field(
         default_factory=lambda: {"physnet1": "br-ex"}, description="provider network → OVS bridge on network nodes"
+    )
+    bridge_interfaces: BridgeInterfaces = Field(
+        default_factory=dict,
+        description="OVS bridge → the node's NIC added to it (openstack-helm's auto_bridge_add), e.g. br-ex: eth1",
+    )
+    datapath_type: Literal["system", "netdev"] = Field(
+        "system", description="system: the kernel datapath; netdev: Open vSwitch's userspace datapath"
     )
     tenant_network_type: Literal["vxlan", "vlan"] = "vxlan"
     vlan_ranges: tuple[str, ...] = Field((), description="'physnet:first:last' for vlan tenant networks")
@@ -210,6 +229,9 @@ class Neutron(Model):
             physnet = entry.split(":")[0]
             if physnet not in self.bridge_mappings:
                 raise ValueError(f"vlanRanges entry {entry!r} names {physnet!r}, which bridgeMappings does not map")
+        unmapped = sorted(set(self.bridge_interfaces) - set(self.bridge_mappings.values()))
+        if unmapped:
+            raise ValueError(f"bridgeInterfaces names bridges that bridgeMappings does not map: {', '.join(unmapped)}")
         return self
 
 
@@ -257,6 +279,9 @@ class NodeGroup(Model):
     cpu_models: tuple[str, ...] = ()
     reserved_host_memory_mb: int = Field(2048, ge=0)
     reserved_host_cpus: int = Field(0, ge=0)
+    bridge_interfaces: BridgeInterfaces | None = Field(
+        None, description="OVS bridge → NIC on this group's nodes; unset: neutron.bridgeInterfaces"
+    )
 
     @model_validator(mode="after")
     def _cpu_models(self) -> NodeGroup:
@@ -304,6 +329,18 @@ class Settings(Model):
     glance: Glance = Glance()
     cinder: Cinder = Cinder()
     neutron: Neutron = Neutron()
+
+    @model_validator(mode="after")
+    def _group_bridges_are_mapped(self) -> Settings:
+        mapped = set(self.neutron.bridge_mappings.values())
+        for group in self.compute.node_groups:
+            unmapped = sorted(set(group.bridge_interfaces or {}) - mapped)
+            if unmapped:
+                raise ValueError(
+                    f"compute.nodeGroups {group.name!r}: bridgeInterfaces names bridges that "
+                    f"neutron.bridgeMappings does not map: {', '.join(unmapped)}"
+                )
+        return self
 
     @model_validator(mode="after")
     def _glance_on_cinder(self) -> Settings:

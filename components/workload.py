@@ -64,6 +64,7 @@ class Container:
     resources: Resources = field(default_factory=Resources)
     security_context: Manifest | None = None  # None: the restricted profile
     lifecycle: Manifest | None = None
+    limited: bool = True  # False: requests only (a container whose cgroup holds the node's guests)
 
     def manifest(self) -> Manifest:
         spec: Manifest = {
@@ -71,7 +72,7 @@ class Container:
             "image": self.image,
             "imagePullPolicy": "IfNotPresent",
             "command": list(self.command),
-            "resources": resources_manifest(self.resources),
+            "resources": resources_manifest(self.resources, limits=self.limited),
             "securityContext": self.security_context or RESTRICTED_CONTAINER,
         }
         if self.env:
@@ -107,11 +108,11 @@ def restricted_pod(uid: int) -> Manifest:
     }
 
 
-def resources_manifest(resources: Resources) -> Manifest:
-    return {
-        "requests": {"cpu": resources.requests_cpu, "memory": resources.requests_memory},
-        "limits": {"cpu": resources.limits_cpu, "memory": resources.limits_memory},
-    }
+def resources_manifest(resources: Resources, limits: bool = True) -> Manifest:
+    manifest: Manifest = {"requests": {"cpu": resources.requests_cpu, "memory": resources.requests_memory}}
+    if limits:
+        manifest["limits"] = {"cpu": resources.limits_cpu, "memory": resources.limits_memory}
+    return manifest
 
 
 def _mount(mount: Mount) -> Manifest:

@@ -12,18 +12,22 @@ from collections.abc import Mapping
 from policies.images import parse_image
 from policies.k8s import K8sObject, get, mapping
 from policies.messages import missing, not_allowed
+from policies.node_roles import PodRoles, with_roles
 from policies.podspec import PodTemplate, on_pods
 from policies.settings import PackSettings
 
 
-@on_pods
-def resource_requests_limits(obj: K8sObject, pod: PodTemplate, settings: PackSettings) -> list[str]:
+@with_roles
+def resource_requests_limits(obj: K8sObject, pod: PodTemplate, roles: PodRoles, settings: PackSettings) -> list[str]:
     found = []
     for container in pod.containers():
         if container.ephemeral:
             continue  # the API forbids resources on ephemeral containers
         resources = mapping(container.spec.get("resources"))
-        for kind, required in (("requests", settings.required_requests), ("limits", settings.required_limits)):
+        role = roles.role(container)
+        # A container that holds the node's guests (libvirt) has no limits: one would cap every VM.
+        limits = () if role is not None and role.hosts_guests else settings.required_limits
+        for kind, required in (("requests", settings.required_requests), ("limits", limits)):
             for resource in required:
                 if get(resources, kind, resource) in (None, ""):
                     field = container.field("resources", kind, resource)

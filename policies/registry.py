@@ -108,10 +108,10 @@ RESOURCE_RULES: tuple[ResourceRule, ...] = (
     ),
     ResourceRule(
         "resource-requests-limits",
-        "Every container sets resource requests and limits.",
+        "Every container sets resource requests and limits (no limits where its role holds the node's guests).",
         "advisory",
         resource_requests_limits,
-        uses=RESOURCES,
+        uses=ROLE_CONTEXT + RESOURCES,
         scope="own",
     ),
     ResourceRule(

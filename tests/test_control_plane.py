@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import re
+from unittest.mock import patch
 from urllib.parse import urlsplit
 
 import pytest
@@ -251,10 +253,31 @@ def test_catalog_has_public_and_internal_endpoints_in_the_region(stack_plan: Pla
 def test_horizon_uses_memcached_sessions_and_keystone_internally(stack_plan: Plan) -> None:
     text = _files(stack_plan, "horizon")["local_settings.py"]
     namespace: dict[str, object] = {}
-    exec(compile(text, "local_settings.py", "exec"), namespace)  # it is Python: it must run
+    with patch.dict(os.environ, {"POD_IP": "10.244.0.9"}):
+        exec(compile(text, "local_settings.py", "exec"), namespace)  # it is Python: it must run
     assert namespace["SESSION_ENGINE"] == "django.contrib.sessions.backends.cache"
-    assert "memcached." in str(namespace["CACHES"])
+    assert "memcached-0.memcached." in str(namespace["CACHES"])
     assert str(namespace["OPENSTACK_KEYSTONE_URL"]).startswith("http://keystone-api.")
+
+
+def test_horizon_answers_the_kubelet_and_serves_its_static_files(stack_plan: Plan) -> None:
+    """The kubelet's probes send the pod IP as Host; without DEBUG only uWSGI serves /static."""
+    files = _files(stack_plan, "horizon")
+    horizon = stack_plan.by_name("horizon", "Deployment").inputs["spec"]["template"]["spec"]
+    [server] = horizon["containers"]
+    pod_ip = next(e for e in server["env"] if e["name"] == "POD_IP")
+    assert pod_ip["valueFrom"] == {"fieldRef": {"fieldPath": "status.podIP"}}
+    namespace: dict[str, object] = {}
+    with patch.dict(os.environ, {"POD_IP": "10.244.0.9"}):
+        exec(compile(files["local_settings.py"], "local_settings.py", "exec"), namespace)
+    assert "10.244.0.9" in namespace["ALLOWED_HOSTS"]  # type: ignore[operator]
+    assert "*" not in namespace["ALLOWED_HOSTS"]  # type: ignore[operator]
+    static_root = str(namespace["STATIC_ROOT"])
+    assert parse_ini(files["horizon-uwsgi.ini"])["uwsgi"]["static-map"] == f"/static={static_root}"
+    steps = [c["command"][-3:] for c in horizon["initContainers"]]
+    assert steps == [["collectstatic", "--noinput", "--clear"], ["django", "compress", "--force"]]
+    mounts = {m["mountPath"] for c in (*horizon["initContainers"], server) for m in c["volumeMounts"]}
+    assert static_root in mounts
 
 
 def test_glance_backend_is_a_setting() -> None:

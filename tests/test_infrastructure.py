@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Iterator
 from typing import Any
+from unittest.mock import patch
 
 import pytest
 
@@ -111,7 +113,8 @@ def test_memcached_servers_are_each_named_in_every_client(stack: str, replicas: 
     glance = parse_ini(files["glance"]["glance-api.conf"])
     assert glance["keystone_authtoken"]["memcached_servers"].split(",") == servers
     django: dict[str, Any] = {}
-    exec(compile(files["horizon"]["local_settings.py"], "local_settings.py", "exec"), django)
+    with patch.dict(os.environ, {"POD_IP": "10.244.0.9"}):  # the pod's own address, from the downward API
+        exec(compile(files["horizon"]["local_settings.py"], "local_settings.py", "exec"), django)
     assert django["CACHES"]["default"]["LOCATION"] == servers  # PyMemcacheCache hashes keys over a list
     # Nothing reaches memcached through one address for all (the Service's own name).
     shared = re.compile(rf"(?<![\w.-]){re.escape(domain)}")

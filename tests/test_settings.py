@@ -53,6 +53,15 @@ MALFORMED: list[tuple[dict[str, Any], str, str]] = [
         "openstack:compute.nodeGroups.0",
         "needs virtType 'kvm'",
     ),
+    ({"neutron": {"datapathType": "dpdk"}}, "openstack:neutron.datapathType", "'system' or 'netdev'"),
+    ({"neutron": {"bridgeInterfaces": {"br-ex": "a-much-too-long-nic"}}}, "openstack:neutron.bridgeInterfaces", "1-15"),
+    ({"neutron": {"bridgeInterfaces": {"br-ex": "eth 1"}}}, "openstack:neutron.bridgeInterfaces", "interface name"),
+    ({"neutron": {"bridgeInterfaces": {"br-prv": "eth1"}}}, "openstack:neutron", "does not map: br-prv"),
+    (
+        {"compute": {"nodeGroups": [{"name": "g", "bridgeInterfaces": {"br-x": "eth2"}}]}},
+        "openstack",
+        "nodeGroups 'g': bridgeInterfaces names bridges that neutron.bridgeMappings does not map: br-x",
+    ),
 ]
 
 

@@ -4,11 +4,17 @@
 # restarting or upgrading this pod does not kill running VMs: the container runtime kills
 # only what is in the container's cgroup. Needs hostPID and the host's cgroup tree.
 set -euo pipefail
+
+# Migrations arrive over TCP on this node's address, as the SASL user of the pod's Secret
+# (kolla-ansible's saslpasswd2, its listen_addr and `libvirtd --listen`).
+printf '%s' "${LIBVIRT_SASL_PASSWORD}" | saslpasswd2 -c -p -a libvirt -f /etc/libvirt/passwd.db "${LIBVIRT_SASL_USER}"
+{ cat /etc/libvirt/libvirtd.conf; printf 'listen_addr = "%s"\n' "${NODE_IP}"; } > /tmp/libvirtd.conf
+libvirtd=(libvirtd --listen --config /tmp/libvirtd.conf)
+
 if [ "${ESCAPE_POD_CGROUP:-false}" = "true" ]; then
   if command -v systemd-run >/dev/null && [ -S /run/systemd/private ]; then
     # The host's systemd puts libvirtd in a scope of its own under machine.slice.
-    exec systemd-run --scope --slice=machine.slice --unit="libvirtd-pod-$$" --collect \
-      libvirtd --config /etc/libvirt/libvirtd.conf
+    exec systemd-run --scope --slice=machine.slice --unit="libvirtd-pod-$$" --collect "${libvirtd[@]}"
   fi
   if [ -f /sys/fs/cgroup/cgroup.controllers ]; then
     # cgroup v2: one unified tree; move into a group of our own at the top.
@@ -18,9 +24,18 @@ if [ "${ESCAPE_POD_CGROUP:-false}" = "true" ]; then
     # cgroup v1: one tree per controller; join each controller's group of our own.
     for controller in /sys/fs/cgroup/*/; do
       [ -f "${controller}tasks" ] || continue
-      mkdir -p "${controller}machine.slice/libvirtd-pod"
+      for group in "${controller}machine.slice" "${controller}machine.slice/libvirtd-pod"; do
+        mkdir -p "$group"
+        # A new cpuset group has no CPUs and memory nodes, and nothing can join it until it
+        # has some: give it the root's.
+        for setting in cpuset.cpus cpuset.mems; do
+          if [ -f "$group/$setting" ] && [ -z "$(cat "$group/$setting")" ]; then
+            cat "${controller}$setting" > "$group/$setting"
+          fi
+        done
+      done
       echo $$ > "${controller}machine.slice/libvirtd-pod/tasks"
     done
   fi
 fi
-exec libvirtd --config /etc/libvirt/libvirtd.conf
+exec "${libvirtd[@]}"

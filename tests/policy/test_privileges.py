@@ -42,12 +42,13 @@ def test_host_path_to_etc_in_a_node_pod() -> None:
     container(libvirt)["volumeMounts"].append({"name": "etc", "mountPath": "/host/etc", "readOnly": True})
     allowed = (
         "/lib/modules (read-only), /run/libvirt (read-write), /var/lib/nova (read-write), "
-        "/var/lib/libvirt (read-write), /dev (read-write)"
+        "/var/lib/libvirt (read-write), /dev (read-write), /run/openvswitch (read-write), "
+        "/etc/libvirt/qemu (read-write)"
     )
     assert run_policy("host-path-volumes", libvirt, STAGING) == [
-        f"DaemonSet openstack/libvirt: volume 'etc': spec.template.spec.volumes[5].hostPath.path=\"/etc\" is not "
+        f"DaemonSet openstack/libvirt: volume 'etc': spec.template.spec.volumes[7].hostPath.path=\"/etc\" is not "
         f"allowed; allowed: {allowed} (the host paths of the roles held in node pod libvirt)",
-        f"DaemonSet openstack/libvirt: container 'libvirt': spec.template.spec.containers[0].volumeMounts[5].name="
+        f"DaemonSet openstack/libvirt: container 'libvirt': spec.template.spec.containers[0].volumeMounts[7].name="
         f"\"etc\" is not allowed; allowed: mounts under {allowed} (volume 'etc' is hostPath /etc; role libvirt may "
         f"use only these host paths)",
     ]
@@ -70,7 +71,7 @@ def test_a_copied_compute_label_without_the_image_unlocks_nothing() -> None:
         "(quay.io/openstack.kolla/nova-compute))"
     ]
     volumes = run_policy("host-path-volumes", copy, STAGING)
-    assert len(volumes) == len(pod_spec(copy)["volumes"]) == 5
+    assert len(volumes) == len(pod_spec(copy)["volumes"]) == 6
     assert all("allowed: no hostPath volume (no node role: no container runs one" in m for m in volumes)
 
 
@@ -274,16 +275,16 @@ def test_a_role_mounting_another_roles_host_path() -> None:
 
 
 def test_added_capabilities_beyond_the_role() -> None:
-    agent = node_daemonset(node_pod(Topology.POD_PER_SERVICE, "neutron-ovs-agent"))
-    container(agent)["securityContext"]["capabilities"]["add"].append("SYS_ADMIN")
+    ovsdb = node_daemonset(node_pod(Topology.POD_PER_SERVICE, "openvswitch-db"))
+    container(ovsdb)["securityContext"]["capabilities"] = {"add": ["CHOWN", "NET_ADMIN"]}
     baseline = (
         "AUDIT_WRITE, CHOWN, DAC_OVERRIDE, FOWNER, FSETID, KILL, MKNOD, NET_BIND_SERVICE, SETFCAP, SETGID, SETPCAP, "
         "SETUID, SYS_CHROOT"
     )
-    assert run_policy("added-capabilities", agent, STAGING) == [
-        "DaemonSet openstack/neutron-ovs-agent: container 'neutron-ovs-agent': spec.template.spec.containers[0]"
-        f'.securityContext.capabilities.add[2]="SYS_ADMIN" is not allowed; allowed: {baseline}, NET_ADMIN, '
-        "NET_RAW (role neutron-ovs-agent needs only NET_ADMIN, NET_RAW)"
+    assert run_policy("added-capabilities", ovsdb, STAGING) == [
+        "DaemonSet openstack/openvswitch-db: container 'openvswitch-db': spec.template.spec.containers[0]"
+        f'.securityContext.capabilities.add[1]="NET_ADMIN" is not allowed; allowed: {baseline} '
+        "(role openvswitch-db needs only the baseline set)"
     ]
     deployment = control_plane()
     container(deployment)["securityContext"]["capabilities"]["add"] = ["NET_RAW", "CHOWN"]

@@ -1,11 +1,20 @@
 #!/bin/sh
-# Installs the Debian packages that tests/real needs, without starting any system
-# service: the tests run their own instances on loopback in temporary directories.
+# Installs the Debian packages the tests need, without starting any system service: the
+# tests run their own instances in temporary directories and namespaces. `make test` runs
+# this first; as root it installs what is missing, otherwise it prints the one command to run.
 set -eu
 
-# The servers, then what uWSGI's sdist compiles with when the OpenStack venv is built
-# (python3-dev only matters if the project's Python is Debian's own).
-PACKAGES="mariadb-server rabbitmq-server memcached gcc libc6-dev python3-dev"
+# The servers that stand in for the operators' MariaDB and RabbitMQ, and memcached.
+SERVERS="mariadb-server rabbitmq-server memcached"
+# What the OpenStack virtualenv compiles: uWSGI (Python headers) and libvirt-python.
+BUILD="gcc libc6-dev python3-dev pkg-config libvirt-dev"
+# What the pods of the compute and network nodes run, as the Kolla images ship it
+# (nova-libvirt, openvswitch-*, neutron-*-agent, nova-novncproxy), and the kubelet's tools.
+NODE="openvswitch-switch libvirt-daemon libvirt-daemon-driver-qemu libvirt-clients sasl2-bin libsasl2-modules qemu-system-x86 qemu-utils \
+dnsmasq-base haproxy iptables conntrack iproute2 iputils-arping iputils-ping sudo novnc util-linux procps kmod"
+# The guest of the cloud test: Debian's kernel (downloaded, not installed) and a busybox initramfs.
+GUEST="busybox-static cpio file"
+PACKAGES="$SERVERS $BUILD $NODE $GUEST"
 
 missing=""
 for package in $PACKAGES; do
@@ -14,27 +23,27 @@ for package in $PACKAGES; do
     fi
 done
 if [ -z "$missing" ]; then
-    echo "install_system_packages.sh: all present ($PACKAGES)"
+    echo "install_system_packages.sh: all $(echo "$PACKAGES" | wc -w) Debian packages present"
     exit 0
 fi
 
-SUDO=""
 if [ "$(id -u)" -ne 0 ]; then
-    command -v sudo >/dev/null || { echo "install_system_packages.sh: need root for:$missing" >&2; exit 1; }
-    SUDO="sudo"
+    echo "install_system_packages.sh: missing Debian packages:$missing" >&2
+    echo "run as root, then make test again:  sudo $0" >&2
+    exit 1
 fi
 
 # invoke-rc.d consults policy-rc.d; exit code 101 means "action forbidden", so the
 # postinst scripts install the units but start nothing. Only remove what we added.
 created_policy=""
 if [ ! -e /usr/sbin/policy-rc.d ]; then
-    printf '#!/bin/sh\nexit 101\n' | $SUDO tee /usr/sbin/policy-rc.d >/dev/null
-    $SUDO chmod 0755 /usr/sbin/policy-rc.d
+    printf '#!/bin/sh\nexit 101\n' > /usr/sbin/policy-rc.d
+    chmod 0755 /usr/sbin/policy-rc.d
     created_policy=1
 fi
-cleanup() { [ -n "$created_policy" ] && $SUDO rm -f /usr/sbin/policy-rc.d; return 0; }
+cleanup() { [ -n "$created_policy" ] && rm -f /usr/sbin/policy-rc.d; return 0; }
 trap cleanup EXIT
 
-$SUDO env DEBIAN_FRONTEND=noninteractive apt-get update -q
+env DEBIAN_FRONTEND=noninteractive apt-get update -q
 # shellcheck disable=SC2086
-$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends $missing
+env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends $missing

@@ -91,29 +91,44 @@ class BootstrapChain:
     # -- what runs, in which order ---------------------------------------------------------
 
     def waves(self) -> list[list[Registration]]:
-        """The plan's waves, reduced to the Jobs and the Deployments served here."""
+        """The plan's waves, reduced to the Jobs and the Deployments served here.
+
+        A Job that waits for a workload this chain does not run (cinder-volume-type calls
+        cinder-api; nova-cell-setup waits for the compute hosts) is left out: it runs with the
+        whole cloud in tests/cloud.
+        """
         reduced = []
         for wave in self.plan.waves():
             runnable = [
-                r for r in wave if r.kind == "Job" or (r.kind == "Deployment" and r.k8s_name in SERVED_DEPLOYMENTS)
+                r
+                for r in wave
+                if (r.kind == "Job" and not self.needs_the_cloud(r))
+                or (r.kind == "Deployment" and r.k8s_name in SERVED_DEPLOYMENTS)
             ]
             if runnable:
                 reduced.append(runnable)
         return reduced
 
+    def needs_the_cloud(self, job: Registration) -> list[str]:
+        """The workloads a Job waits for directly that this chain does not run."""
+        by_urn = {r.urn: r for r in self.plan.custom}
+        direct = [by_urn[u] for u in self.plan.dependencies.get(job.urn, ()) if u in by_urn]
+        served = STOOD_IN | SERVED_DEPLOYMENTS
+        return sorted(_name(w) for w in direct if w.kind in WORKLOAD_KINDS and w.k8s_name not in served)
+
+    def left_to_the_cloud(self) -> dict[str, list[str]]:
+        """Jobs not run here, and the workloads they wait for (tests/cloud runs them)."""
+        return {_name(r): need for r in self.plan.custom if r.kind == "Job" and (need := self.needs_the_cloud(r))}
+
     def jobs(self) -> list[str]:
         return [_name(r) for wave in self.waves() for r in wave if r.kind == "Job"]
 
     def not_run(self) -> dict[str, list[str]]:
-        """Per Job, the workloads it waits for in the cluster that do not run here.
-
-        nova-cell-setup waits for the compute DaemonSets: host discovery with no host
-        registered yet is valid, so it runs anyway, after every other Job.
-        """
+        """Per Job run here, the workloads it waits for in the cluster (as ancestors) that do not run here."""
         by_urn = {r.urn: r for r in self.plan.custom}
         missing: dict[str, list[str]] = {}
         for r in self.plan.custom:
-            if r.kind != "Job":
+            if r.kind != "Job" or self.needs_the_cloud(r):
                 continue
             waits = [by_urn[u] for u in self.plan.ancestors(r.urn) if u in by_urn]
             absent = sorted(

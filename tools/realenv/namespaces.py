@@ -99,6 +99,8 @@ PATTERNS: dict[str, str] = {"nova-*.conf": "nova.conf"}
 NOT_OSLO: dict[str, str] = {
     "*-uwsgi.ini": "uWSGI's own ini, read by uwsgi",
     "libvirtd*.conf": "libvirtd's configuration",
+    "libvirt-sasl.conf": "Cyrus SASL's configuration of libvirtd",
+    "libvirt-auth.conf": "libvirt clients' credentials file",
     "qemu*.conf": "libvirt's QEMU driver configuration",
     "local_settings.py": "Horizon's Django settings, Python code",
 }

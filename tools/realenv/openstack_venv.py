@@ -29,6 +29,9 @@ RELEASE = "2026.1"  # Gazpacho
 # - python-openstackclient 9.0, openstacksdk 4.10 and oslo.config 10.3 were released
 #   together at the 2026.1 library freeze (2026-02-17); the next releases are after
 #   2026.1 shipped. 9.0.1 is osc's stable/2026.1 point release.
+# - horizon keeps one major across releases: its stable/2026.1 branch descends from the
+#   25.7.x tags (25.7.3 on 2026-05-05 is its newest point release); 26.0.0 (2026-07-03)
+#   is the first 2026.2 release.
 PINNED: dict[str, str] = {
     "keystone": "29.1.0",
     "glance": "32.0.0",
@@ -36,6 +39,7 @@ PINNED: dict[str, str] = {
     "nova": "33.0.2",
     "neutron": "28.0.2",
     "cinder": "28.0.0",
+    "horizon": "25.7.3",
     "python-openstackclient": "9.0.1",
     "openstacksdk": "4.10.0",
     "oslo.config": "10.3.0",
@@ -47,13 +51,22 @@ RELEASE_CUTOFF = "2026-04-02T00:00:00Z"
 # Not pulled in by the services, but needed to run them here: PyMySQL for the
 # mysql+pymysql:// URLs; uWSGI, which the images run and the program configures
 # (*-uwsgi.ini), built from its sdist (needs gcc and Python headers); python-memcached
-# and pymemcache for the memcache backends of oslo.cache and keystonemiddleware.
-EXTRA = ("PyMySQL", "uWSGI", "python-memcached", "pymemcache")
+# and pymemcache for the memcache backends of oslo.cache and keystonemiddleware;
+# libvirt-python, which Kolla takes from the distribution (python3-libvirt) and nova-compute
+# imports, built from its sdist against Debian's libvirt-dev.
+EXTRA = ("PyMySQL", "uWSGI", "python-memcached", "pymemcache", "libvirt-python")
 # uv honours a per-package exception to the date cutoff, which pip cannot express.
 UV_VERSION = "0.13.9"
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 MARKER = "openstack-venv.json"
+# What Kolla's Dockerfiles change in the installed virtualenv (docker/horizon/Dockerfile.j2):
+# Horizon reads its settings from /etc/openstack-dashboard through this link. Bump
+# LAYOUT when the list changes, so cached venvs are rebuilt.
+IMAGE_LINKS = {
+    "openstack_dashboard/local/local_settings.py": "/etc/openstack-dashboard/local_settings.py",
+}
+LAYOUT = 1
 
 
 def requirements() -> list[str]:
@@ -66,6 +79,7 @@ def cache_key() -> str:
         "cutoff": RELEASE_CUTOFF,
         "uv": UV_VERSION,
         "python": f"{sys.version_info.major}.{sys.version_info.minor}",
+        "layout": LAYOUT,
     }
     return hashlib.sha256(json.dumps(decisive, sort_keys=True).encode()).hexdigest()[:12]
 
@@ -125,6 +139,9 @@ def _build(path: Path, uv_cache: Path, log: Path) -> None:
         env=env,
     ).stdout
     (path / "freeze.txt").write_text(freeze)
+    site_packages = path / "lib" / f"python{sys.version_info.major}.{sys.version_info.minor}" / "site-packages"
+    for link, target in IMAGE_LINKS.items():
+        (site_packages / link).symlink_to(target)
 
 
 def _prune_other_builds(base: Path, keep: Path) -> None:
