@@ -1,12 +1,12 @@
 # The two commands of a fresh machine:
 #   make plan STACK=dev   set up .venv and write the offline plan of a stack to build/<stack>
-#   make test             set up .venv and run the whole test suite
+#   make test             set up .venv and the Debian packages the tests need, lint, run every test
 PYTHON ?= python3
 VENV := .venv
 STACK ?= dev
 BIN := $(VENV)/bin
 
-.PHONY: plan test test-quick openstack-venv lint clean
+.PHONY: plan test test-quick test-cloud system-packages openstack-venv lint clean
 
 $(BIN)/.installed: requirements.txt requirements-dev.txt policies/requirements.txt
 	$(PYTHON) -m venv $(VENV)
@@ -17,15 +17,23 @@ $(BIN)/.installed: requirements.txt requirements-dev.txt policies/requirements.t
 plan: $(BIN)/.installed
 	$(BIN)/python -m tools.plan --stack $(STACK) --out build/$(STACK)
 
-test: $(BIN)/.installed
+# As root it installs what is missing; otherwise it prints the one command to run, and stops.
+system-packages:
+	tools/realenv/install_system_packages.sh
+
+test: system-packages $(BIN)/.installed
 	$(BIN)/ruff check .
 	$(BIN)/python -m pytest
 
-# Everything but the tests against real OpenStack code and servers.
+# Everything but the tests against real OpenStack code, servers and the running cloud.
 test-quick: $(BIN)/.installed
-	$(BIN)/python -m pytest -m "not real"
+	$(BIN)/python -m pytest -m "not real and not cloud"
 
-# Build (or reuse) the cached OpenStack virtualenv of tests/real ahead of the tests.
+# The running cloud of the prod and staging plans (tools/cloud): every pod, a VM, Horizon, VM safety.
+test-cloud: system-packages $(BIN)/.installed
+	$(BIN)/python -m pytest -m cloud
+
+# Build (or reuse) the cached OpenStack virtualenv of tests/real and tools/cloud ahead of the tests.
 openstack-venv: $(BIN)/.installed
 	$(BIN)/python -m tools.realenv.openstack_venv
 

@@ -1,0 +1,41 @@
+"""Start the cloud of a stack's plan on this machine, use it as a user would, and report.
+
+    python -m tools.cloud --stack prod [--out build/cloud/prod] [--keep]
+
+Needs root (namespaces, cgroups, mounts) and the Debian packages of
+tools/realenv/install_system_packages.sh. Runs itself in a mount namespace of its own, so
+nothing it mounts outlives it; everything it starts is killed when it ends, unless --keep.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+from tools.cloud.run import TEST_STACKS, run
+
+_INSIDE = "CLOUD_TEST_MOUNT_NAMESPACE"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m tools.cloud", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--stack", required=True, choices=TEST_STACKS, help="the stack whose cloud to start")
+    parser.add_argument("--out", type=Path, help="report and logs (default build/cloud/<stack>)")
+    parser.add_argument("--keep", action="store_true", help="leave the cloud running until Ctrl-C")
+    args = parser.parse_args(argv)
+    if os.geteuid() != 0:
+        print("error: the cloud test needs root (network namespaces, cgroups, mounts)", file=sys.stderr)
+        return 2
+    if os.environ.get(_INSIDE) != "1":
+        # A private mount namespace: the node's netns files and every mount go with this process.
+        os.environ[_INSIDE] = "1"
+        unshare = ["unshare", "--mount", "--propagation", "private"]
+        os.execvp("unshare", [*unshare, sys.executable, "-m", "tools.cloud", *(argv or sys.argv[1:])])
+    report = run(args.stack, args.out or Path("build/cloud") / args.stack, keep=args.keep)
+    return 1 if report.deploy_error else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,224 @@
+"""The one table of where the Kolla images differ from this machine, and the layer that bridges it.
+
+A pod here runs on this machine's own root filesystem (Debian 12 with the packages of
+`tools/realenv/install_system_packages.sh`) with the OpenStack virtualenv of the targeted
+release. What a Kolla image adds on top of its distribution, and the plan relies on, is
+rebuilt as one read-only overlay layer per image (Kolla stable/2026.1, `docker/**/Dockerfile.j2`
+and `kolla/common/users.py`):
+
+- the service virtualenv at /var/lib/kolla/venv (kolla-toolbox: /opt/ansible), first on PATH;
+- the project's /etc/<project> files the image copies from its source (api-paste.ini,
+  rootwrap.conf, rootwrap.d/), with Kolla's `exec_dirs` for rootwrap;
+- the service users with Kolla's fixed UIDs, their /var/lib/<user> homes, the `kolla` group;
+- sudo's secure_path that finds the virtualenv's privsep-helper (base/sudoers);
+- Horizon's local_settings.py link to /etc/openstack-dashboard (docker/horizon/Dockerfile.j2,
+  made in the virtualenv when it is built: tools/realenv/openstack_venv.py);
+- the en_US.UTF-8 locale the images generate (LANG), and the system users their distribution
+  packages create (libvirt-daemon-system's libvirt-qemu, which libvirtd resolves at start).
+
+Nothing else is adapted: every path, user, command and file of the plan is used as it is.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+
+KOLLA_VENV = "/var/lib/kolla/venv"
+TOOLBOX_VENV = "/opt/ansible"
+SYSTEM_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+# Kolla's users (kolla/common/users.py, uid == gid) that the images of the plan run as or
+# give files to; every Kolla image has all of them (docker/base/Dockerfile.j2).
+KOLLA_USERS: dict[str, int] = {
+    "kolla": 42400,
+    "ansible": 42401,
+    "cinder": 42407,
+    "glance": 42415,
+    "horizon": 42420,
+    "keystone": 42425,
+    "qemu": 42427,
+    "mysql": 42434,
+    "neutron": 42435,
+    "nova": 42436,
+    "rabbitmq": 42439,
+    "memcached": 42457,
+    "libvirt": 42473,
+    "openvswitch": 42476,
+    "placement": 42482,
+}
+# configure_user() in each image: the service user's home, and its extra groups.
+_EXTRA_GROUPS = {"nova": ("qemu",)}
+
+
+@dataclass(frozen=True)
+class KollaImage:
+    """What one Kolla image adds to the distribution, as far as the plan's pods use it."""
+
+    venv: str | None  # where the service virtualenv lives, None for distribution-only images
+    user: str | None  # the image's USER; None is root
+    project: str | None = None  # /etc/<project> gets the project's shipped files
+    homes: tuple[str, ...] = ()  # service users whose /var/lib/<user> the image creates
+    package_users: tuple[tuple[str, int], ...] = ()  # (name, uid) that the image's packages add
+
+    @property
+    def path(self) -> str:
+        return f"{self.venv}/bin:{SYSTEM_PATH}" if self.venv else SYSTEM_PATH
+
+
+def _service(project: str, user: str | None, homes: tuple[str, ...] | None = None) -> KollaImage:
+    return KollaImage(KOLLA_VENV, user, project, homes or (project,))
+
+
+# Image name (without registry and tag) → what it adds. Images run as root where Kolla
+# sets no USER (the API images start uWSGI as root; the pods here set runAsUser anyway).
+IMAGES: dict[str, KollaImage] = {
+    "keystone": _service("keystone", None),
+    "glance-api": _service("glance", "glance"),
+    "placement-api": _service("placement", None),
+    "nova-api": _service("nova", None),
+    "nova-scheduler": _service("nova", "nova"),
+    "nova-conductor": _service("nova", "nova"),
+    "nova-novncproxy": _service("nova", "nova"),
+    "nova-compute": _service("nova", "nova"),
+    # Ubuntu's libvirt-daemon-system adds libvirt-qemu (uid 64055), libvirtd's compiled-in QEMU user.
+    "nova-libvirt": KollaImage(None, None, homes=("nova",), package_users=(("libvirt-qemu", 64055),)),
+    "neutron-server": _service("neutron", "neutron"),
+    "neutron-openvswitch-agent": _service("neutron", "neutron"),
+    "neutron-l3-agent": _service("neutron", "neutron"),
+    "neutron-dhcp-agent": _service("neutron", "neutron"),
+    "neutron-metadata-agent": _service("neutron", "neutron"),
+    "openvswitch-db-server": KollaImage(None, None),
+    "openvswitch-vswitchd": KollaImage(None, None),
+    "cinder-api": _service("cinder", None),
+    "cinder-scheduler": _service("cinder", "cinder"),
+    "cinder-volume": _service("cinder", "cinder"),
+    "horizon": _service("openstack-dashboard", None, ("horizon",)),
+    "iscsid": KollaImage(None, None),
+    "memcached": KollaImage(None, "memcached"),
+    "kolla-toolbox": KollaImage(TOOLBOX_VENV, "ansible", homes=("ansible", "rabbitmq")),
+    # Not Kolla's: the servers that play the operators' MariaDB and RabbitMQ (tools/cloud/standins.py).
+    "mariadb-server": KollaImage(None, None),
+    "rabbitmq-server": KollaImage(None, None),
+}
+# Kolla's base/sudoers: root may run anything, with the virtualenv first on sudo's path.
+SUDOERS = (
+    "Defaults env_reset\n"
+    f'Defaults secure_path="{KOLLA_VENV}/bin:{SYSTEM_PATH}"\n'
+    "root ALL=(ALL) ALL\n"
+    "#includedir /etc/sudoers.d\n"
+)
+# Kolla rewrites rootwrap's exec_dirs so that it finds the virtualenv's commands.
+EXEC_DIRS = f"exec_dirs={KOLLA_VENV}/bin,/sbin,/usr/sbin,/bin,/usr/bin,/usr/local/bin,/usr/local/sbin"
+
+
+LANG = "en_US.UTF-8"
+_build_lock = threading.Lock()
+
+
+class UnknownImageError(KeyError):
+    pass
+
+
+def image_name(reference: str) -> str:
+    """'quay.io/openstack.kolla/nova-api:2026.1-ubuntu-noble' → 'nova-api'."""
+    return reference.rsplit("/", 1)[-1].split("@")[0].split(":")[0]
+
+
+def kolla_image(reference: str) -> KollaImage:
+    name = image_name(reference)
+    if name not in IMAGES:
+        raise UnknownImageError(f"image {reference!r} is not in tools/cloud/images.py's table; add what it provides")
+    return IMAGES[name]
+
+
+def user_groups(uid: int) -> tuple[int, ...]:
+    """The supplementary groups the image's /etc/group gives a user (a runtime adds them)."""
+    names = {uid_: name for name, uid_ in KOLLA_USERS.items()}
+    name = names.get(uid)
+    if name is None:
+        return ()
+    return (KOLLA_USERS["kolla"], *(KOLLA_USERS[g] for g in _EXTRA_GROUPS.get(name, ())))
+
+
+def build_layer(image: KollaImage, venv: Path, target: Path) -> Path:
+    """Write the image's layer under `target` (once; pods of one image share it); returns it."""
+    with _build_lock:
+        if not (target / ".complete").exists():
+            _build_layer(image, venv, target)
+    return target
+
+
+def _build_layer(image: KollaImage, venv: Path, target: Path) -> None:
+    if target.exists():
+        shutil.rmtree(target)
+    etc = target / "etc"
+    etc.mkdir(parents=True)
+    _accounts(etc, image.package_users)
+    _locale(target / "usr/lib/locale" / LANG, target.parent / ".locale" / LANG)
+    (etc / "sudoers").write_text(SUDOERS)
+    (etc / "sudoers").chmod(0o440)
+    (etc / "sudoers.d").mkdir(mode=0o750)
+    # The OpenStack virtualenv's interpreter lives under /root on this machine; the service
+    # users must be able to reach it, as they reach /usr/bin/python3 in the image.
+    (target / "root").mkdir(mode=0o755)
+    (target / "root").chmod(0o755)
+    for mountpoint in (KOLLA_VENV, TOOLBOX_VENV):
+        (target / mountpoint.lstrip("/")).mkdir(parents=True)
+    (target / "var/log/kolla").mkdir(parents=True)
+    if image.project:
+        _project_files(image.project, venv, etc / image.project)
+    for user in image.homes:
+        home = target / "var/lib" / user
+        home.mkdir(parents=True, exist_ok=True)
+        os.chown(home, KOLLA_USERS[user], KOLLA_USERS[user])
+    (target / ".complete").touch()
+
+
+def _locale(target: Path, compiled: Path) -> None:
+    """The image's generated locale, compiled once per run from this machine's locale sources."""
+    if not compiled.exists():
+        compiled.parent.mkdir(parents=True, exist_ok=True)
+        command = ["localedef", "-i", "en_US", "-f", "UTF-8", str(compiled)]
+        done = subprocess.run(command, capture_output=True, text=True)
+        if done.returncode not in (0, 1) or not compiled.exists():  # 1: compiled with warnings
+            raise RuntimeError(f"localedef {LANG} failed: {done.stderr.strip()}")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copytree(compiled, target, copy_function=os.link)
+
+
+def _accounts(etc: Path, package_users: tuple[tuple[str, int], ...]) -> None:
+    passwd = Path("/etc/passwd").read_text()
+    group = Path("/etc/group").read_text()
+    for name, uid in package_users:
+        passwd += f"{name}:x:{uid}:{uid}::/nonexistent:/usr/sbin/nologin\n"
+        group += f"{name}:x:{uid}:\n"
+    for name, uid in KOLLA_USERS.items():
+        passwd += f"{name}:x:{uid}:{uid}::/var/lib/{name}:/usr/sbin/nologin\n"
+    members: dict[str, list[str]] = {"kolla": [u for u in KOLLA_USERS if u != "kolla"]}
+    for user, groups in _EXTRA_GROUPS.items():
+        for name in groups:
+            members.setdefault(name, []).append(user)
+    for name, gid in KOLLA_USERS.items():
+        group += f"{name}:x:{gid}:{','.join(members.get(name, []))}\n"
+    (etc / "passwd").write_text(passwd)
+    (etc / "group").write_text(group)
+
+
+def _project_files(project: str, venv: Path, target: Path) -> None:
+    """What Kolla copies into /etc/<project>: the files the project ships (its wheel's data files)."""
+    target.mkdir(parents=True)
+    shipped = venv / "etc" / project
+    if shipped.is_dir():
+        shutil.copytree(shipped, target, dirs_exist_ok=True)
+    rootwrap = target / "rootwrap.conf"
+    if rootwrap.exists():
+        lines = [EXEC_DIRS if line.startswith("exec_dirs") else line for line in rootwrap.read_text().splitlines()]
+        rootwrap.write_text("\n".join(lines) + "\n")
+    if project == "neutron":
+        # The ML2 plugin's directory exists in the image (etc/neutron/plugins/ml2/).
+        (target / "plugins" / "ml2").mkdir(parents=True, exist_ok=True)

@@ -1,0 +1,109 @@
+"""The cloud test's report: build/cloud/<stack>/report.json and a one-screen summary."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from tools.cloud.deploy import Cloud
+
+NOT_REPRODUCED = (
+    ("operators (mariadb-operator, RabbitMQ Cluster Operator)", "no Kubernetes API server can run here: their "
+     "MariaDB and RabbitmqCluster are played by Debian's MariaDB 10.11 and RabbitMQ 3.10, one server each"),
+    ("seccomp profiles (RuntimeDefault)", "the harness applies users, groups, capabilities, no_new_privs and "
+     "namespaces, not seccomp filters"),
+    ("live migration and cold migration", "one node: there is no second hypervisor to move a VM to"),
+    ("more than one replica of a Deployment", "one node runs one pod per Deployment; StatefulSets run them all"),
+)  # fmt: skip
+
+
+@dataclass
+class Report:
+    stack: str
+    topology: str
+    seconds: dict[str, float] = field(default_factory=dict)
+    user: dict[str, Any] = field(default_factory=dict)
+    libvirt_restart: dict[str, Any] | None = None
+    libvirt_listener: dict[str, Any] = field(default_factory=dict)
+    deploy_error: str = ""
+    not_run: list[dict[str, str]] = field(default_factory=list)
+    data: dict[str, Any] = field(default_factory=dict)
+
+    def build(self, cloud: Cloud, cannot_run: dict[str, str]) -> dict[str, Any]:
+        long_running = [p for w in cloud.workloads.values() for p in w.pods]
+        probes = [record for pod in long_running for record in pod.probe_records]
+        jobs = [w.job for w in [*cloud.workloads.values(), *cloud.cron_jobs] if w.job is not None]
+        planned_jobs = [w for w in cloud.workloads.values() if w.kind == "Job"] + cloud.cron_jobs
+        server = self.user.get("server", {})
+        not_run = [{"what": f"pod of {name}", "why": why} for name, why in cannot_run.items()]
+        not_run += [
+            {"what": f"DaemonSet {w.name}", "why": w.why_not_scheduled}
+            for w in cloud.workloads.values()
+            if w.kind == "DaemonSet" and not w.scheduled and w.name not in cannot_run
+        ]
+        not_run += [{"what": what, "why": why} for what, why in NOT_REPRODUCED]
+        not_run += self.not_run
+        volume = self.user.get("volume") or {"not_run": "the scenario did not reach the volume step"}
+        if "not_run" in volume:
+            not_run.append({"what": "a Cinder volume", "why": volume["not_run"]})
+        self.data = {
+            "stack": self.stack,
+            "topology": self.topology,
+            "pods": {"total": len(long_running), "ready": sum(p.ready for p in long_running)},
+            "probes": {"total": len(probes), "passed": sum(r.passed for r in probes)},
+            "jobs": {"total": len(planned_jobs), "succeeded": sum(j.phase == "Complete" for j in jobs)},
+            "server": {
+                "status": server.get("status"),
+                "port_status": server.get("port_status"),
+                "dhcp_lease": bool(server.get("dhcp_lease")),
+                "metadata": bool(server.get("metadata")),
+                "ip": server.get("ip"),
+                "gateway_reachable": bool(server.get("gateway_reachable")),
+            },
+            "horizon_login": bool(self.user.get("horizon", {}).get("logged_in")),
+            "horizon": self.user.get("horizon", {}),
+            "volume_type": self.user.get("volume_type"),
+            "volume": volume,
+            "libvirt_restart": self.libvirt_restart or {"not_run": "no running server to test it with"},
+            "libvirt_listener": self.libvirt_listener,
+            "seconds": {k: round(v, 1) for k, v in self.seconds.items()},
+            "not_run": not_run,
+            "deploy_error": self.deploy_error,
+            "user_errors": self.user.get("errors", {}),
+            "unready": [
+                {"pod": p.plan.name, "phase": p.phase, "probes": {r.kind: r.last for r in p.probe_records}}
+                for p in long_running
+                if not p.ready
+            ],
+            "failed_probes": [f"{r.pod}/{r.container} {r.kind}: {r.last}" for r in probes if not r.passed],
+            "failed_jobs": [f"{j.name}: {j.phase} {j.failure}" for j in jobs if j.phase != "Complete"],
+            "restarts": {
+                f"{p.plan.name}/{name}": count for p in long_running for name, count in p.restarts.items() if count
+            },
+        }
+        return self.data
+
+    def summary(self) -> str:
+        d = self.data
+        server, restart = d["server"], d["libvirt_restart"]
+        lines = [
+            f"cloud test {d['stack']} ({d['topology']})",
+            f"  pods ready {d['pods']['ready']}/{d['pods']['total']}, probes passed {d['probes']['passed']}/"
+            f"{d['probes']['total']}, jobs succeeded {d['jobs']['succeeded']}/{d['jobs']['total']}",
+            f"  server {server['status']}, port {server['port_status']}, ip {server['ip']}, DHCP lease "
+            f"{server['dhcp_lease']}, metadata {server['metadata']}, gateway {server['gateway_reachable']}",
+            f"  horizon login {d['horizon_login']}; volume {d['volume']}",
+            f"  libvirt pod restart: {restart}",
+            f"  libvirt for migrations: {d['libvirt_listener']}",
+            "  seconds: " + ", ".join(f"{k} {v}" for k, v in d["seconds"].items()),
+        ]
+        if d["deploy_error"]:
+            lines.append(f"  deploy error: {d['deploy_error'][:400]}")
+        for name, error in d["user_errors"].items():
+            lines.append(f"  {name} failed: {error.splitlines()[0][:200]}")
+        for item in d["unready"][:8]:
+            lines.append(f"  not ready: {item['pod']} {item['probes']}")
+        for item in d["failed_jobs"][:8]:
+            lines.append(f"  job: {item[:200]}")
+        lines.append(f"  not run ({len(d['not_run'])}): " + "; ".join(n["what"] for n in d["not_run"]))
+        return "\n".join(lines)

@@ -1,0 +1,235 @@
+"""One run of the cloud test: plan, node, deploy, use, report, tear down."""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import json
+import os
+import shutil
+import signal
+import subprocess
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from tools.cloud.deploy import Cloud, DeployFailedError
+from tools.cloud.guest import BOOTED, Guest, build_guest
+from tools.cloud.node import Node
+from tools.cloud.report import Report
+from tools.cloud.vmsafety import libvirt_listener, restart_libvirt
+from tools.plan import Plan, build_plan
+from tools.realenv.openstack_venv import ensure_venv
+from tools.runtime import REPO, stack_config
+
+# The stacks the test starts: their stack files, changed only where this machine differs
+# from a real node (machine_overrides): no Open vSwitch kernel module, maybe no working KVM.
+TEST_STACKS = ("prod", "staging")
+DEPLOY_TIMEOUT = 1500.0
+JOB_TIMEOUT = 600.0
+KVM_PROBE_SECONDS = 20
+NO_LVM = "LVM needs device-mapper and the LIO iSCSI target configfs; this machine's kernel has neither"
+NO_ISCSI = "iscsid needs the kernel's iSCSI transport (scsi_transport_iscsi); this machine's kernel has no modules"
+CLONE_NEWNET = 0x40000000
+
+
+def machine_overrides(stack: str, virt_type: str) -> dict[str, Any]:
+    """The stack's settings with this machine's virtualisation and OVS datapath, nothing else.
+
+    Its virtualisation includes its size: a node group that reserves as many CPUs for the host
+    as this machine has would leave guests none (Placement's VCPU inventory would be empty).
+    """
+    config = stack_config(stack)
+    compute = dict(config.get("openstack:compute") or {})
+    groups = compute.get("nodeGroups") or [{"name": "default"}]
+    cpus = os.cpu_count() or 1
+    compute["nodeGroups"] = [
+        {**group, "virtType": virt_type, "reservedHostCpus": min(group.get("reservedHostCpus", 0), cpus - 1)}
+        for group in groups
+    ]
+    neutron = {**(config.get("openstack:neutron") or {}), "datapathType": "netdev"}
+    return {"compute": compute, "neutron": neutron}
+
+
+def node_labels(plan: Plan) -> dict[str, str]:
+    """One node with every role: control plane, network, compute (first node group), storage."""
+    selectors = plan.settings.node_selectors
+    labels = {**selectors.control_plane, **selectors.network, **selectors.compute, **selectors.storage}
+    labels.update(plan.settings.compute.node_groups[0].node_selector)
+    return labels
+
+
+def cannot_run(plan: Plan) -> dict[str, str]:
+    """The plan's workloads that this machine cannot run, and why (reported as not run)."""
+    why_not = {"iscsid": NO_ISCSI}
+    if plan.settings.cinder.backend == "lvm":
+        why_not["cinder-volume"] = NO_LVM
+    found = {}
+    for r in plan.custom:
+        if r.kind == "DaemonSet":
+            component = r.inputs["spec"]["template"]["metadata"]["labels"].get("app.kubernetes.io/component")
+            if component in why_not:
+                found[r.k8s_name or r.name] = why_not[component]
+    return found
+
+
+def admin_env(cloud: Cloud) -> dict[str, str]:
+    """The cloud admin's OS_* variables, as the plan's own registration Jobs get them."""
+    for r in cloud.plan.custom:
+        if r.kind != "Job":
+            continue
+        for container in r.revealed["spec"]["template"]["spec"]["containers"]:
+            entries = {e["name"]: e for e in container.get("env", [])}
+            if entries.get("OS_USERNAME", {}).get("value") == "admin":
+                resolved = {}
+                for name, entry in entries.items():
+                    if not name.startswith("OS_"):
+                        continue
+                    if "value" in entry:
+                        resolved[name] = entry["value"]
+                    else:
+                        ref = entry["valueFrom"]["secretKeyRef"]
+                        resolved[name] = cloud.objects[("Secret", ref["name"])][ref["key"]]
+                return resolved
+    raise LookupError("no Job of the plan authenticates as admin")
+
+
+def use_cloud(cloud: Cloud, venv: Path, guest: Guest, why_not: dict[str, str]) -> dict[str, Any]:
+    """Run tools/cloud/scenario.py as a user inside the cluster would (node network, cluster names)."""
+    settings = cloud.plan.settings
+    hosts = cloud.node.state / "user-hosts"
+    hosts.write_text(cloud.hosts("user", cloud.node.ip))
+    volume_cannot_run = next((why for name, why in why_not.items() if name.startswith("cinder-volume")), "")
+    env = {
+        "PATH": f"{venv / 'bin'}:/usr/sbin:/usr/bin:/sbin:/bin",
+        "PYTHONPATH": str(REPO),
+        "HOME": str(cloud.node.state),
+        **admin_env(cloud),
+        "HORIZON_ADDRESS": f"{cloud.services['horizon']}:8080",
+        "HORIZON_PUBLIC_HOST": settings.public_host("horizon"),
+        "VOLUME_TYPE": settings.cinder.backend,
+        "VOLUME_BACKEND_RUNS": "false" if volume_cannot_run else "true",
+        "VOLUME_NOT_RUN": volume_cannot_run,
+    }
+    command = [
+        "unshare", "--mount", "--propagation", "private", "--", "/bin/sh", "-c",
+        'mount --bind "$0" /etc/hosts && exec "$@"', str(hosts),
+        str(venv / "bin" / "python"), "-m", "tools.cloud.scenario", str(guest.kernel), str(guest.initramfs),
+        str(guest.disk),
+    ]  # fmt: skip
+    with (cloud.out / "scenario.log").open("w") as log:
+        done = subprocess.run(command, env=env, cwd=REPO, stdout=subprocess.PIPE, stderr=log, text=True, timeout=1800)
+    try:
+        return json.loads(done.stdout.strip().splitlines()[-1])
+    except (IndexError, json.JSONDecodeError):
+        return {"errors": {"scenario": f"exited {done.returncode} without facts; see {cloud.out / 'scenario.log'}"}}
+
+
+def enter_netns(path: str) -> None:
+    """Move this (still single-threaded) process into a network namespace; threads made later follow."""
+    libc = ctypes.CDLL("libc.so.6", use_errno=True)
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        if libc.setns(fd, CLONE_NEWNET) != 0:
+            raise OSError(ctypes.get_errno(), f"setns {path}")
+    finally:
+        os.close(fd)
+
+
+def virt_type(guest: Guest, log: Callable[[str], None]) -> str:
+    """kvm when this machine's /dev/kvm boots the guest, else qemu (software emulation)."""
+    if not Path("/dev/kvm").exists():
+        return "qemu"
+    command = [
+        "qemu-system-x86_64", "-machine", "accel=kvm", "-m", "128", "-nographic", "-no-reboot", "-nodefaults",
+        "-serial", "stdio", "-kernel", str(guest.kernel), "-initrd", str(guest.initramfs), "-append", "console=ttyS0",
+    ]  # fmt: skip
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, timeout=KVM_PROBE_SECONDS)
+        booted = BOOTED in done.stdout
+    except subprocess.TimeoutExpired as timeout:
+        booted = BOOTED in (timeout.stdout or b"").decode(errors="replace")
+    log(f"KVM {'boots' if booted else 'does not boot'} the guest here: virtType {'kvm' if booted else 'qemu'}")
+    return "kvm" if booted else "qemu"
+
+
+def _stop_once(signum: int, frame: object) -> None:
+    """The first Ctrl-C or SIGTERM stops the run; further ones (timeout forwards its own) must not
+    interrupt the teardown and leave the cloud half-stopped."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    raise KeyboardInterrupt
+
+
+def run(stack: str, out: Path, keep: bool = False) -> Report:
+    signal.signal(signal.SIGINT, _stop_once)
+    signal.signal(signal.SIGTERM, _stop_once)
+    shutil.rmtree(out / "logs", ignore_errors=True)
+    out.mkdir(parents=True, exist_ok=True)
+    events = (out / "events.log").open("w")
+    started = time.monotonic()
+
+    def log(line: str) -> None:
+        stamped = f"{time.monotonic() - started:7.1f}s {line}"
+        events.write(stamped + "\n")
+        events.flush()
+        print(stamped, flush=True)
+
+    def phase(name: str, since: float) -> None:
+        report.seconds[name] = time.monotonic() - since
+
+    since = time.monotonic()
+    venv = ensure_venv()
+    guest = build_guest(REPO / ".cache" / "guest")
+    virt = virt_type(guest, log)
+    plan = build_plan(stack, machine_overrides(stack, virt))
+    report = Report(stack, plan.settings.hypervisor_isolation.value)
+    if virt != "kvm":
+        why = "/dev/kvm here does not boot a guest: guests run under QEMU's software emulation (TCG)"
+        report.not_run.append({"what": "KVM", "why": why})
+    phase("prepare", since)
+    state = Path("/var/tmp") / f"cloud-{stack}"
+    if state.exists():
+        shutil.rmtree(state)
+    node = Node(state=state, labels=node_labels(plan))
+    node.kill_cgroups()  # whatever an earlier run that was killed left behind
+    node.create_layers()
+    node.create_network()
+    enter_netns(node.netns_path)
+    why_not = cannot_run(plan)
+    cloud = Cloud(plan, node, venv.path, out, log, why_not)
+    try:
+        since = time.monotonic()
+        try:
+            cloud.deploy(DEPLOY_TIMEOUT)
+            cloud.run_cron_jobs(JOB_TIMEOUT)
+        except DeployFailedError as error:
+            report.deploy_error = str(error)
+            log(f"deploy failed: {error}")
+        phase("deploy", since)
+        if not report.deploy_error:
+            since = time.monotonic()
+            report.user = use_cloud(cloud, venv.path, guest, why_not)
+            log(f"user: {json.dumps(report.user)[:2000]}")
+            phase("use", since)
+            report.libvirt_listener = libvirt_listener(cloud)
+            server = report.user.get("server", {})
+            if server.get("status") == "ACTIVE" and server.get("instance_name"):
+                since = time.monotonic()
+                result = restart_libvirt(cloud, server["instance_name"], server["id"], log)
+                report.libvirt_restart = result.as_dict()
+                phase("libvirt_restart", since)
+        report.build(cloud, why_not)
+        (out / "report.json").write_text(json.dumps(report.data, indent=2) + "\n")
+        print(report.summary(), flush=True)
+        if keep:
+            log("cloud left running; Ctrl-C ends it")
+            with contextlib.suppress(KeyboardInterrupt):
+                while True:
+                    time.sleep(3600)
+    finally:
+        cloud.stop()
+        node.delete_network()  # and with it whatever lives in the node's network: escaped QEMUs
+        node.kill_cgroups()
+    return report

@@ -1,0 +1,225 @@
+"""What a user does with the new cloud, with its generated admin credentials, from inside the cluster.
+
+    python -m tools.cloud.scenario KERNEL INITRAMFS DISK > facts.json
+
+Run by tools/cloud/run.py with the OpenStack virtualenv's interpreter, in the node's network
+namespace with the cluster's names in /etc/hosts, and OS_* variables as the keystone-admin
+Secret and the catalog's internal interface give them. Uploads the guest, builds a network with
+a router to the provider network, boots a server and reads what the guest says on its console;
+logs in to Horizon through its login form as a browser behind the ingress would; asks Cinder for
+a volume. Prints one JSON object with what it found; each step's failure is recorded, not raised.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import re
+import sys
+import time
+import traceback
+from collections.abc import Callable
+from http.cookies import SimpleCookie
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlencode
+
+import openstack
+
+from tools.cloud.guest import parse_console
+
+PROVIDER_CIDR, PROVIDER_GATEWAY = "172.24.4.0/24", "172.24.4.1"
+TENANT_CIDR = "10.10.0.0/24"
+SERVER_TIMEOUT, CONSOLE_TIMEOUT, PORT_TIMEOUT = 600, 420, 180
+
+
+def _wait(what: str, check: Callable[[], Any], timeout: float, interval: float = 3) -> Any:
+    deadline = time.monotonic() + timeout
+    while True:
+        found = check()
+        if found:
+            return found
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{what}: not after {timeout:.0f}s")
+        time.sleep(interval)
+
+
+def upload_guest(conn: openstack.connection.Connection, kernel: Path, initramfs: Path, disk: Path) -> Any:
+    """The guest as Nova boots it AMI-style: a machine image naming its kernel and ramdisk images."""
+    images = {}
+    for name, path, kind in (("guest-kernel", kernel, "aki"), ("guest-initramfs", initramfs, "ari")):
+        images[kind] = conn.image.create_image(
+            name=name, filename=str(path), disk_format=kind, container_format=kind, visibility="public"
+        )
+    return conn.image.create_image(
+        name="guest",
+        filename=str(disk),
+        disk_format="ami",
+        container_format="ami",
+        visibility="public",
+        kernel_id=images["aki"].id,
+        ramdisk_id=images["ari"].id,
+    )
+
+
+def build_network(conn: openstack.connection.Connection) -> tuple[Any, Any]:
+    """A tenant network behind a router whose gateway is on the flat provider network."""
+    public = conn.network.create_network(
+        name="public", is_router_external=True, provider_network_type="flat", provider_physical_network="physnet1"
+    )
+    conn.network.create_subnet(
+        network_id=public.id,
+        name="public-subnet",
+        ip_version=4,
+        cidr=PROVIDER_CIDR,
+        gateway_ip=PROVIDER_GATEWAY,
+        enable_dhcp=False,
+        allocation_pools=[{"start": "172.24.4.100", "end": "172.24.4.200"}],
+    )
+    private = conn.network.create_network(name="private")
+    subnet = conn.network.create_subnet(network_id=private.id, name="private-subnet", ip_version=4, cidr=TENANT_CIDR)
+    router = conn.network.create_router(name="router", external_gateway_info={"network_id": public.id})
+    conn.network.add_interface_to_router(router, subnet_id=subnet.id)
+    return private, router
+
+
+def boot_server(conn: openstack.connection.Connection, image: Any, network: Any, facts: dict[str, Any]) -> None:
+    flavor = conn.compute.create_flavor(name="tiny", ram=128, vcpus=1, disk=1)
+    server = conn.compute.create_server(
+        name="vm1", image_id=image.id, flavor_id=flavor.id, networks=[{"uuid": network.id}]
+    )
+    facts["server"] = {"id": server.id, "status": "BUILD"}
+    started = time.monotonic()
+    server = conn.compute.wait_for_server(server, status="ACTIVE", failures=["ERROR"], wait=SERVER_TIMEOUT)
+    facts["server"].update(status=server.status, active_after=round(time.monotonic() - started, 1))
+    facts["server"]["host"] = server.compute_host
+    facts["server"]["instance_name"] = server.instance_name
+    port = _wait(
+        "the server's port ACTIVE",
+        lambda: next((p for p in conn.network.ports(device_id=server.id) if p.status == "ACTIVE"), None),
+        PORT_TIMEOUT,
+    )
+    facts["server"]["port_status"] = port.status
+    facts["server"]["ip"] = port.fixed_ips[0]["ip_address"]
+    console = _wait(
+        "the guest's DHCP lease and metadata on its console",
+        lambda: _console_done(conn.compute.get_server_console_output(server)["output"]),
+        CONSOLE_TIMEOUT,
+        interval=5,
+    )
+    seen = parse_console(console)
+    facts["console_tail"] = console[-1500:]
+    facts["server"].update(
+        dhcp_lease=seen.lease_ip == facts["server"]["ip"],
+        lease_from=seen.lease_server,
+        # Nova's EC2 instance id is the instance's database id, as its instance name shows it.
+        metadata=seen.uuid == server.id and _ec2_id(server.instance_name) == seen.instance_id,
+        metadata_instance_id=seen.instance_id,
+        gateway_reachable=seen.gateway_reachable,
+    )
+
+
+def _console_done(text: str) -> str | None:
+    seen = parse_console(text)
+    metadata_answered = seen.uuid is not None or seen.metadata_unreachable
+    return text if (seen.lease_ip or seen.lease_failed) and metadata_answered and seen.gateway else None
+
+
+def _ec2_id(instance_name: str | None) -> str | None:
+    match = re.search(r"([0-9a-f]+)$", instance_name or "")
+    return f"i-{int(match[1], 16):08x}" if match else None
+
+
+def horizon_login(facts: dict[str, Any]) -> None:
+    """The login form, posted as a browser does through the ingress (https, the public host name)."""
+    address, public_host = os.environ["HORIZON_ADDRESS"], os.environ["HORIZON_PUBLIC_HOST"]
+    host, port = address.rsplit(":", 1)
+    cookies: dict[str, str] = {}
+
+    def request(method: str, path: str, body: str | None = None, extra: dict[str, str] | None = None) -> Any:
+        connection = http.client.HTTPConnection(host, int(port), timeout=60)
+        headers = {
+            "Host": public_host,
+            "X-Forwarded-Proto": "https",
+            "Cookie": "; ".join(f"{k}={v}" for k, v in cookies.items()),
+            **(extra or {}),
+        }
+        connection.request(method, path, body=body, headers=headers)
+        response = connection.getresponse()
+        text = response.read().decode(errors="replace")
+        for header in response.headers.get_all("Set-Cookie") or []:
+            cookies.update({k: m.value for k, m in SimpleCookie(header).items()})
+        return response.status, response.headers, text
+
+    status, _, page = request("GET", "/auth/login/")
+    token = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', page)
+    # One region: a hidden input holding Keystone's URL; several: a select.
+    region = re.search(r'name="region"[^>]*value="([^"]+)"', page) or re.search(
+        r'<select[^>]*name="region"[^>]*>\s*<option value="([^"]+)"', page
+    )
+    facts["horizon"] = {"login_page": status}
+    if status != 200 or token is None:
+        return
+    form = {
+        "csrfmiddlewaretoken": token[1],
+        "username": os.environ["OS_USERNAME"],
+        "password": os.environ["OS_PASSWORD"],
+        "next": "/",
+    }
+    if region:
+        form["region"] = region[1]
+    origin = f"https://{public_host}"
+    status, headers, answer = request(
+        "POST",
+        "/auth/login/",
+        urlencode(form),
+        {"Content-Type": "application/x-www-form-urlencoded", "Origin": origin, "Referer": f"{origin}/auth/login/"},
+    )
+    facts["horizon"].update(post=status, redirect=headers.get("Location"))
+    if status == 200:  # the form again: say what it said
+        messages = re.findall(r'class="(?:alert[^"]*|errorlist[^"]*)"[^>]*>(.*?)</', answer, re.S)
+        facts["horizon"]["messages"] = [re.sub(r"\s+", " ", m).strip() for m in messages][:5]
+    status, _, page = request("GET", "/project/")
+    facts["horizon"].update(project_page=status, logged_in=status == 200 and "Sign Out" in page)
+    static = re.search(r'href="(/static/[^"]+\.css)"', page)
+    if static:
+        facts["horizon"]["static_css"] = request("GET", static[1])[0]
+
+
+def volume(conn: openstack.connection.Connection, facts: dict[str, Any]) -> None:
+    """The default volume type exists; a volume is only created where a backend runs."""
+    default = os.environ["VOLUME_TYPE"]
+    facts["volume_type"] = conn.block_storage.find_type(default) is not None
+    if os.environ.get("VOLUME_BACKEND_RUNS") != "true":
+        facts["volume"] = {"not_run": os.environ.get("VOLUME_NOT_RUN", "no volume backend runs")}
+        return
+    created = conn.block_storage.create_volume(size=1, name="vol1")
+    created = conn.block_storage.wait_for_status(created, status="available", failures=["error"], wait=300)
+    facts["volume"] = {"status": created.status}
+
+
+def main() -> None:
+    kernel, initramfs, disk = map(Path, sys.argv[1:4])
+    facts: dict[str, Any] = {"errors": {}}
+    conn = openstack.connect()
+    steps: list[tuple[str, Callable[[], None]]] = []
+
+    def server() -> None:
+        image = upload_guest(conn, kernel, initramfs, disk)
+        network, _ = build_network(conn)
+        boot_server(conn, image, network, facts)
+
+    steps = [("server", server), ("horizon", lambda: horizon_login(facts)), ("volume", lambda: volume(conn, facts))]
+    for name, step in steps:
+        started = time.monotonic()
+        try:
+            step()
+        except Exception as error:  # each step's failure is a finding of the report
+            facts["errors"][name] = f"{type(error).__name__}: {error}\n{traceback.format_exc()[-1500:]}"
+        facts.setdefault("seconds", {})[name] = round(time.monotonic() - started, 1)
+    print(json.dumps(facts))
+
+
+if __name__ == "__main__":
+    main()

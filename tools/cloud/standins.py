@@ -1,0 +1,161 @@
+"""What the operators would create for the plan's custom resources, played by Debian's servers.
+
+No operator runs here (no API server), so the `MariaDB` and `RabbitmqCluster` resources of
+the plan are turned into the pods and Secrets their operators would make, and run like any
+other pod of the plan: one server each (not a Galera or RabbitMQ cluster), with the CR's own
+settings where they reach the server (MariaDB's myCnf and root password Secret, RabbitMQ's
+additionalConfig), reachable under the Service names the operators create. The servers are
+Debian 12's MariaDB 10.11 and RabbitMQ 3.10, not the operators' images: reported as not run.
+"""
+
+from __future__ import annotations
+
+import secrets
+from dataclasses import dataclass
+from typing import Any
+
+Manifest = dict[str, Any]
+
+# The Services mariadb-operator (26.6) and the RabbitMQ Cluster Operator make for a resource.
+MARIADB_SERVICES = ("{name}", "{name}-internal")
+MARIADB_HA_SERVICES = ("{name}-primary", "{name}-secondary")
+RABBITMQ_SERVICES = ("{name}", "{name}-nodes")
+STANDIN_IMAGES = {"MariaDB": "debian/mariadb-server:10.11", "RabbitmqCluster": "debian/rabbitmq-server:3.10"}
+
+_MARIADB_START = r"""set -eu
+data=/var/lib/mysql
+if [ ! -d "$data/mysql" ]; then
+  mariadb-install-db --no-defaults --datadir="$data" --user=root --skip-test-db >/dev/null
+fi
+# The operator gives root@'%' the password of rootPasswordSecretKeyRef.
+umask 077
+{
+  printf "CREATE USER IF NOT EXISTS 'root'@'%%' IDENTIFIED BY '%s';\n" "$MARIADB_ROOT_PASSWORD"
+  printf "ALTER USER 'root'@'%%' IDENTIFIED BY '%s';\n" "$MARIADB_ROOT_PASSWORD"
+  printf "GRANT ALL PRIVILEGES ON *.* TO 'root'@'%%' WITH GRANT OPTION;\n"
+} > /run/init.sql
+exec mariadbd --defaults-extra-file=/etc/mysql/operator/my.cnf --datadir="$data" --user=root \
+  --bind-address=0.0.0.0 --port=3306 --socket=/run/mysqld.sock --pid-file=/run/mysqld.pid \
+  --init-file=/run/init.sql --skip-name-resolve
+"""
+_MARIADB_READY = 'MYSQL_PWD="$MARIADB_ROOT_PASSWORD" mariadb --protocol=tcp -h127.0.0.1 -uroot -e "SELECT 1"'
+
+_RABBITMQ_START = r"""set -eu
+export HOME=/var/lib/rabbitmq RABBITMQ_MNESIA_BASE=/var/lib/rabbitmq/mnesia
+export RABBITMQ_LOG_BASE=/var/lib/rabbitmq/log RABBITMQ_CONFIG_FILE=/etc/rabbitmq/operator/rabbitmq.conf
+export RABBITMQ_ENABLED_PLUGINS_FILE=/etc/rabbitmq/operator/enabled_plugins
+export RABBITMQ_NODENAME="rabbit@$(hostname)"
+exec /usr/lib/rabbitmq/bin/rabbitmq-server
+"""
+
+
+@dataclass(frozen=True)
+class StandIn:
+    """A custom resource played here: its pod template, the Services and Secrets the operator makes."""
+
+    kind: str
+    name: str
+    template: Manifest
+    services: tuple[str, ...]
+    secrets: dict[str, dict[str, str]]
+    config_maps: dict[str, dict[str, str]]
+
+
+def mariadb(resource: Manifest) -> StandIn:
+    name, spec = resource["metadata"]["name"], resource["spec"]
+    ha = bool((spec.get("galera") or {}).get("enabled"))
+    services = tuple(s.format(name=name) for s in MARIADB_SERVICES + (MARIADB_HA_SERVICES if ha else ()))
+    password = spec["rootPasswordSecretKeyRef"]
+    config = f"{name}-operator-config"
+    container = {
+        "name": "mariadb",
+        "image": STANDIN_IMAGES["MariaDB"],
+        "command": ["/bin/sh", "-c", _MARIADB_START],
+        "env": [{"name": "MARIADB_ROOT_PASSWORD", "valueFrom": {"secretKeyRef": password}}],
+        "volumeMounts": [
+            {"name": "storage", "mountPath": "/var/lib/mysql"},
+            {"name": "config", "mountPath": "/etc/mysql/operator", "readOnly": True},
+        ],
+        "readinessProbe": {
+            "exec": {"command": ["/bin/sh", "-c", _MARIADB_READY]},
+            "periodSeconds": 2,
+            "timeoutSeconds": 5,
+        },
+        "resources": spec.get("resources") or {},
+    }
+    template = _template(
+        name,
+        "database",
+        container,
+        [
+            {"name": "storage", "persistentVolumeClaim": {"claimName": f"storage-{name}-0"}},
+            {"name": "config", "configMap": {"name": config}},
+        ],
+        spec.get("nodeSelector"),
+    )
+    return StandIn("MariaDB", name, template, services, {}, {config: {"my.cnf": spec.get("myCnf", "[mariadb]\n")}})
+
+
+def rabbitmq(resource: Manifest) -> StandIn:
+    name, spec = resource["metadata"]["name"], resource["spec"]
+    user, password = f"default_user_{secrets.token_hex(6)}", secrets.token_urlsafe(24)
+    host = f"{name}.{resource['metadata']['namespace']}.svc"
+    default_user = {
+        "username": user,
+        "password": password,
+        "host": host,
+        "port": "5672",
+        "provider": "rabbitmq",
+        "type": "rabbitmq",
+        "connection_string": f"amqp://{user}:{password}@{host}:5672/",
+        "default_user.conf": f"default_user = {user}\ndefault_pass = {password}\n",
+    }
+    additional = (spec.get("rabbitmq") or {}).get("additionalConfig", "")
+    conf = (
+        "listeners.tcp.default = 5672\nmanagement.tcp.port = 15672\nloopback_users = none\n"
+        f"default_user = {user}\ndefault_pass = {password}\ndefault_user_tags.administrator = true\n{additional}"
+    )
+    config = f"{name}-server-conf"
+    container = {
+        "name": "rabbitmq",
+        "image": STANDIN_IMAGES["RabbitmqCluster"],
+        "command": ["/bin/sh", "-c", _RABBITMQ_START],
+        "volumeMounts": [
+            {"name": "persistence", "mountPath": "/var/lib/rabbitmq"},
+            {"name": "config", "mountPath": "/etc/rabbitmq/operator", "readOnly": True},
+        ],
+        # The management API, which the rabbit-init Jobs use, listens last.
+        "readinessProbe": {"tcpSocket": {"port": 15672}, "periodSeconds": 2},
+        "resources": spec.get("resources") or {},
+    }
+    template = _template(
+        name,
+        "messaging",
+        container,
+        [
+            {"name": "persistence", "persistentVolumeClaim": {"claimName": f"persistence-{name}-server-0"}},
+            {"name": "config", "configMap": {"name": config}},
+        ],
+        None,
+    )
+    return StandIn(
+        "RabbitmqCluster",
+        name,
+        template,
+        tuple(s.format(name=name) for s in RABBITMQ_SERVICES),
+        {f"{name}-default-user": default_user},
+        {config: {"rabbitmq.conf": conf, "enabled_plugins": "[rabbitmq_management].\n"}},
+    )
+
+
+def _template(
+    name: str, component: str, container: Manifest, volumes: list[Manifest], node_selector: dict | None
+) -> Manifest:
+    spec: Manifest = {"containers": [container], "volumes": volumes, "securityContext": {"runAsUser": 0}}
+    if node_selector:
+        spec["nodeSelector"] = node_selector
+    labels = {"app.kubernetes.io/name": name, "app.kubernetes.io/component": component}
+    return {"metadata": {"labels": labels}, "spec": spec}
+
+
+STAND_INS = {"MariaDB": mariadb, "RabbitmqCluster": rabbitmq}

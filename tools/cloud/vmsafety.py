@@ -1,0 +1,124 @@
+"""VM safety, for real: restart the libvirt pod under a running VM, as a runtime restarts a container.
+
+The pod is deleted the way the kubelet deletes it (SIGTERM to the container's first process,
+SIGKILL to whatever is left in its cgroup after the grace period, or at once when the first
+process has exited), then the DaemonSet's new pod is started and awaited Ready. The VM survived
+when its QEMU process is the same one afterwards and its console log kept growing: under
+pod-per-service-host-pid libvirtd and QEMU live outside the pod's cgroup; under pod-per-service
+they are the pod's.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from tools.cloud.deploy import Cloud, Workload
+from tools.cloud.guest import ALIVE
+
+READY_TIMEOUT = 240.0
+# The guest prints an alive line every 10 s: wait for two more to call it running.
+GROWTH_WAIT = 25.0
+
+
+@dataclass
+class RestartResult:
+    topology: str
+    pod: str
+    qemu_pid_before: int | None
+    qemu_pid_after: int | None
+    alive_lines_before: int
+    alive_lines_after: int
+    new_pod_ready: bool
+    vm_survived: bool
+
+    def as_dict(self) -> dict[str, object]:
+        return asdict(self)
+
+
+def _libvirt_workload(cloud: Cloud) -> Workload:
+    for workload in cloud.workloads.values():
+        containers = workload.template["spec"]["containers"]
+        if workload.kind == "DaemonSet" and any(c["name"] == "libvirt" for c in containers) and workload.pods:
+            return workload
+    raise LookupError("no running pod with a libvirt container")
+
+
+def _qemu_pid(instance: str) -> int | None:
+    """The host PID of the instance's QEMU (libvirt's pidfile holds it in libvirt's PID namespace)."""
+    wanted = f"guest={instance},".encode()
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            cmdline = (entry / "cmdline").read_bytes()
+        except OSError:
+            continue
+        if cmdline.startswith(b"/usr/bin/qemu-system") and wanted in cmdline:
+            return int(entry.name)
+    return None
+
+
+def _alive_lines(cloud: Cloud, instance_dir_uuid: str) -> int:
+    log = cloud.node.host_path("/var/lib/nova") / "instances" / instance_dir_uuid / "console.log"
+    try:
+        return log.read_text(errors="replace").count(ALIVE)
+    except OSError:
+        return 0
+
+
+def restart_libvirt(cloud: Cloud, instance: str, server_id: str, log: callable) -> RestartResult:  # type: ignore[valid-type]
+    workload = _libvirt_workload(cloud)
+    old = workload.pods[0]
+    before, alive_before = _qemu_pid(instance), _alive_lines(cloud, server_id)
+    log(f"vm-safety: deleting pod {old.plan.name} under {instance} (QEMU pid {before})")
+    old.stop()
+    new = cloud.pod(workload, 0, attempt=1)
+    workload.pods = [new]
+    new.start()
+    deadline = time.monotonic() + READY_TIMEOUT
+    while not new.ready and time.monotonic() < deadline:
+        time.sleep(1)
+    time.sleep(GROWTH_WAIT)
+    after, alive_after = _qemu_pid(instance), _alive_lines(cloud, server_id)
+    survived = before is not None and after == before and alive_after > alive_before
+    log(f"vm-safety: new pod {new.plan.name} ready={new.ready}; QEMU pid {after}; VM survived: {survived}")
+    return RestartResult(
+        cloud.plan.settings.hypervisor_isolation.value,
+        old.plan.name,
+        before,
+        after,
+        alive_before,
+        alive_after,
+        new.ready,
+        survived,
+    )
+
+
+def libvirt_listener(cloud: Cloud) -> dict[str, object]:
+    """What a migrating peer meets on this node's libvirt TCP port: SASL, with the pod's credentials.
+
+    Asked from the nova-compute container, as another node's libvirtd would connect: with the
+    mounted auth.conf, and once more with no credentials at all.
+    """
+    compute = next(
+        (p for w in cloud.workloads.values() for p in w.pods for c in p.plan.containers if c.container.name ==
+         "nova-compute"),
+        None,
+    )  # fmt: skip
+    if compute is None:
+        return {"not_run": "no nova-compute pod"}
+    container = compute.container("nova-compute")
+    uri = f"qemu+tcp://{cloud.node.ip}/system"
+    code, output = container.exec_command(["virsh", "-c", uri, "uri"], timeout=60)
+    anonymous, refusal = container.exec_command(
+        ["virsh", "-c", uri, "uri"], timeout=60, env={**container.env, "LIBVIRT_AUTH_FILE": "/nonexistent"}
+    )
+    return {
+        "uri": uri,
+        "authenticated": code == 0,
+        "answer": output.strip()[-200:],
+        "anonymous_refused": anonymous != 0,
+        "refusal": refusal.strip()[-200:],
+    }
