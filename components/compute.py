@@ -12,7 +12,7 @@ import dataclasses
 
 import pulumi
 
-from components import oslo
+from components import libvirt, oslo
 from components.api import HEALTH_SCRIPT, connected_to
 from components.bootstrap import client_env, passwords_secret
 from components.inifile import render_ini
@@ -31,16 +31,8 @@ from components.roles import (
 )
 from components.settings import NodeGroup, Settings
 from components.spec import Process, RenderContext, ServiceSpec
-from components.workload import Manifest, Probe, env, secret_env
+from components.workload import Manifest, Probe, env
 
-LIBVIRT_TCP_PORT = 16509
-LIBVIRT_SASL_USER = "nova"
-LIBVIRT_SASL_MECH = "DIGEST-MD5"
-LIBVIRT_SASLDB = "/etc/libvirt/passwd.db"
-LIBVIRT_SASL_SECRET = "libvirt-sasl"  # the generated password's name (Credentials.shared)
-LIBVIRT_SASL_SECRET_NAME = "libvirt-sasl"  # the Kubernetes Secret holding it
-# libvirt's clients (the migrating libvirtd, nova-compute) read their credentials here: both run as root.
-LIBVIRT_AUTH_MOUNT = "libvirt-auth.conf=/root/.config/libvirt/auth.conf"
 # The passwords of the services whose processes run on the nodes. The database password
 # and the metadata secret only go into the nova.conf of host discovery, which no node mounts.
 COMPUTE_SECRETS = (
@@ -50,7 +42,7 @@ COMPUTE_SECRETS = (
     "metadata-proxy-shared-secret",
     "neutron-rabbitmq",
     "neutron-keystone",
-    LIBVIRT_SASL_SECRET,
+    libvirt.SASL_PASSWORD,
 )
 # A stopping nova-compute finishes what it is doing (a migration, a build) before it goes.
 COMPUTE_GRACE_SECONDS = 600
@@ -104,42 +96,6 @@ def _nova_compute_conf(nova_ctx: RenderContext, group: NodeGroup) -> str:
     return render_ini(sections)
 
 
-def _key_values(values: dict[str, object]) -> str:
-    """libvirt's and Cyrus SASL's plain `key = value` files (not INI): written line by line."""
-    return "".join(f"{k} = {v}\n" for k, v in values.items())
-
-
-def _libvirt_files(group: NodeGroup) -> dict[str, str]:
-    libvirtd = {
-        # Live migration: the source's libvirtd connects to this one over TCP on the node's
-        # address (libvirt_start.sh adds listen_addr), authenticated with SASL as kolla-ansible
-        # does (DIGEST-MD5, which encrypts the session; SCRAM only with TLS). The local socket
-        # is for nova-compute, on the same node, without authentication.
-        "listen_tls": 0,
-        "listen_tcp": 1,
-        "tcp_port": f'"{LIBVIRT_TCP_PORT}"',
-        "auth_tcp": '"sasl"',
-        "unix_sock_group": '"root"',
-        "unix_sock_rw_perms": '"0770"',
-        "auth_unix_rw": '"none"',
-        "log_outputs": '"3:stderr"',
-    }
-    qemu = {"user": '"root"', "group": '"root"', "stdio_handler": '"file"'}
-    if group.virt_type == "lxc":
-        qemu = {}
-    return {f"libvirtd-{group.name}.conf": _key_values(libvirtd), f"qemu-{group.name}.conf": _key_values(qemu)}
-
-
-def _libvirt_sasl_files(password: str) -> dict[str, str]:
-    """The SASL server config of libvirtd, and the credentials a migrating libvirtd presents."""
-    sasl = f"mech_list: {LIBVIRT_SASL_MECH}\nsasldb_path: {LIBVIRT_SASLDB}\n"
-    auth = (
-        f"[credentials-default]\nauthname={LIBVIRT_SASL_USER}\npassword={password}\n\n"
-        "[auth-libvirt-default]\ncredentials=default\n"
-    )
-    return {"libvirt-sasl.conf": sasl, "libvirt-auth.conf": auth}
-
-
 def render(ctx: RenderContext) -> dict[str, str]:
     neutron_ctx = RenderContext(
         ctx.settings, {"keystone": ctx.secrets["neutron-keystone"], "rabbitmq": ctx.secrets["neutron-rabbitmq"]}
@@ -160,8 +116,8 @@ def render(ctx: RenderContext) -> dict[str, str]:
     }
     for group in ctx.settings.compute.node_groups:
         files[f"nova-{group.name}.conf"] = _nova_compute_conf(nova_ctx, group)
-        files.update(_libvirt_files(group))
-    files.update(_libvirt_sasl_files(ctx.secrets[LIBVIRT_SASL_SECRET]))
+        files.update(libvirt.config_files(group))
+    files.update(libvirt.sasl_files(ctx.secrets[libvirt.SASL_PASSWORD]))
     return files
 
 
@@ -200,15 +156,13 @@ class _Containers:
             config_files=(
                 f"libvirtd-{name}.conf=/etc/libvirt/libvirtd.conf",
                 f"qemu-{name}.conf=/etc/libvirt/qemu.conf",
-                "libvirt-sasl.conf=/etc/sasl2/libvirt.conf",
-                LIBVIRT_AUTH_MOUNT,
+                *libvirt.SASL_MOUNTS,
             ),
             scripts=("libvirt_start.sh",),
             env=(
                 env("ESCAPE_POD_CGROUP", str(role.host_pid).lower()),
                 NODE_IP,
-                env("LIBVIRT_SASL_USER", LIBVIRT_SASL_USER),
-                secret_env("LIBVIRT_SASL_PASSWORD", LIBVIRT_SASL_SECRET_NAME, "password"),
+                *libvirt.sasl_env(),
             ),
             probe=Probe(command=("virsh", "-c", "qemu:///system", "uri")),
         )
@@ -247,7 +201,7 @@ class _Containers:
             image=role.image,
             command=("bash", "/scripts/nova_compute_start.sh"),
             needs=COMPUTE_NEEDS,
-            config_files=(f"nova-{self.group.name}.conf=/etc/nova/nova.conf", LIBVIRT_AUTH_MOUNT),
+            config_files=(f"nova-{self.group.name}.conf=/etc/nova/nova.conf", libvirt.AUTH_MOUNT),
             scripts=("nova_compute_start.sh", "wait_for_sockets.sh", "compute_service.py", HEALTH_SCRIPT),
             env=(
                 *_nova_credentials(self.settings),
@@ -336,7 +290,7 @@ def compute(settings: Settings) -> ServiceSpec:
     daemonsets = tuple(p.object_name for p in processes if p.node_pod and p.node_pod.node is NodeKind.COMPUTE)
     return ServiceSpec(
         name="compute",
-        extra_secrets={LIBVIRT_SASL_SECRET_NAME: {"password": LIBVIRT_SASL_SECRET}},
+        extra_secrets={libvirt.SASL_SECRET: {"password": libvirt.SASL_PASSWORD}},
         config_dir="/etc/nova",
         render=render,
         shared_secrets=COMPUTE_SECRETS,
