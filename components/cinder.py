@@ -61,7 +61,7 @@ def render(ctx: RenderContext) -> dict[str, str]:
                 else None,
             },
             "database": oslo.database(settings, "cinder", secrets["database"], "cinder"),
-            "keystone_authtoken": oslo.keystone_authtoken(settings, "cinder", secrets["keystone"]),
+            "keystone_authtoken": oslo.keystone_authtoken(settings, "cinder", secrets),
             "service_user": oslo.service_user(settings, "cinder", secrets["keystone"]),
             "nova": {**oslo.service_credentials(settings, "cinder", secrets["keystone"]), "interface": "internal"},
             "oslo_concurrency": oslo.lock_path("/var/lib/cinder/tmp"),

@@ -11,6 +11,7 @@ from components.credentials import Credentials
 from components.glance import Glance
 from components.graph import DeployGraph
 from components.horizon import Horizon
+from components.isolation import DataStoreIsolation
 from components.keystone import Keystone
 from components.mariadb import MariaDB
 from components.memcached import Memcached
@@ -53,6 +54,7 @@ def build(settings: Settings) -> DeployGraph:
     MariaDB(settings, credentials, graph, in_namespace)
     RabbitMQ(settings, graph, in_namespace)
     Memcached(settings, graph, in_namespace)
+    DataStoreIsolation(settings, in_namespace)
     ctx = BuildContext(settings, credentials, graph)
     Keystone(ctx, in_namespace)
     for name in settings.services.enabled():

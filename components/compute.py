@@ -14,9 +14,9 @@ import pulumi
 
 from components import libvirt, oslo
 from components.api import HEALTH_SCRIPT, connected_to
-from components.bootstrap import client_env, passwords_secret
+from components.bootstrap import client_env
 from components.inifile import render_ini
-from components.neutron import neutron_sections, ovs_agent_sections
+from components.neutron import agent_sections, ovs_agent_sections
 from components.nova import host_discovery, nova_sections
 from components.nova import render as render_nova
 from components.openstack_service import BuildContext, OpenStackService
@@ -39,9 +39,9 @@ COMPUTE_SECRETS = (
     "nova-keystone",
     "nova-rabbitmq",
     "nova-db",
+    "nova-memcache",
     "metadata-proxy-shared-secret",
     "neutron-rabbitmq",
-    "neutron-keystone",
     libvirt.SASL_PASSWORD,
 )
 # A stopping nova-compute finishes what it is doing (a migration, a build) before it goes.
@@ -80,8 +80,10 @@ def group_suffix(group: NodeGroup) -> str:
 def _nova_compute_conf(nova_ctx: RenderContext, group: NodeGroup) -> str:
     sections = nova_sections(nova_ctx)
     # Compute nodes reach the databases only through nova-conductor, and the metadata
-    # secret is for the metadata API and Neutron's agents only.
-    for private in ("database", "api_database"):
+    # secret is for the metadata API and Neutron's agents only. nova-compute serves no API, so
+    # it validates no tokens, and keeps no cache in memcached (which only the control plane's
+    # pods may reach: components/isolation.py).
+    for private in ("database", "api_database", "keystone_authtoken", "cache"):
         del sections[private]
     del sections["neutron"]["metadata_proxy_shared_secret"]
     cpu_models = ",".join(group.cpu_models) or None
@@ -97,9 +99,7 @@ def _nova_compute_conf(nova_ctx: RenderContext, group: NodeGroup) -> str:
 
 
 def render(ctx: RenderContext) -> dict[str, str]:
-    neutron_ctx = RenderContext(
-        ctx.settings, {"keystone": ctx.secrets["neutron-keystone"], "rabbitmq": ctx.secrets["neutron-rabbitmq"]}
-    )
+    neutron_ctx = RenderContext(ctx.settings, {"rabbitmq": ctx.secrets["neutron-rabbitmq"]})
     nova_ctx = RenderContext(
         ctx.settings,
         {
@@ -107,11 +107,12 @@ def render(ctx: RenderContext) -> dict[str, str]:
             "rabbitmq": ctx.secrets["nova-rabbitmq"],
             "database": ctx.secrets["nova-db"],
             "metadata-proxy-shared-secret": ctx.secrets["metadata-proxy-shared-secret"],
+            oslo.MEMCACHE_KEY: ctx.secrets["nova-memcache"],
         },
     )
     files = {
         "nova.conf": render_nova(nova_ctx)["nova.conf"],
-        "neutron.conf": render_ini(neutron_sections(neutron_ctx, database=False)),
+        "neutron.conf": render_ini(agent_sections(neutron_ctx)),
         "openvswitch_agent.ini": render_ini(ovs_agent_sections(neutron_ctx)),
     }
     for group in ctx.settings.compute.node_groups:
@@ -121,10 +122,15 @@ def render(ctx: RenderContext) -> dict[str, str]:
     return files
 
 
+# nova's Keystone password, for the compute node's own API calls (its preStop hook), in a
+# Secret of its own: nova-passwords also holds nova's database password, which no node may read.
+NODE_CREDENTIALS = "compute-credentials"
+
+
 def _nova_credentials(settings: Settings) -> tuple[Manifest, ...]:
     # Microversion 2.53 addresses services by id, as compute_service.py does.
     return (
-        *client_env(settings, "nova", passwords_secret("nova"), "keystone", oslo.SERVICE_PROJECT),
+        *client_env(settings, "nova", NODE_CREDENTIALS, "keystone", oslo.SERVICE_PROJECT),
         env("OS_COMPUTE_API_VERSION", "2.53"),
     )
 
@@ -290,7 +296,10 @@ def compute(settings: Settings) -> ServiceSpec:
     daemonsets = tuple(p.object_name for p in processes if p.node_pod and p.node_pod.node is NodeKind.COMPUTE)
     return ServiceSpec(
         name="compute",
-        extra_secrets={libvirt.SASL_SECRET: {"password": libvirt.SASL_PASSWORD}},
+        extra_secrets={
+            libvirt.SASL_SECRET: {"password": libvirt.SASL_PASSWORD},
+            NODE_CREDENTIALS: {"keystone": "nova-keystone"},
+        },
         config_dir="/etc/nova",
         render=render,
         shared_secrets=COMPUTE_SECRETS,

@@ -35,7 +35,7 @@ def render(ctx: RenderContext) -> dict[str, str]:
     conf = {
         "DEFAULT": {**oslo.logging(), "enabled_backends": f"{backend}:{backend}"},
         "database": oslo.database(settings, "glance", secrets["database"], "glance"),
-        "keystone_authtoken": oslo.keystone_authtoken(settings, "glance", secrets["keystone"]),
+        "keystone_authtoken": oslo.keystone_authtoken(settings, "glance", secrets),
         "paste_deploy": {"flavor": "keystone"},
         "glance_store": {"default_backend": backend},
         backend: stores[backend],

@@ -42,8 +42,17 @@ class MariaDB(pulumi.ComponentResource):
         crds = operator_chart(
             "mariadb-operator-crds", CRDS_CHART, operators.mariadb_crds, ns, self, retain_on_delete=True
         )
+        # Namespace-scoped: the chart's only such mode watches its own release namespace, with a
+        # Role there and no webhook or cert-controller (values.yaml currentNamespaceOnly), so the
+        # operator runs in the stack's namespace. Cluster-wide remain only the CRDs.
         chart = operator_chart(
-            "mariadb-operator", OPERATOR_CHART, operators.mariadb, ns, self, depends_on=[crds] if crds else None
+            "mariadb-operator",
+            OPERATOR_CHART,
+            operators.mariadb,
+            ns,
+            self,
+            values={"currentNamespaceOnly": True},
+            depends_on=[crds] if crds else None,
         )
         root = kube.secret(MARIADB_ROOT_SECRET, ns, "mariadb", {"password": credentials.password("mariadb-root")}, self)
         replicas = 3 if settings.ha else 1

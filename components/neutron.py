@@ -26,6 +26,7 @@ PLUGIN_DIR = f"{CONFIG_DIR}/plugins/ml2"
 ML2_CONF = f"{PLUGIN_DIR}/ml2_conf.ini"
 SERVER_FILES = ("neutron.conf", f"ml2_conf.ini={ML2_CONF}")
 AGENT_NEEDS = ("neutron-server", "neutron-rabbit-init")
+AGENT_CONF = "neutron-agent.conf"  # mounted as the agents' /etc/neutron/neutron.conf
 # The agents and os-vif talk to OVSDB over TCP on the node's loopback (their default), which the
 # openvswitch-db container serves as kolla-ansible does (components/scripts/ovsdb_start.sh).
 OVSDB_CONNECTION = f"tcp:127.0.0.1:{oslo.OVSDB_PORT}"
@@ -36,30 +37,40 @@ def _conf_args(*paths: str) -> tuple[str, ...]:
     return tuple(arg for p in paths for arg in ("--config-file", p if p.startswith("/") else f"{CONFIG_DIR}/{p}"))
 
 
-def neutron_sections(ctx: RenderContext, *, database: bool = True) -> dict[str, dict]:
-    """neutron.conf; agents on compute and network nodes get it without database access."""
+def neutron_sections(ctx: RenderContext) -> dict[str, dict]:
+    """neutron.conf of neutron-server: the database, and Keystone credentials to validate tokens and call Nova."""
     settings, secrets = ctx.settings, ctx.secrets
-    sections = oslo.merge(
+    return oslo.merge(
+        agent_sections(ctx),
         {
             "DEFAULT": {
-                **oslo.logging(),
                 "core_plugin": "ml2",
                 "service_plugins": "router",
                 "auth_strategy": "keystone",
                 "notify_nova_on_port_status_changes": True,
                 "notify_nova_on_port_data_changes": True,
-                "state_path": "/var/lib/neutron",
             },
-            "keystone_authtoken": oslo.keystone_authtoken(settings, "neutron", secrets["keystone"]),
+            "database": oslo.database(settings, "neutron", secrets["database"], "neutron"),
+            "keystone_authtoken": oslo.keystone_authtoken(settings, "neutron", secrets),
             "nova": {**oslo.service_credentials(settings, "neutron", secrets["keystone"]), "endpoint_type": "internal"},
-            "oslo_concurrency": oslo.lock_path("/var/lib/neutron/tmp"),
             "oslo_middleware": {"enable_proxy_headers_parsing": True},
         },
-        oslo.messaging(settings, "neutron", secrets["rabbitmq"]),
     )
-    if database:
-        sections["database"] = oslo.database(settings, "neutron", secrets["database"], "neutron")
-    return sections
+
+
+def agent_sections(ctx: RenderContext) -> dict[str, dict]:
+    """neutron.conf of the agents on compute and network nodes: RPC only.
+
+    They talk to neutron-server over the message queue, so they get neither the database nor
+    neutron's Keystone password: a node that is broken into must not learn either.
+    """
+    return oslo.merge(
+        {
+            "DEFAULT": {**oslo.logging(), "state_path": "/var/lib/neutron"},
+            "oslo_concurrency": oslo.lock_path("/var/lib/neutron/tmp"),
+        },
+        oslo.messaging(ctx.settings, "neutron", ctx.secrets["rabbitmq"]),
+    )
 
 
 def ovs_agent_sections(ctx: RenderContext) -> dict[str, dict]:
@@ -96,6 +107,7 @@ def render(ctx: RenderContext) -> dict[str, str]:
     agent_ovs = {"ovs": {"ovsdb_connection": OVSDB_CONNECTION}}
     return {
         "neutron.conf": render_ini(neutron_sections(ctx)),
+        AGENT_CONF: render_ini(agent_sections(ctx)),
         "ml2_conf.ini": render_ini(ml2),
         "openvswitch_agent.ini": render_ini(ovs_agent_sections(ctx)),
         "l3_agent.ini": render_ini({"DEFAULT": agent_default, **agent_ovs}),
@@ -125,7 +137,7 @@ def _agent(pod_name: str, agent_ini: str) -> Process:
         (binary, *_conf_args("neutron.conf", agent_ini)),
         # Agents report to neutron-server over RPC and fetch their work from it.
         AGENT_NEEDS,
-        ("neutron.conf", agent_ini),
+        (f"{AGENT_CONF}={CONFIG_DIR}/neutron.conf", agent_ini),
         node_pod=pod,
     )
 

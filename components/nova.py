@@ -37,7 +37,7 @@ def nova_sections(ctx: RenderContext) -> dict[str, dict]:
             "DEFAULT": {**oslo.logging(), "state_path": "/var/lib/nova"},
             "api_database": oslo.database(settings, "nova", secrets["database"], "nova_api"),
             "database": oslo.database(settings, "nova", secrets["database"], "nova"),
-            "keystone_authtoken": oslo.keystone_authtoken(settings, "nova", password),
+            "keystone_authtoken": oslo.keystone_authtoken(settings, "nova", secrets),
             "service_user": oslo.service_user(settings, "nova", password),
             "placement": {**oslo.service_credentials(settings, "nova", password), "valid_interfaces": "internal"},
             "glance": {"valid_interfaces": "internal", "region_name": settings.region},

@@ -14,7 +14,7 @@ from typing import Any
 
 import pulumi
 
-from components import kube
+from components import kube, oslo
 from components.bootstrap import passwords_secret, standard_steps
 from components.credentials import Credentials
 from components.graph import DeployGraph
@@ -42,6 +42,11 @@ class BuildContext:
     settings: Settings
     credentials: Credentials
     graph: DeployGraph
+
+
+def node_etc(service: str) -> str:
+    """The Secret of a service's files that its node pods mount (and nothing else)."""
+    return f"{service}-node-etc"
 
 
 def script_text(name: str) -> str:
@@ -77,6 +82,7 @@ class OpenStackService(pulumi.ComponentResource):
             own["rabbitmq"] = creds.messaging(name)
         if self.spec.catalog:
             own["keystone"] = creds.keystone_user(name)
+            own[oslo.MEMCACHE_KEY] = creds.shared(f"{name}-memcache")
         for shared in self.spec.shared_secrets:
             own[shared] = creds.shared(shared)
         return own
@@ -91,11 +97,22 @@ class OpenStackService(pulumi.ComponentResource):
             values = {key: self.ctx.credentials.shared(shared) for key, shared in keys.items()}
             objects.append(kube.secret(secret_name, settings.namespace, name, values, self))
         processes = [p for top in self.spec.processes for p in (top, *top.sidecars, *top.init_containers)]
+        node_keys = self._node_keys()
+        if node_keys:
+            # Node pods get a Secret of their own with only the files they mount: the kubelet of a
+            # node may read every Secret its pods reference, whole, and a compromised hypervisor
+            # must not learn what the control plane's files hold (database passwords).
+            node_files = pulumi.Output.secret(self.files.apply(lambda f: {k: f[k] for k in node_keys}))
+            objects.append(kube.secret(node_etc(name), settings.namespace, name, node_files, self))
         self.scripts = sorted({s for step in steps for s in step.scripts} | {s for p in processes for s in p.scripts})
         if self.scripts:
             data = {script: script_text(script) for script in self.scripts}
             objects.append(kube.config_map(f"{name}-bin", settings.namespace, name, data, self))
         return objects
+
+    def _node_keys(self) -> list[str]:
+        node = [p for top in self.spec.processes if top.node_pod for p in (top, *top.sidecars, *top.init_containers)]
+        return sorted({self._config_path(entry)[0] for p in node for entry in p.config_files})
 
     def _config_path(self, entry: str) -> tuple[str, str]:
         """A config entry is a rendered file's name, or 'name=/absolute/path' to mount it elsewhere."""
@@ -106,10 +123,13 @@ class OpenStackService(pulumi.ComponentResource):
         config = tuple(Mount("etc", path, sub_path=key) for key, path in map(self._config_path, config_files))
         return config + tuple(Mount("bin", f"{SCRIPTS_DIR}/{s}", sub_path=s) for s in scripts)
 
-    def _volumes(self, config_files: tuple[str, ...], scripts: tuple[str, ...]) -> tuple[dict[str, Any], ...]:
+    def _volumes(
+        self, config_files: tuple[str, ...], scripts: tuple[str, ...], node: bool = False
+    ) -> tuple[dict[str, Any], ...]:
         volumes: tuple[dict[str, Any], ...] = ()
         if config_files:
-            volumes += (secret_volume("etc", f"{self.spec.name}-etc"),)
+            etc = node_etc(self.spec.name) if node else f"{self.spec.name}-etc"
+            volumes += (secret_volume("etc", etc),)
         if scripts:
             volumes += (config_map_volume("bin", f"{self.spec.name}-bin"),)
         return volumes
@@ -185,7 +205,8 @@ class OpenStackService(pulumi.ComponentResource):
         everything = (process, *process.sidecars, *process.init_containers)
         config_files = tuple(dict.fromkeys(f for p in everything for f in p.config_files))
         scripts = tuple(dict.fromkeys(s for p in everything for s in p.scripts))
-        volumes = self._volumes(config_files, scripts) + tuple(v for p in everything for v in p.extra_volumes)
+        node = process.node_pod is not None
+        volumes = self._volumes(config_files, scripts, node) + tuple(v for p in everything for v in p.extra_volumes)
         volumes += tuple(
             {"name": c.name, "persistentVolumeClaim": {"claimName": c.name}} for p in everything for c in p.claims
         )

@@ -6,6 +6,7 @@ file against the real projects' option definitions.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from components.settings import Settings
@@ -21,6 +22,8 @@ RABBITMQ_MANAGEMENT_PORT = 15672
 MEMCACHED_PORT = 11211
 OVSDB_PORT = 6640
 SERVICE_PROJECT = "service"
+# The key of a service's secrets (RenderContext.secrets) its keystonemiddleware encrypts cached tokens with.
+MEMCACHE_KEY = "memcache"
 
 
 def internal_url(settings: Settings, k8s_service: str, port: int, path: str = "") -> str:
@@ -105,11 +108,19 @@ def service_credentials(settings: Settings, user: str, password: str) -> Section
     }
 
 
-def keystone_authtoken(settings: Settings, user: str, password: str) -> Section:
+def keystone_authtoken(settings: Settings, user: str, secrets: Mapping[str, str]) -> Section:
+    """keystonemiddleware: validate tokens as `user`, caching them in memcached encrypted.
+
+    memcached has no authentication and python-memcached unpickles what it reads: with ENCRYPT
+    every cached token is encrypted and authenticated with the service's own key, so what
+    another client writes there is refused, not loaded.
+    """
     return {
-        **service_credentials(settings, user, password),
+        **service_credentials(settings, user, secrets["keystone"]),
         "www_authenticate_uri": f"{settings.endpoints.scheme}://{settings.public_host('keystone')}",
         "memcached_servers": memcached_servers(settings),
+        "memcache_security_strategy": "ENCRYPT",
+        "memcache_secret_key": secrets[MEMCACHE_KEY],
         "service_token_roles_required": True,
     }
 

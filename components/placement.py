@@ -22,7 +22,7 @@ def render(ctx: RenderContext) -> dict[str, str]:
         "DEFAULT": oslo.logging(),
         "placement_database": oslo.database(settings, "placement", secrets["database"], "placement"),
         "api": {"auth_strategy": "keystone"},
-        "keystone_authtoken": oslo.keystone_authtoken(settings, "placement", secrets["keystone"]),
+        "keystone_authtoken": oslo.keystone_authtoken(settings, "placement", secrets),
         "oslo_middleware": {"enable_proxy_headers_parsing": True},
     }
     return {"placement.conf": render_ini(conf), **uwsgi_file("placement-api", "placement.wsgi.api:application", PORT)}

@@ -7,6 +7,8 @@ from their rabbit-init Jobs.
 
 from __future__ import annotations
 
+import copy
+
 import pulumi
 import pulumi_kubernetes as k8s
 
@@ -25,7 +27,32 @@ IMAGE = "rabbitmq:4.2.8-management"
 WAIT_READY = {"pulumi.com/waitFor": "condition=AllReplicasReady", "pulumi.com/timeoutSeconds": "1200"}
 
 
-def operator_manifest(name: str, operator: ManifestOperator, parent: pulumi.Resource) -> k8s.yaml.v2.ConfigFile | None:
+OPERATOR_DEPLOYMENT = "rabbitmq-cluster-operator"  # in config/manager/manager.yaml of the release
+
+
+def watch_only(namespace: str) -> pulumi.ResourceTransform:
+    """A transform of the release manifest: the operator watches the stack's namespace alone.
+
+    OPERATOR_SCOPE_NAMESPACE limits what the operator reads and manages (cmd/main.go); the
+    manifest's ClusterRole stays as released, so its rights remain cluster-wide (README).
+    """
+
+    def transform(args: pulumi.ResourceTransformArgs) -> pulumi.ResourceTransformResult | None:
+        props = args.props
+        if args.type_ != "kubernetes:apps/v1:Deployment" or props["metadata"]["name"] != OPERATOR_DEPLOYMENT:
+            return None
+        props = copy.deepcopy(props)
+        for container in props["spec"]["template"]["spec"]["containers"]:
+            env = [e for e in container.get("env", []) if e["name"] != "OPERATOR_SCOPE_NAMESPACE"]
+            container["env"] = [*env, {"name": "OPERATOR_SCOPE_NAMESPACE", "value": namespace}]
+        return pulumi.ResourceTransformResult(props, args.opts)
+
+    return transform
+
+
+def operator_manifest(
+    name: str, operator: ManifestOperator, namespace: str, parent: pulumi.Resource
+) -> k8s.yaml.v2.ConfigFile | None:
     """None when `install: false`: the stack then relies on an operator already running.
 
     Depending on the ConfigFile waits for all its objects, the operator's Deployment ready.
@@ -33,7 +60,9 @@ def operator_manifest(name: str, operator: ManifestOperator, parent: pulumi.Reso
     if not operator.install:
         return None
     return k8s.yaml.v2.ConfigFile(
-        name, file=MANIFEST.format(version=operator.version), opts=pulumi.ResourceOptions(parent=parent)
+        name,
+        file=MANIFEST.format(version=operator.version),
+        opts=pulumi.ResourceOptions(parent=parent, transforms=[watch_only(namespace)]),
     )
 
 
@@ -41,7 +70,7 @@ class RabbitMQ(pulumi.ComponentResource):
     def __init__(self, settings: Settings, graph: DeployGraph, opts: pulumi.ResourceOptions | None = None):
         super().__init__("openstack:infra:RabbitMQ", "rabbitmq", None, opts)
         ns = settings.namespace
-        operator = operator_manifest("rabbitmq-cluster-operator", settings.operators.rabbitmq, self)
+        operator = operator_manifest("rabbitmq-cluster-operator", settings.operators.rabbitmq, ns, self)
         persistence = {"storage": settings.storage.rabbitmq_size}
         if settings.storage.storage_class:
             persistence["storageClassName"] = settings.storage.storage_class

@@ -7,6 +7,7 @@ bad value and what is allowed, before any resource is declared.
 
 from __future__ import annotations
 
+import ipaddress
 import re
 from typing import Annotated, Any, Literal
 
@@ -310,6 +311,22 @@ class Compute(Model):
         return groups
 
 
+def _cidr(value: str) -> str:
+    try:
+        return str(ipaddress.ip_network(value, strict=True))
+    except ValueError:
+        raise ValueError(f"{value!r} is not a network in CIDR form, e.g. 10.0.0.0/16") from None
+
+
+class NetworkPolicies(Model):
+    enabled: bool = Field(
+        True, description="NetworkPolicies admit only the cloud's pods to MariaDB, RabbitMQ and memcached"
+    )
+    node_cidrs: tuple[Annotated[str, AfterValidator(_cidr)], ...] = Field(
+        (), description="the nodes' addresses: host-network agents reach RabbitMQ from them; unset, AMQP stays open"
+    )
+
+
 class Settings(Model):
     namespace: DnsLabel = "openstack"
     kubernetes_version: str = "1.31"
@@ -329,6 +346,7 @@ class Settings(Model):
     glance: Glance = Glance()
     cinder: Cinder = Cinder()
     neutron: Neutron = Neutron()
+    network_policies: NetworkPolicies = NetworkPolicies()
 
     @model_validator(mode="after")
     def _group_bridges_are_mapped(self) -> Settings:

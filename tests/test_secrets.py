@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+from typing import Any
 
 from tests.helpers import containers, objects
 from tools.plan import Plan, resource_record
@@ -59,3 +60,35 @@ def test_configs_with_passwords_live_in_secrets(stack_plan: Plan) -> None:
     assert secret.inputs["stringData"] == SECRET_MARK
     for config_map in objects(stack_plan, "ConfigMap").values():
         assert not [f for f in config_map.inputs["data"] if f.endswith((".conf", ".ini"))], config_map.k8s_name
+
+
+# What a compute or network node may learn from the Secrets its pods reference: the kubelet of
+# a node can read every such Secret whole, so a node that is broken into knows them all.
+NODE_MAY_KNOW = {"nova-keystone", "nova-rabbitmq", "neutron-rabbitmq", "libvirt-sasl", "metadata-proxy-shared-secret"}
+
+
+def _generated_by_name(plan: Plan) -> dict[str, str]:
+    return {r.name: v for r in plan.registrations for v in r.generated_secrets}
+
+
+def _secrets_referenced(r: Any) -> set[str]:
+    spec = r.inputs["spec"]["template"]["spec"]
+    names = {v["secret"]["secretName"] for v in spec.get("volumes", []) if "secret" in v}
+    for container in containers(r):
+        sources = [e.get("valueFrom", {}) for e in container.get("env", [])]
+        names |= {source["secretKeyRef"]["name"] for source in sources if "secretKeyRef" in source}
+    return names
+
+
+def test_compute_and_network_nodes_learn_no_database_or_admin_password(stack_plan: Plan) -> None:
+    generated = _generated_by_name(stack_plan)
+    forbidden = {name: value for name, value in generated.items() if name not in NODE_MAY_KNOW}
+    assert {"mariadb-root", "keystone-admin", "nova-db", "neutron-db", "neutron-keystone"} <= set(forbidden)
+    secrets = {name: json.dumps(r.revealed) for name, r in objects(stack_plan, "Secret").items()}
+    for r in objects(stack_plan, "DaemonSet").values():
+        labels = r.inputs["spec"]["template"]["metadata"]["labels"]
+        if labels["app.kubernetes.io/component"] == "cinder-volume":
+            continue  # storage nodes: cinder-volume writes its volumes' records to the database itself
+        for secret in _secrets_referenced(r):
+            leaked = sorted(name for name, value in forbidden.items() if value in secrets[secret])
+            assert leaked == [], f"DaemonSet {r.k8s_name} references Secret {secret}, which holds {leaked}"

@@ -101,6 +101,12 @@ def test_libvirt_takes_migrations_only_with_credentials(report: dict[str, Any]) 
     assert listener["anonymous_refused"], listener
 
 
+def test_only_the_clouds_pods_reach_its_data_stores(report: dict[str, Any]) -> None:
+    reached = report["network_policies"]
+    assert reached["from_openstack_pod"] and all(reached["from_openstack_pod"].values()), reached
+    assert reached["from_other_pod"] and not any(reached["from_other_pod"].values()), reached
+
+
 def test_what_was_not_run_says_why(report: dict[str, Any]) -> None:
     assert all(item["why"] for item in report["not_run"])
     assert Path(REPO / "build" / "cloud" / report["stack"] / "report.json").exists()

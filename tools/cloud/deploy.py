@@ -19,8 +19,9 @@ from pathlib import Path
 from typing import Any
 
 from tools.cloud.kubelet import JobRuntime, PodRuntime
+from tools.cloud.netpol import NetworkPolicies, PodAddress
 from tools.cloud.node import Node
-from tools.cloud.pods import Manifest, PodFactory, PodSpecError, secret_data
+from tools.cloud.pods import Manifest, PodFactory, PodPlan, PodSpecError, secret_data
 from tools.cloud.standins import STAND_INS, StandIn
 from tools.plan import Plan
 from tools.runtime import Registration
@@ -114,6 +115,9 @@ class Cloud:
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def __post_init__(self) -> None:
+        self.network_policies = NetworkPolicies(
+            self.node, [r.revealed["spec"] for r in self.plan.custom if r.kind == "NetworkPolicy"]
+        )
         self.factory = PodFactory(
             self.node, self.venv, self._object, self.hosts, self.out / "logs", self.plan.settings.namespace
         )
@@ -219,7 +223,11 @@ class Cloud:
         known = workload.ips[index] if workload.ips else None
         ip = known or (self.node.ip if workload.host_network else self.node.allocate_ip())
         plan = self.factory.build(workload.kind, workload.name, workload.template, name, ip)
-        return PodRuntime(plan, self.node, self.log)
+        return PodRuntime(plan, self.node, self.log, on_network=self._enforce_policies)
+
+    def _enforce_policies(self, plan: PodPlan) -> None:
+        netns = None if plan.host_network else f"pod-{plan.name}"
+        self.network_policies.add(PodAddress(plan.name, plan.ip, plan.labels, netns))
 
     def _job(self, workload: Workload) -> JobRuntime:
         job_spec = self._job_spec(workload)

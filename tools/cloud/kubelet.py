@@ -54,8 +54,14 @@ class _ProbeState:
 class PodRuntime:
     """One pod on the node: runs until stopped, or (Jobs) until its containers have terminated."""
 
-    def __init__(self, plan: PodPlan, node: Node, log: Callable[[str], None]):
-        self.plan, self.node, self.log = plan, node, log
+    def __init__(
+        self,
+        plan: PodPlan,
+        node: Node,
+        log: Callable[[str], None],
+        on_network: Callable[[PodPlan], None] = lambda plan: None,
+    ):
+        self.plan, self.node, self.log, self.on_network = plan, node, log, on_network
         self.phase = "Pending"
         self.restarts: dict[str, int] = {c.container.name: 0 for c in plan.containers}
         self.exit_codes: dict[str, int | None] = {}
@@ -72,6 +78,7 @@ class PodRuntime:
     def start(self) -> None:
         if not self.plan.host_network:
             self.node.create_pod_network(f"pod-{self.plan.name}", self.plan.ip)
+        self.on_network(self.plan)  # the network plugin's turn: NetworkPolicies
         self._thread.start()
 
     @property

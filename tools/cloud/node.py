@@ -35,9 +35,11 @@ KUBEPODS = "kubepods"
 SHARED_WITH_MACHINE = ("/dev", "/sys/fs/cgroup", "/lib/modules")
 
 
-def run(*args: str, check: bool = True, netns: str | None = None) -> subprocess.CompletedProcess[str]:
+def run(
+    *args: str, check: bool = True, netns: str | None = None, stdin: str | None = None
+) -> subprocess.CompletedProcess[str]:
     command = ["ip", "netns", "exec", netns, *args] if netns else list(args)
-    done = subprocess.run(command, capture_output=True, text=True)
+    done = subprocess.run(command, capture_output=True, text=True, input=stdin)
     if check and done.returncode != 0:
         raise RuntimeError(f"{' '.join(command)} exited {done.returncode}: {done.stderr.strip()}")
     return done

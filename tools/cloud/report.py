@@ -25,6 +25,7 @@ class Report:
     user: dict[str, Any] = field(default_factory=dict)
     libvirt_restart: dict[str, Any] | None = None
     libvirt_listener: dict[str, Any] = field(default_factory=dict)
+    network_policies: dict[str, Any] = field(default_factory=dict)
     deploy_error: str = ""
     not_run: list[dict[str, str]] = field(default_factory=list)
     data: dict[str, Any] = field(default_factory=dict)
@@ -66,6 +67,7 @@ class Report:
             "volume": volume,
             "libvirt_restart": self.libvirt_restart or {"not_run": "no running server to test it with"},
             "libvirt_listener": self.libvirt_listener,
+            "network_policies": self.network_policies,
             "seconds": {k: round(v, 1) for k, v in self.seconds.items()},
             "not_run": not_run,
             "deploy_error": self.deploy_error,
@@ -95,6 +97,7 @@ class Report:
             f"  horizon login {d['horizon_login']}; volume {d['volume']}",
             f"  libvirt pod restart: {restart}",
             f"  libvirt for migrations: {d['libvirt_listener']}",
+            f"  data stores reached: {d['network_policies']}",
             "  seconds: " + ", ".join(f"{k} {v}" for k, v in d["seconds"].items()),
         ]
         if d["deploy_error"]:

@@ -16,6 +16,7 @@ from typing import Any
 
 from tools.cloud.deploy import Cloud, DeployFailedError
 from tools.cloud.guest import BOOTED, Guest, build_guest
+from tools.cloud.netpol import check_isolation
 from tools.cloud.node import Node
 from tools.cloud.report import Report
 from tools.cloud.vmsafety import libvirt_listener, restart_libvirt
@@ -214,6 +215,8 @@ def run(stack: str, out: Path, keep: bool = False) -> Report:
             log(f"user: {json.dumps(report.user)[:2000]}")
             phase("use", since)
             report.libvirt_listener = libvirt_listener(cloud)
+            keystone = cloud.workload("keystone-api").pods[0].plan.name
+            report.network_policies = check_isolation(node, cloud.services, f"pod-{keystone}")
             server = report.user.get("server", {})
             if server.get("status") == "ACTIVE" and server.get("instance_name"):
                 since = time.monotonic()

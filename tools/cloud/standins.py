@@ -84,8 +84,8 @@ def mariadb(resource: Manifest) -> StandIn:
         "resources": spec.get("resources") or {},
     }
     template = _template(
-        name,
-        "database",
+        # mariadb-operator's labels on its pods (pkg/builder/labels: WithMariaDBSelectorLabels).
+        {"app.kubernetes.io/name": "mariadb", "app.kubernetes.io/instance": name},
         container,
         [
             {"name": "storage", "persistentVolumeClaim": {"claimName": f"storage-{name}-0"}},
@@ -129,8 +129,12 @@ def rabbitmq(resource: Manifest) -> StandIn:
         "resources": spec.get("resources") or {},
     }
     template = _template(
-        name,
-        "messaging",
+        # The RabbitMQ Cluster Operator's labels on its pods (internal/metadata/label.go).
+        {
+            "app.kubernetes.io/name": name,
+            "app.kubernetes.io/component": "rabbitmq",
+            "app.kubernetes.io/part-of": "rabbitmq",
+        },
         container,
         [
             {"name": "persistence", "persistentVolumeClaim": {"claimName": f"persistence-{name}-server-0"}},
@@ -149,12 +153,11 @@ def rabbitmq(resource: Manifest) -> StandIn:
 
 
 def _template(
-    name: str, component: str, container: Manifest, volumes: list[Manifest], node_selector: dict | None
+    labels: dict[str, str], container: Manifest, volumes: list[Manifest], node_selector: dict | None
 ) -> Manifest:
     spec: Manifest = {"containers": [container], "volumes": volumes, "securityContext": {"runAsUser": 0}}
     if node_selector:
         spec["nodeSelector"] = node_selector
-    labels = {"app.kubernetes.io/name": name, "app.kubernetes.io/component": component}
     return {"metadata": {"labels": labels}, "spec": spec}
 
 

@@ -93,7 +93,7 @@ def dynamic_sections(path: str | PurePath, text: str) -> dict[str, str]:
 
 # Rendered files named after a variable part (a compute profile) that are read as
 # an extra --config-file of a service above: pattern -> the table entry.
-PATTERNS: dict[str, str] = {"nova-*.conf": "nova.conf"}
+PATTERNS: dict[str, str] = {"nova-*.conf": "nova.conf", "neutron-agent.conf": "neutron.conf"}
 
 # Rendered files that are not oslo.config files at all, and what reads them.
 NOT_OSLO: dict[str, str] = {
