@@ -71,9 +71,32 @@ def test_preview_runs_the_pack_with_each_stacks_config_and_comments() -> None:
         "policyPacks": "policies",
         "policyPackConfigs": "policies/config/${{ matrix.stack }}.json",
         "comment-on-pr": True,
+        "edit-pr-comment": True,
+        "always-include-summary": True,
         "github-token": "${{ secrets.GITHUB_TOKEN }}",
     }
-    assert preview["permissions"]["pull-requests"] == "write"
+    assert preview["permissions"] == {"contents": "read", "pull-requests": "write"}
+
+
+@pytest.mark.parametrize("name", ["preview.yml", "deploy.yml"])
+def test_pulumi_actions_is_v7(name: str) -> None:
+    uses = [s["uses"] for job in workflow(name)["jobs"].values() for s in steps_using(job, "pulumi/actions")]
+    assert uses and set(uses) == {"pulumi/actions@v7"}
+
+
+def test_actionlint_checks_the_inputs_of_pulumi_actions_v7(tmp_path: Path) -> None:
+    # So test_actionlint_finds_nothing also proves every input above is one v7 declares.
+    broken = tmp_path / ".github" / "workflows"
+    broken.mkdir(parents=True)
+    (broken / "x.yml").write_text(
+        "on: push\njobs:\n  a:\n    runs-on: ubuntu-24.04\n    steps:\n"
+        "      - uses: pulumi/actions@v7\n        with: {command: preview, stack-name: dev, policyPack: p}\n"
+    )
+    command = [actionlint(), "-no-color", str(broken / "x.yml")]
+    done = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, check=False)
+    assert done.returncode == 1 and 'input "policyPack" is not defined in action "pulumi/actions@v7"' in done.stdout
+    for name in ["policyPacks", "policyPackConfigs", "comment-on-pr", "edit-pr-comment", "always-include-summary"]:
+        assert f'"{name}"' in done.stdout
 
 
 def test_deploy_goes_dev_staging_prod_through_environments() -> None:
