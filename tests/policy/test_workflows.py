@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import posixpath
 import re
 import shutil
 import subprocess
@@ -61,21 +62,54 @@ def test_ci_runs_make_test_on_every_push_and_pull_request() -> None:
 
 def test_preview_runs_the_pack_with_each_stacks_config_and_comments() -> None:
     preview = workflow("preview.yml")
-    assert list(preview["on"]) == ["pull_request"]
+    # Only pull requests into the branch that deploys: the base branch's pack is the judge.
+    assert preview["on"] == {"pull_request": {"branches": ["main"]}}
     job = preview["jobs"]["preview"]
     assert job["strategy"]["matrix"]["stack"] == STACKS
     [pulumi] = steps_using(job, "pulumi/actions")
     assert pulumi["with"] == {
         "command": "preview",
         "stack-name": "${{ matrix.stack }}",
-        "policyPacks": "policies",
-        "policyPackConfigs": "policies/config/${{ matrix.stack }}.json",
+        "policyPacks": "base/policies",
+        "policyPackConfigs": "base/policies/config/${{ matrix.stack }}.json",
         "comment-on-pr": True,
         "edit-pr-comment": True,
         "always-include-summary": True,
         "github-token": "${{ secrets.GITHUB_TOKEN }}",
     }
     assert preview["permissions"] == {"contents": "read", "pull-requests": "write"}
+
+
+def test_preview_judges_the_pull_request_with_the_base_branchs_pack_and_config() -> None:
+    job = workflow("preview.yml")["jobs"]["preview"]
+    steps = job["steps"]
+    head, base = steps_using(job, "actions/checkout")
+    [pulumi] = steps_using(job, "pulumi/actions")
+    # The pull request's merge commit at the root: its program is what is previewed ...
+    assert "ref" not in head.get("with", {}) and "path" not in head.get("with", {})
+    assert "work-dir" not in pulumi["with"]
+    # ... and the base branch's whole tree beside it, after the root checkout (whose clean
+    # would delete it) and before the preview. The whole tree: the pack reads the role table,
+    # components/roles.py, which must be the base branch's too.
+    assert base["with"]["ref"] == "${{ github.event.pull_request.base.sha }}"
+    assert "sparse-checkout" not in base["with"] and "repository" not in base["with"]
+    path = base["with"]["path"]
+    assert pulumi["with"]["policyPacks"] == f"{path}/policies"
+    assert pulumi["with"]["policyPackConfigs"] == f"{path}/policies/config/${{{{ matrix.stack }}}}.json"
+    assert steps.index(head) < steps.index(base) < steps.index(pulumi)
+    assert all(c["with"]["persist-credentials"] is False for c in (head, base))
+    # The base pack runs in the virtualenv its PulumiPolicy.yaml names, from its own requirements.
+    policy_project = yaml.safe_load((REPO / "policies" / "PulumiPolicy.yaml").read_text())
+    venv = posixpath.normpath(f"{path}/policies/{policy_project['runtime']['options']['virtualenv']}")
+    runs = "\n".join(s.get("run", "") for s in steps[steps.index(base) : steps.index(pulumi)])
+    assert f"-m venv {venv}\n" in runs and f"{venv}/bin/pip install" in runs
+    assert f"-r {path}/policies/requirements.txt" in runs
+
+
+def test_no_workflow_runs_on_pull_request_target() -> None:
+    # It would hand the secrets to any fork's pull request; previews run its program.
+    for name in ["ci.yml", "preview.yml", "deploy.yml"]:
+        assert "pull_request_target" not in workflow(name)["on"]
 
 
 @pytest.mark.parametrize("name", ["preview.yml", "deploy.yml"])
