@@ -16,6 +16,9 @@ import yaml
 REPO = Path(__file__).resolve().parents[2]
 WORKFLOWS = REPO / ".github" / "workflows"
 STACKS = ["dev", "staging", "prod"]
+# What a preview may hold: the state backend, the passphrase that decrypts the state, a
+# kubeconfig that can only read, and the workflow's own token (to comment).
+PREVIEW_SECRETS = {"PULUMI_BACKEND_URL", "PULUMI_CONFIG_PASSPHRASE", "KUBECONFIG_READONLY", "GITHUB_TOKEN"}
 
 
 def workflow(name: str) -> dict[str, Any]:
@@ -26,6 +29,15 @@ def workflow(name: str) -> dict[str, Any]:
 
 def steps_using(job: dict[str, Any], action: str) -> list[dict[str, Any]]:
     return [s for s in job["steps"] if str(s.get("uses", "")).split("@")[0] == action]
+
+
+def secrets_named(name: str) -> set[str]:
+    """Every secret a workflow file names; fails on `secrets[...]` or the whole `secrets`
+    context, which could reach any of them."""
+    expressions = re.findall(r"\$\{\{(.*?)\}\}", (WORKFLOWS / name).read_text(), re.S)
+    named = {m for e in expressions for m in re.findall(r"\bsecrets\.([A-Za-z_][A-Za-z0-9_]*)", e)}
+    assert not [e for e in expressions if re.search(r"\bsecrets\b(?!\.[A-Za-z_])", e)], expressions
+    return named
 
 
 def actionlint() -> str:
@@ -112,6 +124,17 @@ def test_no_workflow_runs_on_pull_request_target() -> None:
         assert "pull_request_target" not in workflow(name)["on"]
 
 
+def test_previews_never_use_the_write_credentials() -> None:
+    assert secrets_named("preview.yml") == PREVIEW_SECRETS
+    job = workflow("preview.yml")["jobs"]["preview"]
+    [setup] = steps_using(job, "./.github/actions/pulumi-setup")
+    assert setup["with"] == {"kubeconfig": "${{ secrets.KUBECONFIG_READONLY }}"}
+    # Its environment holds no stack's write credentials (those live in the deploy environments).
+    assert job["environment"] == "preview" and job["environment"] not in STACKS
+    assert "KUBECONFIG" in secrets_named("deploy.yml")
+    assert "KUBECONFIG_READONLY" not in secrets_named("deploy.yml")
+
+
 @pytest.mark.parametrize("name", ["preview.yml", "deploy.yml"])
 def test_pulumi_actions_is_v7(name: str) -> None:
     uses = [s["uses"] for job in workflow(name)["jobs"].values() for s in steps_using(job, "pulumi/actions")]
@@ -148,16 +171,17 @@ def test_deploy_goes_dev_staging_prod_through_environments() -> None:
         assert pulumi["with"]["policyPackConfigs"] == f"policies/config/{stack}.json"
 
 
-@pytest.mark.parametrize("name", ["preview.yml", "deploy.yml"])
-def test_backend_passphrase_and_kubeconfig_come_from_repository_secrets(name: str) -> None:
+@pytest.mark.parametrize(("name", "kubeconfig"), [("preview.yml", "KUBECONFIG_READONLY"), ("deploy.yml", "KUBECONFIG")])
+def test_backend_passphrase_and_kubeconfig_come_from_secrets(name: str, kubeconfig: str) -> None:
     document = workflow(name)
-    assert document["env"] == {
-        "PULUMI_BACKEND_URL": "${{ secrets.PULUMI_BACKEND_URL }}",
-        "PULUMI_CONFIG_PASSPHRASE": "${{ secrets.PULUMI_CONFIG_PASSPHRASE }}",
-    }
     for job in document["jobs"].values():
+        # Workflow-wide in deploy; in preview on the job, beside the environment it runs in.
+        assert document.get("env", {}) | job.get("env", {}) == {
+            "PULUMI_BACKEND_URL": "${{ secrets.PULUMI_BACKEND_URL }}",
+            "PULUMI_CONFIG_PASSPHRASE": "${{ secrets.PULUMI_CONFIG_PASSPHRASE }}",
+        }
         [setup] = steps_using(job, "./.github/actions/pulumi-setup")
-        assert setup["with"] == {"kubeconfig": "${{ secrets.KUBECONFIG }}"}
+        assert setup["with"] == {"kubeconfig": f"${{{{ secrets.{kubeconfig} }}}}"}
     text = (WORKFLOWS / name).read_text()
     # Nothing that looks like a credential is written into the file itself.
     assert not re.search(r"(?i)(passphrase|token|password|kubeconfig)\s*:\s*['\"]?[^$\s{]", text)
