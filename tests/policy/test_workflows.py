@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import posixpath
 import re
 import shutil
 import subprocess
@@ -15,6 +16,9 @@ import yaml
 REPO = Path(__file__).resolve().parents[2]
 WORKFLOWS = REPO / ".github" / "workflows"
 STACKS = ["dev", "staging", "prod"]
+# What a preview may hold: the state backend, the passphrase that decrypts the state, a
+# kubeconfig that can only read, and the workflow's own token (to comment).
+PREVIEW_SECRETS = {"PULUMI_BACKEND_URL", "PULUMI_CONFIG_PASSPHRASE", "KUBECONFIG_READONLY", "GITHUB_TOKEN"}
 
 
 def workflow(name: str) -> dict[str, Any]:
@@ -25,6 +29,15 @@ def workflow(name: str) -> dict[str, Any]:
 
 def steps_using(job: dict[str, Any], action: str) -> list[dict[str, Any]]:
     return [s for s in job["steps"] if str(s.get("uses", "")).split("@")[0] == action]
+
+
+def secrets_named(name: str) -> set[str]:
+    """Every secret a workflow file names; fails on `secrets[...]` or the whole `secrets`
+    context, which could reach any of them."""
+    expressions = re.findall(r"\$\{\{(.*?)\}\}", (WORKFLOWS / name).read_text(), re.S)
+    named = {m for e in expressions for m in re.findall(r"\bsecrets\.([A-Za-z_][A-Za-z0-9_]*)", e)}
+    assert not [e for e in expressions if re.search(r"\bsecrets\b(?!\.[A-Za-z_])", e)], expressions
+    return named
 
 
 def actionlint() -> str:
@@ -61,19 +74,86 @@ def test_ci_runs_make_test_on_every_push_and_pull_request() -> None:
 
 def test_preview_runs_the_pack_with_each_stacks_config_and_comments() -> None:
     preview = workflow("preview.yml")
-    assert list(preview["on"]) == ["pull_request"]
+    # Only pull requests into the branch that deploys: the base branch's pack is the judge.
+    assert preview["on"] == {"pull_request": {"branches": ["main"]}}
     job = preview["jobs"]["preview"]
     assert job["strategy"]["matrix"]["stack"] == STACKS
     [pulumi] = steps_using(job, "pulumi/actions")
     assert pulumi["with"] == {
         "command": "preview",
         "stack-name": "${{ matrix.stack }}",
-        "policyPacks": "policies",
-        "policyPackConfigs": "policies/config/${{ matrix.stack }}.json",
+        "policyPacks": "base/policies",
+        "policyPackConfigs": "base/policies/config/${{ matrix.stack }}.json",
         "comment-on-pr": True,
+        "edit-pr-comment": True,
+        "always-include-summary": True,
         "github-token": "${{ secrets.GITHUB_TOKEN }}",
     }
-    assert preview["permissions"]["pull-requests"] == "write"
+    assert preview["permissions"] == {"contents": "read", "pull-requests": "write"}
+
+
+def test_preview_judges_the_pull_request_with_the_base_branchs_pack_and_config() -> None:
+    job = workflow("preview.yml")["jobs"]["preview"]
+    steps = job["steps"]
+    head, base = steps_using(job, "actions/checkout")
+    [pulumi] = steps_using(job, "pulumi/actions")
+    # The pull request's merge commit at the root: its program is what is previewed ...
+    assert "ref" not in head.get("with", {}) and "path" not in head.get("with", {})
+    assert "work-dir" not in pulumi["with"]
+    # ... and the base branch's whole tree beside it, after the root checkout (whose clean
+    # would delete it) and before the preview. The whole tree: the pack reads the role table,
+    # components/roles.py, which must be the base branch's too.
+    assert base["with"]["ref"] == "${{ github.event.pull_request.base.sha }}"
+    assert "sparse-checkout" not in base["with"] and "repository" not in base["with"]
+    path = base["with"]["path"]
+    assert pulumi["with"]["policyPacks"] == f"{path}/policies"
+    assert pulumi["with"]["policyPackConfigs"] == f"{path}/policies/config/${{{{ matrix.stack }}}}.json"
+    assert steps.index(head) < steps.index(base) < steps.index(pulumi)
+    assert all(c["with"]["persist-credentials"] is False for c in (head, base))
+    # The base pack runs in the virtualenv its PulumiPolicy.yaml names, from its own requirements.
+    policy_project = yaml.safe_load((REPO / "policies" / "PulumiPolicy.yaml").read_text())
+    venv = posixpath.normpath(f"{path}/policies/{policy_project['runtime']['options']['virtualenv']}")
+    runs = "\n".join(s.get("run", "") for s in steps[steps.index(base) : steps.index(pulumi)])
+    assert f"-m venv {venv}\n" in runs and f"{venv}/bin/pip install" in runs
+    assert f"-r {path}/policies/requirements.txt" in runs
+
+
+def test_no_workflow_runs_on_pull_request_target() -> None:
+    # It would hand the secrets to any fork's pull request; previews run its program.
+    for name in ["ci.yml", "preview.yml", "deploy.yml"]:
+        assert "pull_request_target" not in workflow(name)["on"]
+
+
+def test_previews_never_use_the_write_credentials() -> None:
+    assert secrets_named("preview.yml") == PREVIEW_SECRETS
+    job = workflow("preview.yml")["jobs"]["preview"]
+    [setup] = steps_using(job, "./.github/actions/pulumi-setup")
+    assert setup["with"] == {"kubeconfig": "${{ secrets.KUBECONFIG_READONLY }}"}
+    # Its environment holds no stack's write credentials (those live in the deploy environments).
+    assert job["environment"] == "preview" and job["environment"] not in STACKS
+    assert "KUBECONFIG" in secrets_named("deploy.yml")
+    assert "KUBECONFIG_READONLY" not in secrets_named("deploy.yml")
+
+
+@pytest.mark.parametrize("name", ["preview.yml", "deploy.yml"])
+def test_pulumi_actions_is_v7(name: str) -> None:
+    uses = [s["uses"] for job in workflow(name)["jobs"].values() for s in steps_using(job, "pulumi/actions")]
+    assert uses and set(uses) == {"pulumi/actions@v7"}
+
+
+def test_actionlint_checks_the_inputs_of_pulumi_actions_v7(tmp_path: Path) -> None:
+    # So test_actionlint_finds_nothing also proves every input above is one v7 declares.
+    broken = tmp_path / ".github" / "workflows"
+    broken.mkdir(parents=True)
+    (broken / "x.yml").write_text(
+        "on: push\njobs:\n  a:\n    runs-on: ubuntu-24.04\n    steps:\n"
+        "      - uses: pulumi/actions@v7\n        with: {command: preview, stack-name: dev, policyPack: p}\n"
+    )
+    command = [actionlint(), "-no-color", str(broken / "x.yml")]
+    done = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, check=False)
+    assert done.returncode == 1 and 'input "policyPack" is not defined in action "pulumi/actions@v7"' in done.stdout
+    for name in ["policyPacks", "policyPackConfigs", "comment-on-pr", "edit-pr-comment", "always-include-summary"]:
+        assert f'"{name}"' in done.stdout
 
 
 def test_deploy_goes_dev_staging_prod_through_environments() -> None:
@@ -91,16 +171,47 @@ def test_deploy_goes_dev_staging_prod_through_environments() -> None:
         assert pulumi["with"]["policyPackConfigs"] == f"policies/config/{stack}.json"
 
 
-@pytest.mark.parametrize("name", ["preview.yml", "deploy.yml"])
-def test_backend_passphrase_and_kubeconfig_come_from_repository_secrets(name: str) -> None:
+@pytest.mark.parametrize(("name", "kubeconfig"), [("preview.yml", "KUBECONFIG_READONLY"), ("deploy.yml", "KUBECONFIG")])
+def test_backend_passphrase_and_kubeconfig_come_from_secrets(name: str, kubeconfig: str) -> None:
     document = workflow(name)
-    assert document["env"] == {
-        "PULUMI_BACKEND_URL": "${{ secrets.PULUMI_BACKEND_URL }}",
-        "PULUMI_CONFIG_PASSPHRASE": "${{ secrets.PULUMI_CONFIG_PASSPHRASE }}",
-    }
     for job in document["jobs"].values():
+        # Workflow-wide in deploy; in preview on the job, beside the environment it runs in.
+        assert document.get("env", {}) | job.get("env", {}) == {
+            "PULUMI_BACKEND_URL": "${{ secrets.PULUMI_BACKEND_URL }}",
+            "PULUMI_CONFIG_PASSPHRASE": "${{ secrets.PULUMI_CONFIG_PASSPHRASE }}",
+        }
         [setup] = steps_using(job, "./.github/actions/pulumi-setup")
-        assert setup["with"] == {"kubeconfig": "${{ secrets.KUBECONFIG }}"}
+        assert setup["with"] == {"kubeconfig": f"${{{{ secrets.{kubeconfig} }}}}"}
     text = (WORKFLOWS / name).read_text()
     # Nothing that looks like a credential is written into the file itself.
     assert not re.search(r"(?i)(passphrase|token|password|kubeconfig)\s*:\s*['\"]?[^$\s{]", text)
+
+
+def readme_preview_role() -> list[dict[str, Any]]:
+    readme = (REPO / "README.md").read_text()
+    section = readme[readme.index("### Trusted pull request checks") :]
+    block = section[section.index("```yaml\n") + 8 : section.index("```\n", section.index("```yaml\n") + 8)]
+    [role] = [d for d in yaml.safe_load_all(block) if d["kind"] == "ClusterRole"]
+    return role["rules"]
+
+
+def test_readme_preview_role_only_reads_and_never_secrets() -> None:
+    for rule in readme_preview_role():
+        assert set(rule["verbs"]) <= {"get", "list", "watch"}, rule
+        assert "secrets" not in rule["resources"] and "*" not in rule["apiGroups"], rule
+
+
+def test_readme_preview_role_reads_every_kind_the_program_declares() -> None:
+    source = "\n".join(p.read_text() for p in sorted((REPO / "components").glob("*.py")))
+    source += (REPO / "__main__.py").read_text()
+    kinds = {
+        ("" if group == "core" else group, f"{kind.lower()}s")
+        for group, kind in re.findall(r"\bk8s\.([a-z]+)\.v[0-9a-z]+\.([A-Z][A-Za-z]+)\b", source)
+    }
+    kinds |= {(group, "*") for group in re.findall(r'api_version="([a-z0-9.-]+)/v[0-9a-z]+"', source)}
+    assert ("apps", "daemonsets") in kinds and ("k8s.mariadb.com", "*") in kinds
+    # Charts and manifests are rendered by the provider, not objects; Secrets are left out on
+    # purpose (the diff of a Secret comes from the state).
+    kinds -= {("helm", "charts"), ("yaml", "configfiles"), ("", "secrets")}
+    readable = {(g, r) for rule in readme_preview_role() for g in rule["apiGroups"] for r in rule["resources"]}
+    assert kinds <= readable, kinds - readable
