@@ -132,9 +132,19 @@ def join(prefix: str, *parts: str | int) -> str:
     return path
 
 
+def judges(obj: K8sObject) -> bool:
+    """Whether the pack knows where an object of this kind keeps its pod, if it runs one."""
+    return obj.group in WORKLOAD_GROUPS and obj.kind in TEMPLATE_PATHS
+
+
+def judged_kinds() -> str:
+    """The kinds whose pods the rules judge, for messages."""
+    return f"{', '.join(TEMPLATE_PATHS)} ({', '.join(WORKLOAD_GROUPS)}) and their *Patch types"
+
+
 def pod_template(obj: K8sObject) -> PodTemplate | None:
     """The pod an object runs, or None when it runs none (Services, ConfigMaps, CRs...)."""
-    if obj.group not in WORKLOAD_GROUPS or obj.kind not in TEMPLATE_PATHS:
+    if not judges(obj):
         return None
     path = TEMPLATE_PATHS[obj.kind]
     pod = obj.props if path is None else mapping(get(obj.props, *path))

@@ -19,6 +19,7 @@ from policies.privileges import added_capabilities, host_namespaces, host_ports,
 from policies.restricted import control_plane_restricted, restricted_findings
 from policies.settings import PackSettings
 from policies.stack_rules import agents_on_their_nodes, api_waits_for_db_sync, vm_safe_updates
+from policies.unknown_kinds import unknown_pod_kinds
 
 ResourceCheck = Callable[[K8sObject, PackSettings], list[str]]
 StackCheck = Callable[[Sequence[K8sObject], PackSettings], list[tuple[str, str]]]
@@ -97,6 +98,14 @@ RESOURCE_RULES: tuple[ResourceRule, ...] = (
         "seccomp, sysctls, host probes and hooks.",
         "mandatory",
         pod_security_baseline,
+        uses=(),
+    ),
+    ResourceRule(
+        "unknown-pod-kinds",
+        "Objects of kinds the pack cannot judge (other operators' workloads, workload kinds of other API groups) "
+        "carry no pod: its privileges would pass unjudged.",
+        "mandatory",
+        unknown_pod_kinds,
         uses=(),
     ),
     ResourceRule(
