@@ -1,8 +1,9 @@
 """Which node role, if any, each container of a pod holds, judged from components/roles.py.
 
 A role is granted only when everything agrees: the object is the program's own (not
-rendered by a third-party chart) and in the stack's namespace, the pod's labels name a
-node pod of the stack's topology, and the container runs that role's image repository.
+rendered by a third-party chart), a DaemonSet (node pods are DaemonSets) in the stack's
+namespace, the pod's labels name a node pod of the stack's topology, and the container
+runs that role's image repository.
 A copied label alone grants nothing. Ephemeral containers are added by people at run
 time, not declared by the table, so they never hold a role.
 """
@@ -54,6 +55,11 @@ class PodRoles:
         return "no node role: " + (self.refusal or self.mismatches.get(container.key, "unknown container"))
 
 
+# Every node pod of components/roles.py is a DaemonSet (components/nodepod.py builds them); a
+# DaemonSetPatch is judged as one. No other kind may hold a node role, whatever its labels.
+NODE_POD_KIND = ("apps", "DaemonSet")
+
+
 def kolla_repository(image: str, settings: PackSettings) -> str:
     """Where the stack pulls a Kolla image from: its override, or the stack's registry."""
     override = settings.image_overrides.get(image)
@@ -77,11 +83,15 @@ def _refusal(template: PodTemplate, settings: PackSettings) -> str:
         return "rendered by a third-party Helm chart or manifest, and roles are only for the program's own objects"
     if labels.get(PART_OF) != "openstack":
         return f"the pod is not labelled {PART_OF}=openstack"
-    if find_node_pod(labels.get(NAME), labels.get(COMPONENT), settings) is None:
+    node_pod = find_node_pod(labels.get(NAME), labels.get(COMPONENT), settings)
+    if node_pod is None:
         return (
             f"pod labels {NAME}={labels.get(NAME)!r}, {COMPONENT}={labels.get(COMPONENT)!r} "
             f"name no node pod of topology {settings.topology.value}"
         )
+    if (obj.group, obj.kind) != NODE_POD_KIND:
+        kind = obj.type_kind
+        return f"node pod {node_pod.name} runs as a DaemonSet (components/roles.py), and a {kind} holds no node role"
     if obj.namespace != settings.namespace:
         return f"namespace {obj.namespace!r} is not the stack's namespace {settings.namespace!r}"
     return ""
