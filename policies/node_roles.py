@@ -18,7 +18,7 @@ from typing import Any
 from components.roles import NodePod, Role, node_pods
 from policies.images import repository
 from policies.k8s import COMPONENT, NAME, PART_OF, K8sObject
-from policies.podspec import ContainerRef, PodTemplate, pod_template
+from policies.podspec import ContainerRef, PodTemplate, pod_templates
 from policies.settings import PackSettings
 
 
@@ -81,6 +81,8 @@ def _refusal(template: PodTemplate, settings: PackSettings) -> str:
     obj, labels = template.obj, template.labels
     if obj.from_chart:
         return "rendered by a third-party Helm chart or manifest, and roles are only for the program's own objects"
+    if template.operator:
+        return f"the {template.operator} operator builds this pod, and roles are only for the program's DaemonSets"
     if labels.get(PART_OF) != "openstack":
         return f"the pod is not labelled {PART_OF}=openstack"
     node_pod = find_node_pod(labels.get(NAME), labels.get(COMPONENT), settings)
@@ -121,21 +123,19 @@ def match_roles(template: PodTemplate, settings: PackSettings) -> PodRoles:
     return PodRoles(node_pod, roles, "", mismatches, tuple(by_repository))
 
 
-def judge(obj: K8sObject, settings: PackSettings) -> tuple[PodTemplate, PodRoles] | None:
-    """The pod an object runs with the roles its containers hold, or None if it runs no pod."""
-    template = pod_template(obj)
-    return None if template is None else (template, match_roles(template, settings))
+def judge(obj: K8sObject, settings: PackSettings) -> list[tuple[PodTemplate, PodRoles]]:
+    """Each pod an object runs with the roles its containers hold; [] if it runs none."""
+    return [(template, match_roles(template, settings)) for template in pod_templates(obj)]
 
 
 RoleCheck = Callable[..., list[str]]  # (obj, pod, roles, settings, *extra) -> messages
 
 
 def with_roles(check: RoleCheck) -> Callable[..., list[str]]:
-    """A rule over the pod an object runs and the roles its containers hold (rule(obj, settings))."""
+    """A rule over each pod an object runs and the roles its containers hold (rule(obj, settings))."""
 
     @functools.wraps(check)
     def rule(obj: K8sObject, settings: PackSettings, *extra: Any) -> list[str]:
-        judged = judge(obj, settings)
-        return [] if judged is None else check(obj, *judged, settings, *extra)
+        return [message for judged in judge(obj, settings) for message in check(obj, *judged, settings, *extra)]
 
     return rule

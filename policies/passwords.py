@@ -13,7 +13,7 @@ import binascii
 import re
 
 from policies.k8s import K8sObject, get, items, mapping
-from policies.podspec import pod_template
+from policies.podspec import pod_templates
 from policies.settings import PackSettings
 
 SECRET_MARK = "[secret]"  # how the offline plan shows a Pulumi secret value
@@ -82,11 +82,8 @@ def config_map_passwords(obj: K8sObject) -> list[str]:
 
 
 def env_passwords(obj: K8sObject) -> list[str]:
-    pod = pod_template(obj)
-    if pod is None:
-        return []
     found = []
-    for container in pod.containers():
+    for container in (c for pod in pod_templates(obj) for c in pod.containers()):
         for index, variable in enumerate(items(container.spec.get("env"))):
             value, name = get(variable, "value"), str(get(variable, "name") or "")
             if not isinstance(value, str) or not value:

@@ -14,7 +14,7 @@ from policies.host_volumes import host_path_volumes
 from policies.hygiene import image_pinned, readiness_probes, resource_requests_limits
 from policies.k8s import K8sObject
 from policies.passwords import no_plaintext_passwords
-from policies.podspec import pod_template
+from policies.podspec import pod_templates
 from policies.privileges import added_capabilities, host_namespaces, host_ports, privileged_containers
 from policies.restricted import control_plane_restricted, restricted_findings
 from policies.settings import PackSettings
@@ -54,8 +54,8 @@ class StackRule:
 def chart_hygiene(obj: K8sObject, settings: PackSettings) -> list[str]:
     """Third-party charts are held to the restricted profile and hygiene only as advice:
     their templates are not ours to fix, but an operator should know what they run."""
-    pod = pod_template(obj)
-    found = [f.message for f in restricted_findings(pod)] if pod is not None else []
+    # An operator's pod holds only what the chart overrides; the operator writes the rest.
+    found = [f.message for pod in pod_templates(obj) if not pod.operator for f in restricted_findings(pod)]
     for check in (resource_requests_limits, readiness_probes, image_pinned, no_plaintext_passwords):
         found += check(obj, settings)
     return [f"third-party chart: {message}" for message in found]

@@ -9,8 +9,9 @@ an object is refused until the pack learns where its pod is.
 from __future__ import annotations
 
 from policies.k8s import K8sObject, get, is_list
+from policies.layouts import SECTIONS, judged_kinds, judges
 from policies.messages import forbidden
-from policies.podspec import SECTIONS, join, judged_kinds, judges
+from policies.podspec import join
 from policies.settings import PackSettings
 
 # Where pods sit in the kinds Kubernetes defines, and so in the kinds modelled on them.

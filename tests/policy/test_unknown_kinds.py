@@ -52,9 +52,7 @@ def refused(kind: str, field: str, resource_type: str) -> str:
 )  # fmt: skip
 def test_an_unknown_kind_with_a_pod_is_refused(api_version: str, kind: str, body: dict, field: str) -> None:
     obj = k8s_object(custom(api_version, kind, body))
-    assert run_policy("unknown-pod-kinds", custom(api_version, kind, body), STAGING) == [
-        refused(kind, field, obj.type)
-    ]
+    assert run_policy("unknown-pod-kinds", custom(api_version, kind, body), STAGING) == [refused(kind, field, obj.type)]
 
 
 def test_a_patch_of_an_unknown_kind_with_a_pod_is_refused() -> None:
