@@ -11,7 +11,7 @@ sometimes under its own names (mariadb-operator's `podSecurityContext` is the po
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from policies.k8s import K8sObject
 
@@ -54,8 +54,49 @@ def workload_layout(path: tuple[str, ...]) -> PodLayout:
     return PodLayout((*path, "spec"), (*path, "metadata"), tuple(Containers(s, (*path, "spec", s)) for s in SECTIONS))
 
 
-# Custom resources whose operators build pods, by (group, kind).
-OPERATOR_KINDS: dict[tuple[str, str], tuple[PodLayout, ...]] = {}
+# RabbitmqCluster: spec.override.statefulSet is merged into the StatefulSet the operator
+# builds (rabbitmq/cluster-operator api/v1beta1/rabbitmqcluster_types.go); its template is a
+# whole PodTemplateSpec.
+RABBITMQ = replace(workload_layout(("spec", "override", "statefulSet", "spec", "template")), operator="RabbitmqCluster")
+
+# mariadb-operator (api/v1alpha1): the pod-running kinds inline a ContainerTemplate (the main
+# container: securityContext, env, args, volumeMounts...) and a pod template (podMetadata,
+# podSecurityContext, volumes, initContainers, sidecarContainers) in spec. MariaDB adds the
+# Galera or replication agent (a sidecar) and init container, and a metrics exporter pod of
+# its own; MaxScale the exporter too. Standard pod fields the CRDs lack (hostNetwork...) are
+# judged under their own names anyway: the API server drops them, or a later CRD has them.
+MARIADB_POD_NAMES = {"securityContext": "podSecurityContext"}
+MARIADB_KINDS = ("MariaDB", "MaxScale", "Backup", "PhysicalBackup", "Restore", "SqlJob")
+
+
+def mariadb_layouts(kind: str) -> tuple[PodLayout, ...]:
+    main = PodLayout(
+        ("spec",),
+        ("spec", "podMetadata"),
+        (
+            Containers("containers", ("spec",), single=kind.lower()),
+            Containers("containers", ("spec", "sidecarContainers")),
+            Containers("containers", ("spec", "galera", "agent"), single="agent"),
+            Containers("containers", ("spec", "replication", "agent"), single="agent"),
+            Containers("initContainers", ("spec", "initContainers")),
+            Containers("initContainers", ("spec", "galera", "initContainer"), single="init"),
+            Containers("initContainers", ("spec", "replication", "initContainer"), single="init"),
+        ),
+        MARIADB_POD_NAMES,
+        kind,
+    )
+    exporter = ("spec", "metrics", "exporter")
+    metrics = PodLayout(
+        exporter, (*exporter, "podMetadata"), (Containers("containers", exporter, single="exporter"),),
+        MARIADB_POD_NAMES, kind,
+    )  # fmt: skip
+    return (main, metrics) if kind in ("MariaDB", "MaxScale") else (main,)
+
+
+OPERATOR_KINDS: dict[tuple[str, str], tuple[PodLayout, ...]] = {
+    ("rabbitmq.com", "RabbitmqCluster"): (RABBITMQ,),
+    **{("k8s.mariadb.com", kind): mariadb_layouts(kind) for kind in MARIADB_KINDS},
+}
 
 
 def layouts(obj: K8sObject) -> tuple[PodLayout, ...]:
@@ -73,4 +114,8 @@ def judges(obj: K8sObject) -> bool:
 
 def judged_kinds() -> str:
     """The kinds whose pods the rules judge, for messages."""
-    return f"{', '.join(TEMPLATE_PATHS)} ({', '.join(WORKLOAD_GROUPS)}) and their *Patch types"
+    operators: dict[str, list[str]] = {}
+    for group, kind in OPERATOR_KINDS:
+        operators.setdefault(group, []).append(kind)
+    custom = "; ".join(f"{', '.join(kinds)} ({group})" for group, kinds in operators.items())
+    return f"{', '.join(TEMPLATE_PATHS)} ({', '.join(WORKLOAD_GROUPS)}); {custom}; and their *Patch types"

@@ -54,7 +54,7 @@ def test_the_rules_really_saw_the_stacks_workloads(stack: str) -> None:
     """Not a vacuous pass: the pods the rules judged include the control plane's API and Jobs."""
     pods = [pod for obj in objects_from_plan(planned(stack)) for pod in pod_templates(obj)]
     kinds = {p.obj.kind for p in pods}
-    assert {"Deployment", "Job"} <= kinds
+    assert {"Deployment", "Job", "MariaDB", "RabbitmqCluster"} <= kinds
     assert "keystone-api" in {p.obj.name for p in pods}
 
 

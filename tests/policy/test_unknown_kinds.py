@@ -25,8 +25,9 @@ def refused(kind: str, field: str, resource_type: str) -> str:
     return (
         f"{kind} openstack/x: pod: {field} is not allowed; allowed: a pod only in a kind the pack judges: "
         "Pod, Deployment, StatefulSet, DaemonSet, ReplicaSet, ReplicationController, Job, CronJob, PodTemplate "
-        f"(core, apps, extensions, batch) and their *Patch types (the pack does not know how a {resource_type} runs "
-        "its pod, so it would pass unjudged)"
+        "(core, apps, extensions, batch); RabbitmqCluster (rabbitmq.com); MariaDB, MaxScale, Backup, PhysicalBackup, "
+        "Restore, SqlJob (k8s.mariadb.com); and their *Patch types (the pack does not know how a "
+        f"{resource_type} runs its pod, so it would pass unjudged)"
     )
 
 
