@@ -141,7 +141,7 @@ RESOURCE_RULES: tuple[ResourceRule, ...] = (
     ),
     ResourceRule(
         "no-plaintext-passwords",
-        "No passwords in ConfigMaps or literal environment values; they belong in Secrets.",
+        "No passwords in ConfigMaps, literal environment values or command lines; they belong in Secrets.",
         "mandatory",
         no_plaintext_passwords,
         uses=(),
