@@ -2,7 +2,8 @@
 
 Requests let the scheduler place pods and limits keep one from starving a node; a
 readiness probe keeps traffic off a process that is not serving yet; an unpinned image
-changes under a running cloud at the next pull.
+changes under a running cloud at the next pull. An operator's pod (layouts.py) is left out:
+the custom resource holds only what the program overrides, the operator writes the rest.
 """
 
 from __future__ import annotations
@@ -19,6 +20,8 @@ from policies.settings import PackSettings
 
 @with_roles
 def resource_requests_limits(obj: K8sObject, pod: PodTemplate, roles: PodRoles, settings: PackSettings) -> list[str]:
+    if pod.operator:
+        return []
     found = []
     for container in pod.containers():
         if container.ephemeral:
@@ -39,6 +42,8 @@ def resource_requests_limits(obj: K8sObject, pod: PodTemplate, roles: PodRoles, 
 
 @on_pods
 def readiness_probes(obj: K8sObject, pod: PodTemplate, settings: PackSettings) -> list[str]:
+    if pod.operator:
+        return []
     found = []
     for container in pod.containers():
         if pod.runs_long(container) and not isinstance(container.spec.get("readinessProbe"), Mapping):
@@ -49,6 +54,8 @@ def readiness_probes(obj: K8sObject, pod: PodTemplate, settings: PackSettings) -
 
 @on_pods
 def image_pinned(obj: K8sObject, pod: PodTemplate, settings: PackSettings) -> list[str]:
+    if pod.operator:
+        return []
     found = []
     for container in pod.containers():
         field = container.field("image")

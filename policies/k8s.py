@@ -9,6 +9,7 @@ for, so an unknown value elsewhere (a config checksum, say) never stops a rule.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -20,6 +21,8 @@ PART_OF = "app.kubernetes.io/part-of"
 NAME = "app.kubernetes.io/name"
 COMPONENT = "app.kubernetes.io/component"
 EMPTY: Mapping[str, Any] = {}
+CORE_VERSION = re.compile(r"v\d+((alpha|beta)\d+)?")  # an apiVersion without a group
+PATCH = "Patch"  # the suffix of pulumi-kubernetes' patch types
 
 
 def get(value: Any, *path: str | int) -> Any:
@@ -83,14 +86,31 @@ class K8sObject:
     dependencies: tuple[str, ...] = ()  # URNs the engine waits for before creating it
 
     @property
-    def kind(self) -> str:
+    def type_kind(self) -> str:
+        """The kind in the type token: DaemonSet, or DaemonSetPatch for a patch of one."""
         return self.type.rsplit(":", 1)[-1]
 
     @property
+    def patch(self) -> bool:
+        """A pulumi-kubernetes *Patch resource (server-side apply of a partial object onto an
+        existing one), e.g. kubernetes:apps/v1:DaemonSetPatch or a CustomResourcePatch."""
+        return self.type.startswith("kubernetes:") and self.type_kind.endswith(PATCH) and self.type_kind != PATCH
+
+    @property
+    def kind(self) -> str:
+        """The kind the object is judged as: a DaemonSetPatch is judged as the DaemonSet it patches."""
+        return self.type_kind.removesuffix(PATCH) if self.patch else self.type_kind
+
+    @property
     def group(self) -> str:
-        """API group ('core' for the legacy group), e.g. apps, batch."""
+        """API group ('core' for the legacy group), e.g. apps, batch. A CustomResource of
+        apiVersion v1 has the type kubernetes:v1:<Kind>; it is in the core group too."""
         parts = self.type.split(":")
-        return parts[1].split("/")[0] if len(parts) == 3 else ""
+        if len(parts) != 3:
+            return ""
+        if "/" in parts[1]:
+            return parts[1].split("/")[0]
+        return "core" if CORE_VERSION.fullmatch(parts[1]) else parts[1]
 
     @property
     def name(self) -> str:
@@ -113,4 +133,4 @@ class K8sObject:
 
     def describe(self) -> str:
         where = f"{self.namespace}/{self.name}" if self.namespace else self.name
-        return f"{self.kind} {where}"
+        return f"{self.type_kind} {where}"

@@ -1,8 +1,9 @@
 """Which node role, if any, each container of a pod holds, judged from components/roles.py.
 
 A role is granted only when everything agrees: the object is the program's own (not
-rendered by a third-party chart) and in the stack's namespace, the pod's labels name a
-node pod of the stack's topology, and the container runs that role's image repository.
+rendered by a third-party chart), a DaemonSet (node pods are DaemonSets) in the stack's
+namespace, the pod's labels name a node pod of the stack's topology, and the container
+runs that role's image repository.
 A copied label alone grants nothing. Ephemeral containers are added by people at run
 time, not declared by the table, so they never hold a role.
 """
@@ -17,7 +18,7 @@ from typing import Any
 from components.roles import NodePod, Role, node_pods
 from policies.images import repository
 from policies.k8s import COMPONENT, NAME, PART_OF, K8sObject
-from policies.podspec import ContainerRef, PodTemplate, pod_template
+from policies.podspec import ContainerRef, PodTemplate, pod_templates
 from policies.settings import PackSettings
 
 
@@ -54,6 +55,11 @@ class PodRoles:
         return "no node role: " + (self.refusal or self.mismatches.get(container.key, "unknown container"))
 
 
+# Every node pod of components/roles.py is a DaemonSet (components/nodepod.py builds them); a
+# DaemonSetPatch is judged as one. No other kind may hold a node role, whatever its labels.
+NODE_POD_KIND = ("apps", "DaemonSet")
+
+
 def kolla_repository(image: str, settings: PackSettings) -> str:
     """Where the stack pulls a Kolla image from: its override, or the stack's registry."""
     override = settings.image_overrides.get(image)
@@ -75,13 +81,19 @@ def _refusal(template: PodTemplate, settings: PackSettings) -> str:
     obj, labels = template.obj, template.labels
     if obj.from_chart:
         return "rendered by a third-party Helm chart or manifest, and roles are only for the program's own objects"
+    if template.operator:
+        return f"the {template.operator} operator builds this pod, and roles are only for the program's DaemonSets"
     if labels.get(PART_OF) != "openstack":
         return f"the pod is not labelled {PART_OF}=openstack"
-    if find_node_pod(labels.get(NAME), labels.get(COMPONENT), settings) is None:
+    node_pod = find_node_pod(labels.get(NAME), labels.get(COMPONENT), settings)
+    if node_pod is None:
         return (
             f"pod labels {NAME}={labels.get(NAME)!r}, {COMPONENT}={labels.get(COMPONENT)!r} "
             f"name no node pod of topology {settings.topology.value}"
         )
+    if (obj.group, obj.kind) != NODE_POD_KIND:
+        kind = obj.type_kind
+        return f"node pod {node_pod.name} runs as a DaemonSet (components/roles.py), and a {kind} holds no node role"
     if obj.namespace != settings.namespace:
         return f"namespace {obj.namespace!r} is not the stack's namespace {settings.namespace!r}"
     return ""
@@ -111,21 +123,19 @@ def match_roles(template: PodTemplate, settings: PackSettings) -> PodRoles:
     return PodRoles(node_pod, roles, "", mismatches, tuple(by_repository))
 
 
-def judge(obj: K8sObject, settings: PackSettings) -> tuple[PodTemplate, PodRoles] | None:
-    """The pod an object runs with the roles its containers hold, or None if it runs no pod."""
-    template = pod_template(obj)
-    return None if template is None else (template, match_roles(template, settings))
+def judge(obj: K8sObject, settings: PackSettings) -> list[tuple[PodTemplate, PodRoles]]:
+    """Each pod an object runs with the roles its containers hold; [] if it runs none."""
+    return [(template, match_roles(template, settings)) for template in pod_templates(obj)]
 
 
 RoleCheck = Callable[..., list[str]]  # (obj, pod, roles, settings, *extra) -> messages
 
 
 def with_roles(check: RoleCheck) -> Callable[..., list[str]]:
-    """A rule over the pod an object runs and the roles its containers hold (rule(obj, settings))."""
+    """A rule over each pod an object runs and the roles its containers hold (rule(obj, settings))."""
 
     @functools.wraps(check)
     def rule(obj: K8sObject, settings: PackSettings, *extra: Any) -> list[str]:
-        judged = judge(obj, settings)
-        return [] if judged is None else check(obj, *judged, settings, *extra)
+        return [message for judged in judge(obj, settings) for message in check(obj, *judged, settings, *extra)]
 
     return rule

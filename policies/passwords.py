@@ -1,62 +1,22 @@
-"""No passwords in ConfigMaps or in literal environment values.
+"""No passwords in ConfigMaps, literal environment values or command lines.
 
 ConfigMaps are readable by anyone who may read the namespace's configuration and are
-printed by `kubectl describe`; env literals sit in the pod spec. Passwords belong in
-Secrets, mounted or referenced with env[].valueFrom.secretKeyRef. Messages name the key
-and line, never the value.
+printed by `kubectl describe`; env literals and command lines sit in the pod spec and in
+`ps`. Passwords belong in Secrets, mounted or referenced with env[].valueFrom.secretKeyRef.
+What reads as a password is in secret_text.py. Messages name the key and line, never the value.
 """
 
 from __future__ import annotations
 
 import base64
 import binascii
-import re
 
 from policies.k8s import K8sObject, get, items, mapping
-from policies.podspec import pod_template
+from policies.podspec import ContainerRef, pod_templates
+from policies.secret_text import SECRET_MARK, flag_values, literal, names_a_secret, problems, url_password
 from policies.settings import PackSettings
 
-SECRET_MARK = "[secret]"  # how the offline plan shows a Pulumi secret value
 ALLOWED = "a Secret, mounted or referenced with env[].valueFrom.secretKeyRef"
-# Names of things that hold a password (env vars, config keys, ConfigMap keys): by their
-# last word, so password_hash_algorithm, secretName or PASSWORD_FILE are not taken for one.
-SECRET_NAME = re.compile(
-    r"(pass(word|wd|phrase)?|secret([_-]?key)?|token|credentials?|private[_-]?key|api[_-]?key)$", re.I
-)
-# scheme://user:password@ with literal user and password (not {placeholders} or $VARS).
-CREDENTIAL_URL = re.compile(r"[a-z][a-z0-9+.-]*://[^\s:/@{}$%<>]+:[^\s@/{}$%<>]+@", re.I)
-# key = value / key: value / "key": "value" on one line, as INI, YAML, JSON and env files write it.
-ASSIGNMENT = re.compile(r"""^\s*["']?([\w.-]+)["']?\s*[=:]\s*(.*?)\s*,?\s*$""")
-# "key": "value" anywhere in a line, for JSON written on one line.
-JSON_PAIR = re.compile(r'"([\w.-]+)"\s*:\s*("[^"]*")')
-# Values that read a password from elsewhere rather than being one.
-REFERENCE_VALUE = re.compile(r"""^["']?(\$|\{\{|%\(|<)|os\.environ|getenv|environ\.get|environ\[""")
-EMPTY_VALUES = ("", '""', "''", "~", "null", "None")
-
-
-def names_a_secret(name: str) -> bool:
-    return bool(SECRET_NAME.search(name))
-
-
-def _problems(text: str) -> list[tuple[int, str]]:
-    """(line number, what) for each password-like literal in a text; never the value."""
-    found = []
-    for number, line in enumerate(text.splitlines(), start=1):
-        if SECRET_MARK in line:
-            found.append((number, "a Pulumi secret value"))
-        elif CREDENTIAL_URL.search(line):
-            found.append((number, "a URL with a password"))
-        else:
-            pairs = [m.groups() for m in JSON_PAIR.finditer(line)]
-            if not pairs and (match := ASSIGNMENT.match(line)):
-                pairs = [match.groups()]
-            literal = [key for key, value in pairs if names_a_secret(key) and _literal(value)]
-            found += [(number, f"a literal value for {key!r}") for key in literal]
-    return found
-
-
-def _literal(value: str) -> bool:
-    return value not in EMPTY_VALUES and not REFERENCE_VALUE.search(value)
 
 
 def _decoded(value: object) -> str | None:
@@ -75,31 +35,53 @@ def config_map_passwords(obj: K8sObject) -> list[str]:
             if not isinstance(text, str):
                 continue
             where = f"{obj.describe()}: {section}[{key!r}]"
-            if names_a_secret(str(key)) and text.strip():
+            if names_a_secret(str(key)) and literal(text.strip()):
                 found.append(f"{where} is named like a password and holds a value; allowed: {ALLOWED}")
-            found += [f"{where} line {line} holds {what}; allowed: {ALLOWED}" for line, what in _problems(text)]
+            found += [f"{where} line {line} holds {what}; allowed: {ALLOWED}" for line, what in problems(text)]
     return found
 
 
-def env_passwords(obj: K8sObject) -> list[str]:
-    pod = pod_template(obj)
-    if pod is None:
-        return []
+def _env(obj: K8sObject, container: ContainerRef) -> list[str]:
     found = []
-    for container in pod.containers():
-        for index, variable in enumerate(items(container.spec.get("env"))):
-            value, name = get(variable, "value"), str(get(variable, "name") or "")
-            if not isinstance(value, str) or not value:
+    for index, variable in enumerate(items(container.spec.get("env"))):
+        value, name = get(variable, "value"), str(get(variable, "name") or "")
+        if not isinstance(value, str) or not value:
+            continue
+        where = f"{obj.describe()}: {container.subject}: {container.field('env', index, 'value')} ({name})"
+        if names_a_secret(name) and literal(value, name):
+            found.append(f"{where} is a literal password; allowed: {ALLOWED}")
+        elif SECRET_MARK in value or url_password(value) or problems(value):
+            found.append(f"{where} holds a password in a literal value; allowed: {ALLOWED}")
+    return found
+
+
+def _command_line(obj: K8sObject, container: ContainerRef) -> list[str]:
+    """command and args: each argument as text (a shell script may be one), and flags whose
+    value is the next argument (["--password", "..."])."""
+    found = []
+    for field in ("command", "args"):
+        arguments = items(container.spec.get(field))
+        for index, argument in enumerate(arguments):
+            if not isinstance(argument, str):
                 continue
-            where = f"{obj.describe()}: {container.subject}: {container.field('env', index, 'value')} ({name})"
-            if names_a_secret(name):
-                found.append(f"{where} is a literal password; allowed: {ALLOWED}")
-            elif SECRET_MARK in value or CREDENTIAL_URL.search(value):
-                found.append(f"{where} holds a password in a literal value; allowed: {ALLOWED}")
+            where = f"{obj.describe()}: {container.subject}: {container.field(field, index)}"
+            lines = "\n" in argument.strip()
+            for line, what in problems(argument):
+                found.append(f"{where}{f' line {line}' if lines else ''} holds {what}; allowed: {ALLOWED}")
+        for index, flag in flag_values(arguments):
+            where = f"{obj.describe()}: {container.subject}: {container.field(field, index)}"
+            found.append(f"{where} holds a literal value for {flag!r}; allowed: {ALLOWED}")
+    return found
+
+
+def pod_passwords(obj: K8sObject) -> list[str]:
+    found = []
+    for container in (c for pod in pod_templates(obj) for c in pod.containers()):
+        found += _env(obj, container) + _command_line(obj, container)
     return found
 
 
 def no_plaintext_passwords(obj: K8sObject, settings: PackSettings) -> list[str]:
     if obj.kind == "ConfigMap" and obj.group == "core":
         return config_map_passwords(obj)
-    return env_passwords(obj)
+    return pod_passwords(obj)

@@ -1,8 +1,9 @@
-"""Where the pod is in every workload kind, and every container in it.
+"""The pods an object runs, and every container in them.
 
-Rules judge pods, not kinds: a Pod, a Deployment's template and a CronJob's job
-template are the same thing at different paths. Init and ephemeral containers count
-as containers everywhere: a privilege granted to one is granted to the pod.
+Rules judge pods, not kinds: a Pod, a Deployment's template, a CronJob's job template
+and the pod fields of an operator's custom resource are the same thing at different
+paths (layouts.py). Init and ephemeral containers count as containers everywhere: a
+privilege granted to one is granted to the pod.
 """
 
 from __future__ import annotations
@@ -13,24 +14,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from policies.k8s import K8sObject, get, items, mapping
+from policies.layouts import SECTIONS, PodLayout, layouts
 from policies.settings import PackSettings
 
-# Where each kind keeps its pod template (None: the object is the pod).
-TEMPLATE_PATHS: dict[str, tuple[str, ...] | None] = {
-    "Pod": None,
-    "Deployment": ("spec", "template"),
-    "StatefulSet": ("spec", "template"),
-    "DaemonSet": ("spec", "template"),
-    "ReplicaSet": ("spec", "template"),
-    "ReplicationController": ("spec", "template"),
-    "Job": ("spec", "template"),
-    "CronJob": ("spec", "jobTemplate", "spec", "template"),
-    "PodTemplate": ("template",),
-}
-WORKLOAD_GROUPS = ("core", "apps", "extensions", "batch")
 # Controllers that restart their pods forever: their containers serve and need readiness.
 LONG_RUNNING_KINDS = ("Deployment", "StatefulSet", "DaemonSet", "ReplicaSet", "ReplicationController")
-SECTIONS = {"containers": "container", "initContainers": "init container", "ephemeralContainers": "ephemeral container"}
 
 
 @dataclass(frozen=True)
@@ -39,6 +27,7 @@ class ContainerRef:
     index: int
     spec: Mapping[str, Any]
     path: str  # e.g. spec.template.spec.containers[0]
+    fixed_name: str = ""  # a container whose fields name it not (mariadb-operator's main container)
 
     @property
     def key(self) -> tuple[str, int]:
@@ -46,7 +35,7 @@ class ContainerRef:
 
     @property
     def name(self) -> str:
-        return str(self.spec.get("name") or f"#{self.index}")
+        return str(self.fixed_name or self.spec.get("name") or f"#{self.index}")
 
     @property
     def image(self) -> str:
@@ -73,10 +62,38 @@ class ContainerRef:
         return get(self.spec, "securityContext", *path)
 
 
+class Renamed(Mapping[str, Any]):
+    """A pod spec read from an object that keeps some pod fields under its own names; a value
+    is read only when asked for (it may be unknown during preview)."""
+
+    def __init__(self, source: Mapping[str, Any], names: Mapping[str, str]):
+        self._source, self._names = source, names
+
+    def _key(self, key: str) -> str:
+        return self._names.get(key, key)
+
+    def __getitem__(self, key: str) -> Any:
+        return self._source[self._key(key)]
+
+    def __contains__(self, key: object) -> bool:
+        return isinstance(key, str) and self._key(key) in self._source
+
+    def __iter__(self) -> Iterator[str]:
+        own = {source: key for key, source in self._names.items()}
+        for key in self._source:
+            if key in own:
+                yield own[key]
+            elif key not in self._names:  # a name the pod field took over is not the pod's
+                yield key
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)
+
+
 @dataclass(frozen=True)
 class PodTemplate:
     obj: K8sObject
-    prefix: str  # path of the pod object: "" for a Pod, "spec.template" for a Deployment
+    layout: PodLayout
     metadata: Mapping[str, Any]
     spec: Mapping[str, Any]
 
@@ -88,20 +105,36 @@ class PodTemplate:
     def annotations(self) -> Mapping[str, Any]:
         return mapping(self.metadata.get("annotations"))
 
+    @property
+    def operator(self) -> str:
+        """The custom resource kind whose operator builds this pod; "" for Kubernetes' own kinds."""
+        return self.layout.operator
+
     def field(self, *parts: str | int) -> str:
         """A path in the object's wire format, e.g. spec.template.spec.hostPID."""
-        return join(self.prefix, "spec", *parts)
+        if parts and isinstance(parts[0], str):
+            parts = (self.layout.names.get(parts[0], parts[0]), *parts[1:])
+        return join("", *self.layout.spec, *parts)
 
     def metadata_field(self, *parts: str | int) -> str:
-        return join(self.prefix, "metadata", *parts)
+        return join("", *self.layout.metadata, *parts)
 
     def pod_security(self, *path: str) -> Any:
         return get(self.spec, "securityContext", *path)
 
     def containers(self) -> Iterator[ContainerRef]:
-        for section in SECTIONS:
-            for index, spec in enumerate(items(self.spec.get(section))):
-                yield ContainerRef(section, index, mapping(spec), self.field(section, index))
+        counts: dict[str, int] = {}
+        for place in self.layout.containers:
+            found = get(self.obj.props, *place.path)
+            path = join("", *place.path)
+            if place.single:
+                places = [(mapping(found), path)] if isinstance(found, Mapping) else []
+            else:
+                places = [(mapping(spec), join(path, i)) for i, spec in enumerate(items(found))]
+            for spec, at in places:
+                index = counts.get(place.section, 0)
+                counts[place.section] = index + 1
+                yield ContainerRef(place.section, index, spec, at, place.single)
 
     @property
     def windows(self) -> bool:
@@ -132,24 +165,24 @@ def join(prefix: str, *parts: str | int) -> str:
     return path
 
 
-def pod_template(obj: K8sObject) -> PodTemplate | None:
-    """The pod an object runs, or None when it runs none (Services, ConfigMaps, CRs...)."""
-    if obj.group not in WORKLOAD_GROUPS or obj.kind not in TEMPLATE_PATHS:
-        return None
-    path = TEMPLATE_PATHS[obj.kind]
-    pod = obj.props if path is None else mapping(get(obj.props, *path))
-    prefix = "" if path is None else join("", *path)
-    return PodTemplate(obj, prefix, mapping(pod.get("metadata")), mapping(pod.get("spec")))
+def pod_templates(obj: K8sObject) -> tuple[PodTemplate, ...]:
+    """The pods an object runs: () when it runs none (Services, ConfigMaps, unknown kinds...)."""
+    pods = []
+    for layout in layouts(obj):
+        spec = mapping(get(obj.props, *layout.spec))
+        if layout.names:
+            spec = Renamed(spec, layout.names)
+        pods.append(PodTemplate(obj, layout, mapping(get(obj.props, *layout.metadata)), spec))
+    return tuple(pods)
 
 
 def on_pods(
     check: Callable[[K8sObject, PodTemplate, PackSettings], list[str]],
 ) -> Callable[[K8sObject, PackSettings], list[str]]:
-    """A rule over the pod an object runs; objects that run no pod pass it."""
+    """A rule over each pod an object runs; objects that run no pod pass it."""
 
     @functools.wraps(check)
     def rule(obj: K8sObject, settings: PackSettings) -> list[str]:
-        pod = pod_template(obj)
-        return [] if pod is None else check(obj, pod, settings)
+        return [message for pod in pod_templates(obj) for message in check(obj, pod, settings)]
 
     return rule

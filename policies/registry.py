@@ -14,11 +14,12 @@ from policies.host_volumes import host_path_volumes
 from policies.hygiene import image_pinned, readiness_probes, resource_requests_limits
 from policies.k8s import K8sObject
 from policies.passwords import no_plaintext_passwords
-from policies.podspec import pod_template
+from policies.podspec import pod_templates
 from policies.privileges import added_capabilities, host_namespaces, host_ports, privileged_containers
 from policies.restricted import control_plane_restricted, restricted_findings
 from policies.settings import PackSettings
 from policies.stack_rules import agents_on_their_nodes, api_waits_for_db_sync, vm_safe_updates
+from policies.unknown_kinds import unknown_pod_kinds
 
 ResourceCheck = Callable[[K8sObject, PackSettings], list[str]]
 StackCheck = Callable[[Sequence[K8sObject], PackSettings], list[tuple[str, str]]]
@@ -53,8 +54,8 @@ class StackRule:
 def chart_hygiene(obj: K8sObject, settings: PackSettings) -> list[str]:
     """Third-party charts are held to the restricted profile and hygiene only as advice:
     their templates are not ours to fix, but an operator should know what they run."""
-    pod = pod_template(obj)
-    found = [f.message for f in restricted_findings(pod)] if pod is not None else []
+    # An operator's pod holds only what the chart overrides; the operator writes the rest.
+    found = [f.message for pod in pod_templates(obj) if not pod.operator for f in restricted_findings(pod)]
     for check in (resource_requests_limits, readiness_probes, image_pinned, no_plaintext_passwords):
         found += check(obj, settings)
     return [f"third-party chart: {message}" for message in found]
@@ -100,6 +101,14 @@ RESOURCE_RULES: tuple[ResourceRule, ...] = (
         uses=(),
     ),
     ResourceRule(
+        "unknown-pod-kinds",
+        "Objects of kinds the pack cannot judge (other operators' workloads, workload kinds of other API groups) "
+        "carry no pod: its privileges would pass unjudged.",
+        "mandatory",
+        unknown_pod_kinds,
+        uses=(),
+    ),
+    ResourceRule(
         "control-plane-restricted",
         "The program's control-plane pods meet the Pod Security Standards restricted profile.",
         "mandatory",
@@ -132,7 +141,7 @@ RESOURCE_RULES: tuple[ResourceRule, ...] = (
     ),
     ResourceRule(
         "no-plaintext-passwords",
-        "No passwords in ConfigMaps or literal environment values; they belong in Secrets.",
+        "No passwords in ConfigMaps, literal environment values or command lines; they belong in Secrets.",
         "mandatory",
         no_plaintext_passwords,
         uses=(),

@@ -69,9 +69,9 @@ def _node_pods(
     objects: Sequence[K8sObject], settings: PackSettings
 ) -> Iterator[tuple[K8sObject, PodTemplate, PodRoles]]:
     for obj in objects:
-        judged = judge(obj, settings)
-        if judged is not None and judged[1].holds_any and judged[1].node_pod is not None:
-            yield obj, *judged
+        for pod, roles in judge(obj, settings):
+            if roles.holds_any and roles.node_pod is not None:
+                yield obj, pod, roles
 
 
 def agents_on_their_nodes(objects: Sequence[K8sObject], settings: PackSettings) -> Found:

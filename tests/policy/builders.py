@@ -140,9 +140,12 @@ def stack_config(topology: Topology, *, vm_safe: bool = False, level: str = "man
     return {rule.name: {"enforcementLevel": level, **{key: values[key] for key in rule.uses}} for rule in RULES}
 
 
-def k8s_object(manifest: Manifest, parent_types: str = "", dependencies: tuple[str, ...] = ()) -> K8sObject:
-    """`parent_types`: the type chain of its parents in the URN, e.g. "pkg:m:Comp$kubernetes:helm.sh/v4:Chart"."""
-    token = type_token(manifest["apiVersion"], manifest["kind"])
+def k8s_object(
+    manifest: Manifest, parent_types: str = "", dependencies: tuple[str, ...] = (), resource_type: str = ""
+) -> K8sObject:
+    """`parent_types`: the type chain of its parents in the URN, e.g. "pkg:m:Comp$kubernetes:helm.sh/v4:Chart";
+    `resource_type`: the Pulumi type when it is not the manifest's own, e.g. kubernetes:apps/v1:DaemonSetPatch."""
+    token = resource_type or type_token(manifest["apiVersion"], manifest["kind"])
     qualified = f"{parent_types}${token}" if parent_types else token
     return K8sObject(
         f"urn:pulumi:test::openstack::{qualified}::{manifest['metadata']['name']}", token, manifest, dependencies
@@ -166,9 +169,16 @@ def _options() -> PolicyResourceOptions:
     return PolicyResourceOptions(False, [], None, [], PolicyCustomTimeouts(0, 0, 0), [], None)
 
 
-def run_policy(policy: str, manifest: Manifest, config: Mapping[str, Any] | None = None, urn: str = "") -> list[str]:
+def patch_type(manifest: Manifest) -> str:
+    """The pulumi-kubernetes patch type of a manifest's kind, e.g. kubernetes:apps/v1:DaemonSetPatch."""
+    return type_token(manifest["apiVersion"], manifest["kind"]) + "Patch"
+
+
+def run_policy(
+    policy: str, manifest: Manifest, config: Mapping[str, Any] | None = None, urn: str = "", resource_type: str = ""
+) -> list[str]:
     """Call a policy's validate function the way the engine does: proxied inputs, its config."""
-    obj = k8s_object(manifest)
+    obj = k8s_object(manifest, resource_type=resource_type)
     properties = {k: v for k, v in dict((config or {}).get(policy, {})).items() if k != "enforcementLevel"}
     args = ResourceValidationArgs(
         obj.type,

@@ -145,34 +145,24 @@ def test_an_init_container_of_a_node_pod_holds_a_role_only_with_the_role_image()
     ]
 
 
-def _compute_pod() -> dict:
-    """A bare Pod of the nova-compute node pod: the rules read pods, not only controllers."""
-    daemonset = node_daemonset(node_pod(Topology.POD_PER_SERVICE, "nova-compute"))
-    template = daemonset["spec"]["template"]
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {**template["metadata"], "name": "nova-compute-x1", "namespace": "openstack"},
-        "spec": template["spec"],
-    }
-
-
 def test_an_ephemeral_container_never_holds_a_role() -> None:
-    pod = _compute_pod()
-    assert all(run_policy(rule, pod, STAGING) == [] for rule in PRIVILEGE_RULES)
-    pod["spec"]["ephemeralContainers"] = [
+    # The API adds ephemeral containers to running Pods only, and node pods are DaemonSets; the
+    # rules read every container list wherever it is, so a template's counts too.
+    compute = node_daemonset(node_pod(Topology.POD_PER_SERVICE, "nova-compute"))
+    assert all(run_policy(rule, compute, STAGING) == [] for rule in PRIVILEGE_RULES)
+    pod_spec(compute)["ephemeralContainers"] = [
         {"name": "debug", "image": image("nova-compute"), "securityContext": {"privileged": True}}
     ]
-    assert run_policy("privileged-containers", pod, STAGING) == [
-        "Pod openstack/nova-compute-x1: ephemeral container 'debug': spec.ephemeralContainers[0].securityContext"
-        ".privileged=true is not allowed; allowed: false or unset (no node role: ephemeral containers never hold "
-        "a node role)"
+    assert run_policy("privileged-containers", compute, STAGING) == [
+        "DaemonSet openstack/nova-compute: ephemeral container 'debug': spec.template.spec.ephemeralContainers[0]"
+        ".securityContext.privileged=true is not allowed; allowed: false or unset (no node role: ephemeral "
+        "containers never hold a node role)"
     ]
     # It would also share the host's network namespace that the pod holds for nova-compute.
-    assert run_policy("host-namespaces", pod, STAGING) == [
-        "Pod openstack/nova-compute-x1: pod: spec.hostNetwork=true is not allowed; allowed: false or unset "
-        "(ephemeral container 'debug' would share it without needing it (no node role: ephemeral containers "
-        "never hold a node role))"
+    assert run_policy("host-namespaces", compute, STAGING) == [
+        "DaemonSet openstack/nova-compute: pod: spec.template.spec.hostNetwork=true is not allowed; allowed: false "
+        "or unset (ephemeral container 'debug' would share it without needing it (no node role: ephemeral "
+        "containers never hold a node role))"
     ]
 
 

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from policies.node_roles import judge
-from policies.podspec import pod_template
+from policies.podspec import pod_templates
 from policies.registry import RESOURCE_RULES
 from policies.report import check_resources, load_config, objects_from_plan, settings_for
 from tools.runtime import run_stack
@@ -52,10 +52,10 @@ def test_the_stack_has_zero_mandatory_violations(stack: str) -> None:
 @pytest.mark.parametrize("stack", STACKS)
 def test_the_rules_really_saw_the_stacks_workloads(stack: str) -> None:
     """Not a vacuous pass: the pods the rules judged include the control plane's API and Jobs."""
-    pods = [pod_template(obj) for obj in objects_from_plan(planned(stack))]
-    kinds = {p.obj.kind for p in pods if p is not None}
-    assert {"Deployment", "Job"} <= kinds
-    assert "keystone-api" in {p.obj.name for p in pods if p is not None}
+    pods = [pod for obj in objects_from_plan(planned(stack)) for pod in pod_templates(obj)]
+    kinds = {p.obj.kind for p in pods}
+    assert {"Deployment", "Job", "MariaDB", "RabbitmqCluster"} <= kinds
+    assert "keystone-api" in {p.obj.name for p in pods}
 
 
 @pytest.mark.parametrize("stack", STACKS)
@@ -83,8 +83,8 @@ def test_every_daemonset_is_a_node_pod_whose_containers_all_hold_their_role(stac
     settings = settings_for(load_config(stack), "privileged-containers")
     for obj in objects_from_plan(planned(stack)):
         if obj.kind == "DaemonSet":
-            pod, roles = judge(obj, settings) or (None, None)
-            assert pod is not None and roles is not None and roles.node_pod is not None, roles and roles.refusal
+            [(pod, roles)] = judge(obj, settings)
+            assert roles.node_pod is not None, roles.refusal
             unheld = [c.name for c in pod.containers() if roles.role(c) is None]
             assert unheld == [], f"{obj.describe()}: {dict(roles.mismatches)}"
 
