@@ -7,7 +7,10 @@ bad value and what is allowed, before any resource is declared.
 
 from __future__ import annotations
 
+import dataclasses
 import re
+from collections.abc import Collection, Iterator, Mapping
+from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
 from pydantic import (
@@ -21,11 +24,13 @@ from pydantic import (
     model_validator,
 )
 from pydantic.alias_generators import to_camel
-from pydantic_core import PydanticCustomError
 
 from components.memory import SHARES as MEMORY_SHARES
 from components.roles import Topology
 
+# The Pulumi project: its settings are the `openstack:` keys of a stack.
+PROJECT = "openstack"
+SECRET_MARK = "[secret]"  # how a secret value is shown in a problem
 # Releases this program renders configs for, with the Kolla image tag it defaults to.
 RELEASES: dict[str, str] = {"2026.1": "2026.1-ubuntu-noble"}
 # kubernetes-validate ships the schemas of these minor versions.
@@ -89,14 +94,6 @@ Quantity = Annotated[
     str, BeforeValidator(lambda v: str(v) if isinstance(v, int | float) else v), AfterValidator(_quantity)
 ]
 LabelMap = Annotated[dict[str, str], AfterValidator(_label_map)]
-
-
-def setting_error(key: str, value: Any, message: str) -> PydanticCustomError:
-    """A problem found across settings, reported at the one setting that fixes it.
-
-    `key` is its camelCase path below `openstack:`, e.g. 'storage.storageClass'.
-    """
-    return PydanticCustomError("setting", message, {"key": key, "value": value})
 
 
 class Model(BaseModel):
@@ -330,53 +327,42 @@ class Settings(Model):
     cinder: Cinder = Cinder()
     neutron: Neutron = Neutron()
 
-    @model_validator(mode="after")
-    def _group_bridges_are_mapped(self) -> Settings:
+    def problems(self) -> Iterator[Problem]:
+        """What no single setting shows: settings that contradict each other, or the program."""
         mapped = set(self.neutron.bridge_mappings.values())
-        for group in self.compute.node_groups:
+        for index, group in enumerate(self.compute.node_groups):
             unmapped = sorted(set(group.bridge_interfaces or {}) - mapped)
             if unmapped:
-                raise ValueError(
+                yield problem(
+                    ("compute", "nodeGroups", index, "bridgeInterfaces"),
+                    group.bridge_interfaces,
                     f"compute.nodeGroups {group.name!r}: bridgeInterfaces names bridges that "
-                    f"neutron.bridgeMappings does not map: {', '.join(unmapped)}"
+                    f"neutron.bridgeMappings does not map: {', '.join(unmapped)}",
                 )
-        return self
-
-    @model_validator(mode="after")
-    def _glance_on_cinder(self) -> Settings:
         if self.services.glance and self.glance.backend == "cinder" and not self.services.cinder:
-            raise ValueError("glance.backend 'cinder' needs services.cinder to be enabled")
-        return self
-
-    @model_validator(mode="after")
-    def _glance_replicas_share_their_images(self) -> Settings:
+            yield problem(("glance", "backend"), "cinder", "backend 'cinder' needs services.cinder to be enabled")
         # Replicas on several nodes mount one claim, ReadWriteMany, which the cluster's default
         # storage class (usually block storage) does not provide: the claim would never bind.
         replicas = self.replicas_of("glance-api")
         if self.services.glance and self.glance.backend == "file" and replicas > 1 and not self.storage.storage_class:
-            raise setting_error(
-                "storage.storageClass",
+            yield problem(
+                ("storage", "storageClass"),
                 self.storage.storage_class,
                 f"glance-api runs {replicas} replicas on the file backend, which share one ReadWriteMany volume: "
                 "name a storage class that provides ReadWriteMany (e.g. CephFS or NFS), "
                 "or use glance.backend 'cinder' or one glance-api replica",
             )
-        return self
-
-    @model_validator(mode="after")
-    def _servers_fit_their_memory_limits(self) -> Settings:
         for workload, share in MEMORY_SHARES.items():
             limit = self.resources_of(workload).limits_memory
             if share.mib(limit) < share.minimum_mib:
                 key = workload if workload in self.resources else "default"
-                raise setting_error(
-                    f"resources.{key}.limitsMemory",
+                yield problem(
+                    ("resources", key, "limitsMemory"),
                     limit,
                     f"{workload} needs a memory limit of at least {share.smallest_limit_mib()}Mi: "
                     f"its {share.setting} is {share.percent}% of the limit and at least {share.minimum_mib}MiB; "
                     f"the rest is for {share.rest}",
                 )
-        return self
 
     @field_validator("kubernetes_version", mode="before")
     @classmethod
@@ -415,32 +401,108 @@ class Settings(Model):
         return f"{k8s_service}.{self.namespace}.svc.{self.endpoints.cluster_domain}"
 
     @classmethod
-    def parse(cls, raw: dict[str, Any]) -> Settings:
-        """Validate the stack's `openstack:` keys; raise SettingsError listing every problem."""
-        try:
-            return cls.model_validate(raw)
-        except ValidationError as error:
-            raise SettingsError.from_validation(error) from None
+    def parse(cls, raw: Mapping[str, Any], secret: Collection[str] = ()) -> Settings:
+        """Validate the stack's `openstack:` keys; raise SettingsError listing every problem.
+
+        pydantic stops at a model whose fields are invalid, so what depends on them (its own
+        checks, `problems()`) would go unreported until the next run. So each round sets the
+        invalid values aside (their defaults take their place) and validates again, keeping
+        what it finds about everything else. `secret` names settings shown as [secret].
+        """
+        found: list[Problem] = []
+        set_aside: list[tuple[str, ...]] = []
+        data: Any = raw
+        settings = None
+        for _ in range(MAX_ROUNDS):
+            try:
+                settings = cls.model_validate(data)
+            except ValidationError as error:
+                items = error.errors(include_url=False)
+                found += [p for p in map(_problem_of, items) if not _related(p.path, set_aside)]
+                invalid = [p.path for p in map(_problem_of, items) if p.path]
+                if not invalid or not isinstance(data, Mapping):
+                    break
+                for path in invalid:
+                    data = _without(data, path)
+                set_aside += invalid
+                continue
+            found += [p for p in settings.problems() if not _related(p.path, set_aside)]
+            break
+        if found or settings is None:
+            raise SettingsError([p.hidden() if p.path[:1] and p.path[0] in secret else p for p in found])
+        return settings
+
+
+# Each round sets aside at least one more invalid value; a stack file has far fewer levels.
+MAX_ROUNDS = 10
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One invalid setting: its full key (`<namespace>:<name>[.<field>...]`), value and what is allowed."""
+
+    key: str
+    value: Any
+    message: str
+    path: tuple[str, ...] = ()  # below `openstack:`, to relate problems to values set aside
+    shown: bool = True  # False when there is no value to show (a missing one)
+
+    def __str__(self) -> str:
+        return f"{self.key}: {self.message}" + (f" (got {self.value!r})" if self.shown else "")
+
+    def hidden(self) -> Problem:
+        return dataclasses.replace(self, value=SECRET_MARK)
+
+
+def problem(path: tuple[str | int, ...], value: Any, message: str) -> Problem:
+    """A problem found across settings, reported at the one setting that fixes it (path below openstack:)."""
+    parts = tuple(map(str, path))
+    return Problem(f"{PROJECT}:{'.'.join(parts)}", value, message, parts)
+
+
+def _problem_of(item: Any) -> Problem:
+    # A key that is itself invalid is named by its path; pydantic adds '[key]' after it.
+    loc = tuple(str(part) for part in item["loc"] if part != "[key]")
+    message = item["msg"].removeprefix("Value error, ")
+    if item["type"] == "extra_forbidden":
+        message = "unknown setting (check the spelling; keys are camelCase)"
+    key = f"{PROJECT}:" + ".".join(loc) if loc else PROJECT
+    return Problem(key, item.get("input"), message, loc, shown=item["type"] != "missing")
+
+
+def _related(path: tuple[str, ...], set_aside: list[tuple[str, ...]]) -> bool:
+    """Whether a problem is about a value set aside, or what holds it (found with its default instead)."""
+    return any(path[: len(other)] == other or other[: len(path)] == path for other in set_aside)
+
+
+def _without(data: Any, path: tuple[str, ...]) -> Any:
+    """`data` without the value at `path`, so its default takes its place.
+
+    A list loses the whole list (removing an item would renumber the others), and a path
+    that goes where the data does not (a union's branch) stops there.
+    """
+    if not path or not isinstance(data, Mapping) or path[0] not in data:
+        return data
+    head, rest = path[0], path[1:]
+    value = data[head]
+    if rest and isinstance(value, Mapping) and rest[0] in value:
+        return {**data, head: _without(value, rest)}
+    if rest and isinstance(value, list | tuple) and rest[0].isdigit() and int(rest[0]) < len(value):
+        item = value[int(rest[0])]
+        if rest[1:] and isinstance(item, Mapping) and rest[1] in item:
+            items = list(value)
+            items[int(rest[0])] = _without(item, rest[1:])
+            return {**data, head: items}
+    return {key: v for key, v in data.items() if key != head}
 
 
 class SettingsError(ValueError):
     """Every problem in a stack's settings, one per line, each naming its key."""
 
-    def __init__(self, problems: list[str]):
-        self.problems = problems
-        super().__init__(f"{len(problems)} invalid stack setting(s):\n" + "\n".join(f"  - {p}" for p in problems))
-
-    @classmethod
-    def from_validation(cls, error: ValidationError) -> SettingsError:
-        problems = []
-        for item in error.errors(include_url=False):
-            loc, value = [str(part) for part in item["loc"]], item.get("input")
-            if item["type"] == "setting":
-                loc, value = [*loc, *item["ctx"]["key"].split(".")], item["ctx"]["value"]
-            key = "openstack:" + ".".join(loc) if loc else "openstack"
-            message = item["msg"].removeprefix("Value error, ")
-            if item["type"] == "extra_forbidden":
-                message = "unknown setting (check the spelling; keys are camelCase)"
-            shown = "" if item["type"] == "missing" else f" (got {value!r})"
-            problems.append(f"{key}: {message}{shown}")
-        return cls(problems)
+    def __init__(self, found: list[Problem]):
+        unique = {str(p): p for p in found}  # one line per problem, in the order found
+        self.found = list(unique.values())
+        self.problems = list(unique)
+        super().__init__(
+            f"{len(self.problems)} invalid stack setting(s):\n" + "\n".join(f"  - {p}" for p in self.problems)
+        )

@@ -81,6 +81,26 @@ def test_every_problem_is_reported_at_once() -> None:
     assert keys == {"namespace", "region", "kubernetesVersion", "hypervisorIsolation"}
 
 
+def test_problems_that_depend_on_other_settings_are_reported_with_theirs() -> None:
+    """pydantic stops at invalid fields; what depends on them is still found, in the same run."""
+    raw = {
+        "ha": True,
+        "storage": {"mariadbSize": "lots"},
+        "resources": {"mariadb": {"limitsMemory": "200Mi"}},
+        "compute": {"nodeGroups": [{"name": "g", "virtType": "xen", "bridgeInterfaces": {"br-x": "eth2"}}]},
+    }
+    with pytest.raises(SettingsError) as caught:
+        Settings.parse(raw)
+    keys = [p.split(": ")[0] for p in caught.value.problems]
+    assert keys == [
+        "openstack:storage.mariadbSize",
+        "openstack:compute.nodeGroups.0.virtType",
+        "openstack:compute.nodeGroups.0.bridgeInterfaces",
+        "openstack:storage.storageClass",
+        "openstack:resources.mariadb.limitsMemory",
+    ]
+
+
 @pytest.mark.parametrize(
     ("given", "expected"),
     [(1, "all-in-one"), ("5", "pod-per-service-host-pid"), ("baremetal-hypervisor", "baremetal-hypervisor")],
