@@ -14,7 +14,6 @@ from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
 from pydantic import (
-    AfterValidator,
     BaseModel,
     BeforeValidator,
     ConfigDict,
@@ -27,6 +26,17 @@ from pydantic.alias_generators import to_camel
 
 from components.memory import SHARES as MEMORY_SHARES
 from components.roles import Topology
+from components.setting_types import (
+    CpuModel,
+    DnsLabel,
+    DnsName,
+    InterfaceName,
+    LabelMap,
+    PhysnetName,
+    Quantity,
+    Text,
+    VlanRange,
+)
 
 # The Pulumi project: its settings are the `openstack:` keys of a stack.
 PROJECT = "openstack"
@@ -46,54 +56,11 @@ SERVICE_NEEDS: dict[str, tuple[str, ...]] = {
     "neutron": (),
 }
 
-_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
-_DNS_NAME = re.compile(r"^(?=.{1,253}$)[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
-_QUANTITY = re.compile(r"^[0-9]+(\.[0-9]+)?(m|k|Ki|Mi|Gi|Ti|Pi|M|G|T|P|E|Ei)?$")
-_LABEL_KEY = re.compile(r"^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
-_INTERFACE = re.compile(r"^[A-Za-z0-9_.-]{1,15}$")
-_LABEL_VALUE = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?$")
-
-
-def _dns_label(value: str) -> str:
-    if not _DNS_LABEL.match(value):
-        raise ValueError("must be a DNS-1123 label: lower-case letters, digits and '-', at most 63 characters")
-    return value
-
-
-def _dns_name(value: str) -> str:
-    if not _DNS_NAME.match(value):
-        raise ValueError("must be a DNS name such as 'cloud.example.com'")
-    return value
-
-
-def _quantity(value: str) -> str:
-    if not _QUANTITY.match(str(value)):
-        raise ValueError("must be a Kubernetes quantity such as '500m', '2', '512Mi' or '10Gi'")
-    return str(value)
-
-
-def _label_map(value: dict[str, str]) -> dict[str, str]:
-    for key, label in value.items():
-        if not _LABEL_KEY.match(key):
-            raise ValueError(f"label key {key!r} is not a valid Kubernetes label key")
-        if not _LABEL_VALUE.match(str(label)):
-            raise ValueError(f"label value {label!r} of {key!r} is not a valid Kubernetes label value")
-    return {k: str(v) for k, v in value.items()}
-
-
 def _topology(value: object) -> Topology:
     try:
         return Topology.parse(value)
     except ValueError as error:
         raise ValueError(f"{error}; allowed: {Topology.allowed()}") from None
-
-
-DnsLabel = Annotated[str, AfterValidator(_dns_label)]
-DnsName = Annotated[str, AfterValidator(_dns_name)]
-Quantity = Annotated[
-    str, BeforeValidator(lambda v: str(v) if isinstance(v, int | float) else v), AfterValidator(_quantity)
-]
-LabelMap = Annotated[dict[str, str], AfterValidator(_label_map)]
 
 
 class Model(BaseModel):
@@ -103,9 +70,9 @@ class Model(BaseModel):
 
 
 class Images(Model):
-    registry: str = "quay.io/openstack.kolla"
-    tag: str | None = Field(None, description="defaults to the release's Kolla tag")
-    overrides: dict[str, str] = Field(default_factory=dict, description="Kolla image name → full image reference")
+    registry: Text = "quay.io/openstack.kolla"
+    tag: Text | None = Field(None, description="defaults to the release's Kolla tag")
+    overrides: dict[Text, Text] = Field(default_factory=dict, description="Kolla image name → full image reference")
 
     @field_validator("overrides")
     @classmethod
@@ -121,7 +88,7 @@ class Images(Model):
 class Endpoints(Model):
     scheme: Literal["http", "https"] = "https"
     domain: DnsName = "cloud.example.com"
-    hosts: dict[str, DnsName] = Field(
+    hosts: dict[Text, DnsName] = Field(
         default_factory=dict, description="service → public host; default '<service>.<domain>'"
     )
     cluster_domain: DnsName = "cluster.local"
@@ -181,7 +148,7 @@ class Glance(Model):
 class Cinder(Model):
     backend: Literal["lvm", "nfs"] = Field("lvm", description="lvm: a volume group on a loop file per storage node")
     lvm_size: Quantity = "50Gi"
-    nfs_shares: tuple[str, ...] = Field((), description="'host:/export' entries for the nfs backend")
+    nfs_shares: tuple[Text, ...] = Field((), description="'host:/export' entries for the nfs backend")
 
     @model_validator(mode="after")
     def _shares(self) -> Cinder:
@@ -193,19 +160,13 @@ class Cinder(Model):
         return self
 
 
-def _interface_name(value: str) -> str:
-    # Linux: at most 15 bytes (IFNAMSIZ - 1), no '/', ':' or whitespace; kept to the usual characters.
-    if not _INTERFACE.match(value):
-        raise ValueError(f"{value!r} is not a network interface name (1-15 of a-z A-Z 0-9 . _ -)")
-    return value
-
-
-InterfaceName = Annotated[str, AfterValidator(_interface_name)]
 BridgeInterfaces = dict[InterfaceName, InterfaceName]
+# neutron's OVS agent owns these bridges (integration_bridge, tunnel_bridge): no provider network goes there.
+AGENT_BRIDGES = ("br-int", "br-tun")
 
 
 class Neutron(Model):
-    bridge_mappings: dict[str, InterfaceName] = Field(
+    bridge_mappings: dict[PhysnetName, InterfaceName] = Field(
         default_factory=lambda: {"physnet1": "br-ex"}, description="provider network → OVS bridge on network nodes"
     )
     bridge_interfaces: BridgeInterfaces = Field(
@@ -216,7 +177,19 @@ class Neutron(Model):
         "system", description="system: the kernel datapath; netdev: Open vSwitch's userspace datapath"
     )
     tenant_network_type: Literal["vxlan", "vlan"] = "vxlan"
-    vlan_ranges: tuple[str, ...] = Field((), description="'physnet:first:last' for vlan tenant networks")
+    vlan_ranges: tuple[VlanRange, ...] = Field((), description="'physnet:first:last' for vlan tenant networks")
+
+    @field_validator("bridge_mappings")
+    @classmethod
+    def _one_bridge_per_network(cls, value: dict[str, str]) -> dict[str, str]:
+        # neutron's OVS agent refuses a bridge mapped twice (parse_mappings(unique_values=True)).
+        shared = sorted({bridge for bridge in value.values() if list(value.values()).count(bridge) > 1})
+        if shared:
+            raise ValueError(f"one bridge per physical network; mapped more than once: {', '.join(shared)}")
+        taken = sorted(set(value.values()) & set(AGENT_BRIDGES))
+        if taken:
+            raise ValueError(f"{', '.join(taken)} belongs to neutron's OVS agent; name a bridge of its own, e.g. br-ex")
+        return value
 
     @model_validator(mode="after")
     def _vlans(self) -> Neutron:
@@ -236,14 +209,14 @@ class ChartOperator(Model):
     """An operator installed from its Helm chart."""
 
     install: bool = Field(True, description="false when the cluster already runs this operator")
-    chart_version: str
+    chart_version: Text
 
 
 class ManifestOperator(Model):
     """An operator installed from the manifest its project publishes with each release."""
 
     install: bool = Field(True, description="false when the cluster already runs this operator")
-    version: Annotated[str, Field(pattern=r"^v[0-9]+\.[0-9]+\.[0-9]+$", description="release tag, e.g. v2.21.1")]
+    version: Annotated[Text, Field(pattern=r"^v[0-9]+\.[0-9]+\.[0-9]+$", description="release tag, e.g. v2.21.1")]
 
 
 # The RabbitMQ Cluster Operator's manifest needs cert-manager from this release on: it adds
@@ -273,7 +246,7 @@ class NodeGroup(Model):
     node_selector: LabelMap = Field(default_factory=dict, description="added to nodeSelectors.compute")
     virt_type: Literal["kvm", "qemu", "lxc"] = "kvm"
     cpu_mode: Literal["host-model", "host-passthrough", "custom", "none"] = "host-model"
-    cpu_models: tuple[str, ...] = ()
+    cpu_models: tuple[CpuModel, ...] = ()
     reserved_host_memory_mb: int = Field(2048, ge=0)
     reserved_host_cpus: int = Field(0, ge=0)
     bridge_interfaces: BridgeInterfaces | None = Field(
@@ -309,14 +282,14 @@ class Compute(Model):
 
 class Settings(Model):
     namespace: DnsLabel = "openstack"
-    kubernetes_version: str = "1.31"
+    kubernetes_version: Text = "1.31"
     hypervisor_isolation: Annotated[Topology, BeforeValidator(_topology)] = Topology.POD_PER_SERVICE
-    release: str = "2026.1"
+    release: Text = "2026.1"
     images: Images = Images()
-    region: Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")] = "RegionOne"
+    region: Annotated[Text, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")] = "RegionOne"
     endpoints: Endpoints = Endpoints()
-    replicas: dict[str, Annotated[int, Field(ge=1, le=50)]] = Field(default_factory=dict)
-    resources: dict[str, Resources] = Field(default_factory=dict)
+    replicas: dict[Text, Annotated[int, Field(ge=1, le=50)]] = Field(default_factory=dict)
+    resources: dict[Text, Resources] = Field(default_factory=dict)
     storage: Storage = Storage()
     node_selectors: NodeSelectors = NodeSelectors()
     services: Services = Services()
