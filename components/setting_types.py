@@ -14,6 +14,8 @@ from typing import Annotated
 
 from pydantic import AfterValidator, BeforeValidator
 
+from components.memory import value_of
+
 _UNSAFE = re.compile(r"[\x00-\x1f\x7f'\"`]|\$\(")
 
 
@@ -44,11 +46,23 @@ DnsLabel = Annotated[
         "must be a DNS-1123 label: lower-case letters, digits and '-', at most 63 characters",
     ),
 ]
+_LABEL = r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?"
+# A host name: labels of at most 63 characters, 253 in all (RFC 1123).
 DnsName = Annotated[
     Text,
     _matching(
+        rf"(?=.{{1,253}}$){_LABEL}(\.{_LABEL})*",
+        "must be a DNS name such as 'cloud.example.com': labels of lower-case letters, digits and '-', "
+        "at most 63 characters each, 253 in all",
+    ),
+]
+# A Kubernetes object name such as a storage class's (IsDNS1123Subdomain: no limit per label).
+DnsSubdomain = Annotated[
+    Text,
+    _matching(
         r"(?=.{1,253}$)[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*",
-        "must be a DNS name such as 'cloud.example.com'",
+        "must be a Kubernetes object name (a DNS subdomain): lower-case letters, digits, '-' and '.', "
+        "starting and ending with a letter or digit, at most 253 characters",
     ),
 ]
 # Linux: at most 15 bytes (IFNAMSIZ - 1), no '/', ':' or whitespace; kept to the usual characters.
@@ -90,29 +104,96 @@ def _vlan_range(value: str) -> str:
 
 
 VlanRange = Annotated[Text, AfterValidator(_vlan_range)]
-_QUANTITY = re.compile(r"^[0-9]+(\.[0-9]+)?(m|k|Ki|Mi|Gi|Ti|Pi|M|G|T|P|E|Ei)?$")
 
 
-def _quantity(value: str) -> str:
-    if not _QUANTITY.match(str(value)):
-        raise ValueError("must be a Kubernetes quantity such as '500m', '2', '512Mi' or '10Gi'")
-    return str(value)
+def _number(value: object) -> object:
+    return str(value) if isinstance(value, int | float) and not isinstance(value, bool) else value
 
 
-Quantity = Annotated[
-    Text, BeforeValidator(lambda v: str(v) if isinstance(v, int | float) else v), AfterValidator(_quantity)
+def _cpu(value: str) -> str:
+    allowed = "must be CPU cores such as '2' or '0.5', or millicores such as '500m', more than 0"
+    if not re.fullmatch(r"[0-9]+(\.[0-9]+)?m?", value) or value_of(value) <= 0:
+        raise ValueError(allowed)
+    return value
+
+
+def _size(value: str) -> str:
+    allowed = (
+        "must be a size with a unit, binary ('512Mi', '10Gi') or decimal ('500M', '10G'), more than 0; "
+        "a bare number is bytes and 'm' thousandths of a byte"
+    )
+    if not re.fullmatch(r"[0-9]+(\.[0-9]+)?(k|M|G|T|P|E|Ki|Mi|Gi|Ti|Pi|Ei)", value) or value_of(value) < 1:
+        raise ValueError(allowed)
+    return value
+
+
+CpuQuantity = Annotated[Text, BeforeValidator(_number), AfterValidator(_cpu)]
+ByteQuantity = Annotated[Text, BeforeValidator(_number), AfterValidator(_size)]
+
+# Label keys: an optional prefix, a DNS subdomain of labels of at most 63 characters (253 in
+# all), then '/' and a name of at most 63 characters; values: at most 63, or empty.
+_LABEL_NAME = r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?"
+LabelKey = Annotated[
+    Text,
+    _matching(
+        rf"((?=[^/]{{1,253}}/){_LABEL}(\.{_LABEL})*/)?{_LABEL_NAME}",
+        "must be a Kubernetes label key: an optional DNS subdomain prefix and '/', then a name of at most "
+        "63 of a-z A-Z 0-9 - _ . starting and ending with a letter or digit",
+    ),
 ]
-_LABEL_KEY = re.compile(r"^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
-_LABEL_VALUE = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?$")
+LabelValue = Annotated[
+    Text,
+    _matching(
+        rf"({_LABEL_NAME})?",
+        "must be a Kubernetes label value: at most 63 of a-z A-Z 0-9 - _ . starting and ending with a letter or "
+        "digit (quote true, false and numbers)",
+    ),
+]
+LabelMap = dict[LabelKey, LabelValue]
+
+# Image references as container runtimes parse them (github.com/distribution/reference).
+_PATH_COMPONENT = r"[a-z0-9]+((\.|_|__|-+)[a-z0-9]+)*"
+_DOMAIN_COMPONENT = r"([a-zA-Z0-9]|[a-zA-Z0-9][a-zA-Z0-9-]*[a-zA-Z0-9])"
+_DOMAIN = rf"({_DOMAIN_COMPONENT}(\.{_DOMAIN_COMPONENT})*|\[[0-9A-Fa-f:.]+\])(:[0-9]+)?"
+_NAME = rf"(?P<domain>{_DOMAIN}/)?{_PATH_COMPONENT}(/{_PATH_COMPONENT})*"
+_TAG = r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}"
+_DIGEST = r"(?P<algorithm>[A-Za-z][A-Za-z0-9]*([-_+.][A-Za-z][A-Za-z0-9]*)*):(?P<hex>[0-9a-fA-F]+)"
+_REFERENCE = re.compile(rf"(?P<name>{_NAME})(:(?P<tag>{_TAG}))?(@(?P<digest>{_DIGEST}))?")
+_NO_LATEST = "'latest' names whatever was pushed last: pin a release tag or a digest"
 
 
-def _label_map(value: dict[str, str]) -> dict[str, str]:
-    for key, label in value.items():
-        if not _LABEL_KEY.match(key):
-            raise ValueError(f"label key {key!r} is not a valid Kubernetes label key")
-        if not _LABEL_VALUE.match(str(label)):
-            raise ValueError(f"label value {label!r} of {key!r} is not a valid Kubernetes label value")
-    return {k: str(v) for k, v in value.items()}
+def _registry(value: str) -> str:
+    if not re.fullmatch(_NAME, value):
+        raise ValueError(
+            "must be a registry and repository path such as 'quay.io/openstack.kolla' or "
+            "'registry.local:5000/kolla': no scheme, tag or trailing '/', lower-case path"
+        )
+    return value
 
 
-LabelMap = Annotated[dict[Text, Text], AfterValidator(_label_map)]
+def _tag(value: str) -> str:
+    if not re.fullmatch(_TAG, value):
+        raise ValueError("must be an image tag: 1-128 of a-z A-Z 0-9 _ . -, not starting with '.' or '-'")
+    if value == "latest":
+        raise ValueError(_NO_LATEST)
+    return value
+
+
+def _reference(value: str) -> str:
+    allowed = "must be an image reference pinned with ':<tag>' or '@<digest>', e.g. 'registry.local/keystone:2026.1'"
+    match = _REFERENCE.fullmatch(value)
+    if not match or len(match["name"]) > 255:
+        raise ValueError(f"{allowed} (registry, then a lower-case repository path)")
+    if not match["tag"] and not match["digest"]:
+        raise ValueError(f"{allowed}; this one is not pinned")
+    if match["tag"] == "latest":
+        raise ValueError(_NO_LATEST)
+    digits = len(match["hex"] or "")
+    if match["digest"] and (digits < 32 or (match["algorithm"] == "sha256" and digits != 64)):
+        raise ValueError(f"{allowed}; a digest has at least 32 hexadecimal digits, a sha256 one 64")
+    return value
+
+
+ImageRegistry = Annotated[Text, AfterValidator(_registry)]
+ImageTag = Annotated[Text, AfterValidator(_tag)]
+ImageReference = Annotated[Text, AfterValidator(_reference)]

@@ -22,18 +22,24 @@ from pydantic import (
     field_validator,
     model_validator,
 )
-from pydantic.alias_generators import to_camel
+from pydantic.alias_generators import to_camel, to_snake
 
 from components.memory import SHARES as MEMORY_SHARES
+from components.memory import value_of
 from components.roles import Topology
 from components.setting_types import (
+    ByteQuantity,
     CpuModel,
+    CpuQuantity,
     DnsLabel,
     DnsName,
+    DnsSubdomain,
+    ImageReference,
+    ImageRegistry,
+    ImageTag,
     InterfaceName,
     LabelMap,
     PhysnetName,
-    Quantity,
     Text,
     VlanRange,
 )
@@ -70,19 +76,11 @@ class Model(BaseModel):
 
 
 class Images(Model):
-    registry: Text = "quay.io/openstack.kolla"
-    tag: Text | None = Field(None, description="defaults to the release's Kolla tag")
-    overrides: dict[Text, Text] = Field(default_factory=dict, description="Kolla image name → full image reference")
-
-    @field_validator("overrides")
-    @classmethod
-    def _pinned(cls, value: dict[str, str]) -> dict[str, str]:
-        for image, ref in value.items():
-            if ":" not in ref.rsplit("/", 1)[-1] and "@" not in ref:
-                raise ValueError(f"override for {image!r} ({ref!r}) must be pinned with ':<tag>' or '@<digest>'")
-            if ref.endswith(":latest"):
-                raise ValueError(f"override for {image!r} uses ':latest'; pin a release tag or a digest")
-        return value
+    registry: ImageRegistry = "quay.io/openstack.kolla"
+    tag: ImageTag | None = Field(None, description="defaults to the release's Kolla tag")
+    overrides: dict[Text, ImageReference] = Field(
+        default_factory=dict, description="Kolla image name → full image reference, pinned by tag or digest"
+    )
 
 
 class Endpoints(Model):
@@ -95,17 +93,19 @@ class Endpoints(Model):
 
 
 class Resources(Model):
-    requests_cpu: Quantity = "100m"
-    requests_memory: Quantity = "256Mi"
-    limits_cpu: Quantity = "1"
-    limits_memory: Quantity = "1Gi"
+    """A container's requests and limits; `resources.<workload>` sets some, `resources.default` the rest."""
+
+    requests_cpu: CpuQuantity = "100m"
+    requests_memory: ByteQuantity = "256Mi"
+    limits_cpu: CpuQuantity = "1"
+    limits_memory: ByteQuantity = "1Gi"
 
 
 class Storage(Model):
-    storage_class: DnsName | None = Field(None, description="None uses the cluster's default storage class")
-    mariadb_size: Quantity = "10Gi"
-    rabbitmq_size: Quantity = "5Gi"
-    glance_size: Quantity = "20Gi"
+    storage_class: DnsSubdomain | None = Field(None, description="None uses the cluster's default storage class")
+    mariadb_size: ByteQuantity = "10Gi"
+    rabbitmq_size: ByteQuantity = "5Gi"
+    glance_size: ByteQuantity = "20Gi"
 
 
 class NodeSelectors(Model):
@@ -147,7 +147,7 @@ class Glance(Model):
 
 class Cinder(Model):
     backend: Literal["lvm", "nfs"] = Field("lvm", description="lvm: a volume group on a loop file per storage node")
-    lvm_size: Quantity = "50Gi"
+    lvm_size: ByteQuantity = "50Gi"
     nfs_shares: tuple[Text, ...] = Field((), description="'host:/export' entries for the nfs backend")
 
     @model_validator(mode="after")
@@ -325,17 +325,32 @@ class Settings(Model):
                 "name a storage class that provides ReadWriteMany (e.g. CephFS or NFS), "
                 "or use glance.backend 'cinder' or one glance-api replica",
             )
+        yield from self._requests_within_limits()
         for workload, share in MEMORY_SHARES.items():
             limit = self.resources_of(workload).limits_memory
             if share.mib(limit) < share.minimum_mib:
-                key = workload if workload in self.resources else "default"
                 yield problem(
-                    ("resources", key, "limitsMemory"),
+                    ("resources", *self._resources_key(workload, "limits_memory")),
                     limit,
                     f"{workload} needs a memory limit of at least {share.smallest_limit_mib()}Mi: "
                     f"its {share.setting} is {share.percent}% of the limit and at least {share.minimum_mib}MiB; "
                     f"the rest is for {share.rest}",
                 )
+
+    def _requests_within_limits(self) -> Iterator[Problem]:
+        # The API server refuses a container whose request is above its limit.
+        for workload in self.resources:
+            merged = self.resources_of(workload)
+            for kind in ("cpu", "memory"):
+                request, limit = getattr(merged, f"requests_{kind}"), getattr(merged, f"limits_{kind}")
+                if value_of(request) > value_of(limit):
+                    entry, field = self._resources_key(workload, f"requests_{kind}", f"limits_{kind}")
+                    yield problem(
+                        ("resources", entry, field),
+                        getattr(merged, to_snake(field)),
+                        f"{workload}'s {kind} request ({request}) must be at most its limit ({limit}); "
+                        "a workload's entry takes what it does not set from resources.default",
+                    )
 
     @field_validator("kubernetes_version", mode="before")
     @classmethod
@@ -365,7 +380,18 @@ class Settings(Model):
         return max(wanted, 3) if self.ha else wanted
 
     def resources_of(self, workload: str) -> Resources:
-        return self.resources.get(workload, self.resources.get("default", Resources()))
+        """What `resources.<workload>` sets, then what `resources.default` sets, then the built-in defaults."""
+        layers = [self.resources[w] for w in ("default", workload) if w in self.resources]
+        return Resources(**{name: getattr(layer, name) for layer in layers for name in layer.model_fields_set})
+
+    def _resources_key(self, workload: str, *fields: str) -> tuple[str, str]:
+        """Where `resources_of(workload)` takes the first of `fields` it has from: the entry and field to name."""
+        for entry in (workload, "default"):
+            given = self.resources[entry].model_fields_set if entry in self.resources else set()
+            for field in fields:
+                if field in given:
+                    return entry, to_camel(field)
+        return "default", to_camel(fields[0])
 
     def public_host(self, service: str) -> str:
         return self.endpoints.hosts.get(service, f"{service}.{self.endpoints.domain}")

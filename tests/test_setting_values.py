@@ -67,6 +67,63 @@ SCRIPT_VALUES: list[Case] = [
 ]
 
 
+DIGEST = "sha256:" + "0123456789abcdef" * 4
+LONG_LABEL = "a" * 64  # one more than a DNS label or a label name may have
+
+# Values Kubernetes refuses, or reads as something else than meant.
+KUBERNETES_VALUES: list[Case] = [
+    ({"storage": {"mariadbSize": "10"}}, "openstack:storage.mariadbSize", "a size with a unit"),
+    ({"storage": {"glanceSize": 500}}, "openstack:storage.glanceSize", "binary ('512Mi', '10Gi')"),
+    ({"storage": {"rabbitmqSize": "512m"}}, "openstack:storage.rabbitmqSize", "'m' thousandths of a byte"),
+    ({"cinder": {"lvmSize": "0Gi"}}, "openstack:cinder.lvmSize", "more than 0"),
+    ({"resources": {"default": {"requestsMemory": "256"}}}, "openstack:resources.default.requestsMemory", "unit"),
+    ({"resources": {"default": {"limitsCpu": "2Gi"}}}, "openstack:resources.default.limitsCpu", "CPU cores"),
+    ({"resources": {"default": {"requestsCpu": "0"}}}, "openstack:resources.default.requestsCpu", "more than 0"),
+    (
+        {"resources": {"default": {"requestsMemory": "2Gi"}}},
+        "openstack:resources.default.requestsMemory",
+        "default's memory request (2Gi) must be at most its limit (1Gi)",
+    ),
+    (
+        {"resources": {"default": {"limitsCpu": "1"}, "keystone-api": {"requestsCpu": "1500m"}}},
+        "openstack:resources.keystone-api.requestsCpu",
+        "keystone-api's cpu request (1500m) must be at most its limit (1)",
+    ),
+    (
+        {"resources": {"default": {"requestsCpu": "2", "limitsCpu": "4"}, "nova-api": {"limitsCpu": "1"}}},
+        "openstack:resources.nova-api.limitsCpu",
+        "nova-api's cpu request (2) must be at most its limit (1)",
+    ),
+    (
+        {"resources": {"mariadb": {"requestsMemory": "4Gi", "limitsMemory": "2Gi"}}},
+        "openstack:resources.mariadb.requestsMemory",
+        "takes what it does not set from resources.default",
+    ),
+    ({"nodeSelectors": {"compute": {"a..b/key": "x"}}}, "openstack:nodeSelectors.compute.a..b/key", "label key"),
+    ({"nodeSelectors": {"network": {"example.-com/k": "x"}}}, "openstack:nodeSelectors.network", "DNS subdomain"),
+    ({"nodeSelectors": {"storage": {f"{LONG_LABEL}.com/k": "x"}}}, "openstack:nodeSelectors.storage", "label key"),
+    ({"nodeSelectors": {"controlPlane": {"a." * 127 + "a/k": "x"}}}, "openstack:nodeSelectors.controlPlane", "prefix"),
+    ({"storage": {"storageClass": "Fast_SSD"}}, "openstack:storage.storageClass", "Kubernetes object name"),
+    ({"endpoints": {"domain": f"{LONG_LABEL}.example.com"}}, "openstack:endpoints.domain", "63 characters each"),
+    ({"endpoints": {"hosts": {"keystone": f"id.{LONG_LABEL}.org"}}}, "openstack:endpoints.hosts.keystone", "DNS"),
+    ({"endpoints": {"clusterDomain": f"cluster.{LONG_LABEL}"}}, "openstack:endpoints.clusterDomain", "DNS name"),
+    ({"images": {"registry": "https://quay.io/kolla"}}, "openstack:images.registry", "no scheme"),
+    ({"images": {"registry": "quay.io/kolla/"}}, "openstack:images.registry", "trailing '/'"),
+    ({"images": {"registry": "quay.io/OpenStack.Kolla"}}, "openstack:images.registry", "lower-case path"),
+    ({"images": {"tag": "latest"}}, "openstack:images.tag", "pin a release tag or a digest"),
+    ({"images": {"tag": "2026.1/noble"}}, "openstack:images.tag", "image tag"),
+    ({"images": {"overrides": {"keystone": "example.org/keystone:"}}}, "openstack:images.overrides.keystone", "tag"),
+    ({"images": {"overrides": {"glance-api": "r.io/glance-api@sha256:abc"}}}, "openstack:images.overrides", "64"),
+    ({"images": {"overrides": {"nova-api": "example.org/Nova-API:1.0"}}}, "openstack:images.overrides", "lower-case"),
+    ({"images": {"overrides": {"horizon": "example.org//horizon:1"}}}, "openstack:images.overrides", "image reference"),
+    (
+        {"images": {"overrides": {"keystone": f"example.org/keystone:latest@{DIGEST}"}}},
+        "openstack:images.overrides.keystone",
+        "'latest' names whatever was pushed last",
+    ),
+]
+
+
 def _check(raw: dict[str, Any], key: str, allowed: str) -> None:
     with pytest.raises(SettingsError) as caught:
         Settings.parse(raw)
@@ -78,6 +135,33 @@ def _check(raw: dict[str, Any], key: str, allowed: str) -> None:
 @pytest.mark.parametrize(("raw", "key", "allowed"), SCRIPT_VALUES, ids=[c[1] + "-" + c[2][:16] for c in SCRIPT_VALUES])
 def test_values_for_scripts_and_config_files(raw: dict[str, Any], key: str, allowed: str) -> None:
     _check(raw, key, allowed)
+
+
+@pytest.mark.parametrize(
+    ("raw", "key", "allowed"), KUBERNETES_VALUES, ids=[c[1] + "-" + c[2][:16] for c in KUBERNETES_VALUES]
+)
+def test_kubernetes_values(raw: dict[str, Any], key: str, allowed: str) -> None:
+    _check(raw, key, allowed)
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        {"storage": {"mariadbSize": "500G", "storageClass": "a" * 64}},  # a class name has no limit per label
+        {"resources": {"default": {"requestsCpu": "2", "limitsCpu": "2", "limitsMemory": "2Gi"}}},
+        {"resources": {"default": {"requestsCpu": 0.5, "limitsCpu": 4}}},  # CPU without a unit is cores
+        {"nodeSelectors": {"compute": {"node-role.kubernetes.io/compute": "", "kubernetes.io/arch": "amd64"}}},
+        {"images": {"registry": "registry.local:5000/kolla", "overrides": {"keystone": f"r.io/k/keystone@{DIGEST}"}}},
+    ],
+)
+def test_kubernetes_values_that_are_fine(raw: dict[str, Any]) -> None:
+    Settings.parse(raw)
+
+
+def test_a_workloads_resources_take_what_they_do_not_set_from_default() -> None:
+    settings = Settings.parse({"resources": {"default": {"limitsMemory": "4Gi"}, "mariadb": {"requestsCpu": "1"}}})
+    mariadb = settings.resources_of("mariadb")
+    assert (mariadb.requests_cpu, mariadb.limits_memory, mariadb.requests_memory) == ("1", "4Gi", "256Mi")
 
 
 def _strings_without_text(annotation: Any, where: str) -> list[str]:
