@@ -1,30 +1,17 @@
 """The Pulumi program: read the stack's settings, validate them, build the cloud."""
 
-import json
-import re
-
 import pulumi
-from pulumi.runtime.config import CONFIG, get_config_env
+from pulumi.runtime.config import CONFIG, get_config_env, get_config_secret_keys_env, is_config_secret
 
 from components.cloud import build
-from components.settings import Settings, SettingsError
+from components.settings import SettingsError
+from components.stack_config import settings_from_config
 
-_JSON_LIKE = re.compile(r"^(\{.*\}|\[.*\]|true|false|-?\d+)$", re.DOTALL)
-
-
-def stack_settings() -> dict[str, object]:
-    """Every `openstack:` key of the stack. Objects arrive as JSON text; '1.30' stays a string."""
-    config = {**get_config_env(), **CONFIG.get()}
-    raw = {}
-    for key, value in config.items():
-        namespace, _, name = key.partition(":")
-        if namespace == "openstack":
-            raw[name] = json.loads(value) if isinstance(value, str) and _JSON_LIKE.match(value) else value
-    return raw
-
-
+# Every key of the stack, as the engine hands them over: text, objects as JSON text.
+config = {**get_config_env(), **CONFIG.get()}
+secret = {key for key in config if is_config_secret(key)} | set(get_config_secret_keys_env())
 try:
-    settings = Settings.parse(stack_settings())
+    settings = settings_from_config(config, secret)
 except SettingsError as error:
     # Raised before any resource is declared: nothing is half-deployed.
     raise pulumi.RunError(str(error)) from None

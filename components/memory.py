@@ -1,4 +1,4 @@
-"""Kubernetes memory quantities, and how much of its container's limit a server may fill.
+"""Kubernetes quantities, and how much of its container's limit a server may fill.
 
 A buffer pool or cache sized on its own, apart from the container's memory limit, gets
 the container OOM-killed once it fills up. So each server's memory setting is a share of
@@ -32,12 +32,23 @@ _UNITS: dict[str, Decimal] = {
 _QUANTITY = re.compile(r"^([0-9]+(?:\.[0-9]+)?)([A-Za-z]*)$")
 
 
-def bytes_of(quantity: str) -> int:
-    """Bytes of a memory quantity: '512Mi', '1Gi', '500M', '1.5G' or plain bytes ('134217728')."""
+def parse_quantity(quantity: str) -> tuple[Decimal, str]:
+    """A Kubernetes quantity's number and suffix: '1.5Gi' → (1.5, 'Gi'), '500m' → (500, 'm')."""
     match = _QUANTITY.match(str(quantity).strip())
     if not match or match[2] not in _UNITS:
         raise ValueError(f"{quantity!r} is not a Kubernetes quantity such as '512Mi', '1Gi', '500M' or '134217728'")
-    return int(Decimal(match[1]) * _UNITS[match[2]])  # a fraction of a byte rounds down
+    return Decimal(match[1]), match[2]
+
+
+def value_of(quantity: str) -> Decimal:
+    """A quantity's value in its base unit: bytes, or CPU cores ('500m' → 0.5)."""
+    number, suffix = parse_quantity(quantity)
+    return number * _UNITS[suffix]
+
+
+def bytes_of(quantity: str) -> int:
+    """Bytes of a memory quantity: '512Mi', '1Gi', '500M', '1.5G' or plain bytes ('134217728')."""
+    return int(value_of(quantity))  # a fraction of a byte rounds down
 
 
 @dataclass(frozen=True)

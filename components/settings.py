@@ -7,8 +7,11 @@ bad value and what is allowed, before any resource is declared.
 
 from __future__ import annotations
 
+import dataclasses
 import ipaddress
 import re
+from collections.abc import Collection, Iterator, Mapping
+from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
 from pydantic import (
@@ -21,12 +24,31 @@ from pydantic import (
     field_validator,
     model_validator,
 )
-from pydantic.alias_generators import to_camel
-from pydantic_core import PydanticCustomError
+from pydantic.alias_generators import to_camel, to_snake
 
 from components.memory import SHARES as MEMORY_SHARES
+from components.memory import value_of
 from components.roles import Topology
+from components.setting_types import (
+    ByteQuantity,
+    CpuModel,
+    CpuQuantity,
+    DnsLabel,
+    DnsName,
+    DnsSubdomain,
+    ImageReference,
+    ImageRegistry,
+    ImageTag,
+    InterfaceName,
+    LabelMap,
+    PhysnetName,
+    Text,
+    VlanRange,
+)
 
+# The Pulumi project: its settings are the `openstack:` keys of a stack.
+PROJECT = "openstack"
+SECRET_MARK = "[secret]"  # how a secret value is shown in a problem
 # Releases this program renders configs for, with the Kolla image tag it defaults to.
 RELEASES: dict[str, str] = {"2026.1": "2026.1-ubuntu-noble"}
 # kubernetes-validate ships the schemas of these minor versions.
@@ -42,62 +64,12 @@ SERVICE_NEEDS: dict[str, tuple[str, ...]] = {
     "neutron": (),
 }
 
-_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
-_DNS_NAME = re.compile(r"^(?=.{1,253}$)[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
-_QUANTITY = re.compile(r"^[0-9]+(\.[0-9]+)?(m|k|Ki|Mi|Gi|Ti|Pi|M|G|T|P|E|Ei)?$")
-_LABEL_KEY = re.compile(r"^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
-_INTERFACE = re.compile(r"^[A-Za-z0-9_.-]{1,15}$")
-_LABEL_VALUE = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?$")
-
-
-def _dns_label(value: str) -> str:
-    if not _DNS_LABEL.match(value):
-        raise ValueError("must be a DNS-1123 label: lower-case letters, digits and '-', at most 63 characters")
-    return value
-
-
-def _dns_name(value: str) -> str:
-    if not _DNS_NAME.match(value):
-        raise ValueError("must be a DNS name such as 'cloud.example.com'")
-    return value
-
-
-def _quantity(value: str) -> str:
-    if not _QUANTITY.match(str(value)):
-        raise ValueError("must be a Kubernetes quantity such as '500m', '2', '512Mi' or '10Gi'")
-    return str(value)
-
-
-def _label_map(value: dict[str, str]) -> dict[str, str]:
-    for key, label in value.items():
-        if not _LABEL_KEY.match(key):
-            raise ValueError(f"label key {key!r} is not a valid Kubernetes label key")
-        if not _LABEL_VALUE.match(str(label)):
-            raise ValueError(f"label value {label!r} of {key!r} is not a valid Kubernetes label value")
-    return {k: str(v) for k, v in value.items()}
-
 
 def _topology(value: object) -> Topology:
     try:
         return Topology.parse(value)
     except ValueError as error:
         raise ValueError(f"{error}; allowed: {Topology.allowed()}") from None
-
-
-DnsLabel = Annotated[str, AfterValidator(_dns_label)]
-DnsName = Annotated[str, AfterValidator(_dns_name)]
-Quantity = Annotated[
-    str, BeforeValidator(lambda v: str(v) if isinstance(v, int | float) else v), AfterValidator(_quantity)
-]
-LabelMap = Annotated[dict[str, str], AfterValidator(_label_map)]
-
-
-def setting_error(key: str, value: Any, message: str) -> PydanticCustomError:
-    """A problem found across settings, reported at the one setting that fixes it.
-
-    `key` is its camelCase path below `openstack:`, e.g. 'storage.storageClass'.
-    """
-    return PydanticCustomError("setting", message, {"key": key, "value": value})
 
 
 class Model(BaseModel):
@@ -107,42 +79,36 @@ class Model(BaseModel):
 
 
 class Images(Model):
-    registry: str = "quay.io/openstack.kolla"
-    tag: str | None = Field(None, description="defaults to the release's Kolla tag")
-    overrides: dict[str, str] = Field(default_factory=dict, description="Kolla image name → full image reference")
-
-    @field_validator("overrides")
-    @classmethod
-    def _pinned(cls, value: dict[str, str]) -> dict[str, str]:
-        for image, ref in value.items():
-            if ":" not in ref.rsplit("/", 1)[-1] and "@" not in ref:
-                raise ValueError(f"override for {image!r} ({ref!r}) must be pinned with ':<tag>' or '@<digest>'")
-            if ref.endswith(":latest"):
-                raise ValueError(f"override for {image!r} uses ':latest'; pin a release tag or a digest")
-        return value
+    registry: ImageRegistry = "quay.io/openstack.kolla"
+    tag: ImageTag | None = Field(None, description="defaults to the release's Kolla tag")
+    overrides: dict[Text, ImageReference] = Field(
+        default_factory=dict, description="Kolla image name → full image reference, pinned by tag or digest"
+    )
 
 
 class Endpoints(Model):
     scheme: Literal["http", "https"] = "https"
     domain: DnsName = "cloud.example.com"
-    hosts: dict[str, DnsName] = Field(
+    hosts: dict[Text, DnsName] = Field(
         default_factory=dict, description="service → public host; default '<service>.<domain>'"
     )
     cluster_domain: DnsName = "cluster.local"
 
 
 class Resources(Model):
-    requests_cpu: Quantity = "100m"
-    requests_memory: Quantity = "256Mi"
-    limits_cpu: Quantity = "1"
-    limits_memory: Quantity = "1Gi"
+    """A container's requests and limits; `resources.<workload>` sets some, `resources.default` the rest."""
+
+    requests_cpu: CpuQuantity = "100m"
+    requests_memory: ByteQuantity = "256Mi"
+    limits_cpu: CpuQuantity = "1"
+    limits_memory: ByteQuantity = "1Gi"
 
 
 class Storage(Model):
-    storage_class: DnsName | None = Field(None, description="None uses the cluster's default storage class")
-    mariadb_size: Quantity = "10Gi"
-    rabbitmq_size: Quantity = "5Gi"
-    glance_size: Quantity = "20Gi"
+    storage_class: DnsSubdomain | None = Field(None, description="None uses the cluster's default storage class")
+    mariadb_size: ByteQuantity = "10Gi"
+    rabbitmq_size: ByteQuantity = "5Gi"
+    glance_size: ByteQuantity = "20Gi"
 
 
 class NodeSelectors(Model):
@@ -184,8 +150,8 @@ class Glance(Model):
 
 class Cinder(Model):
     backend: Literal["lvm", "nfs"] = Field("lvm", description="lvm: a volume group on a loop file per storage node")
-    lvm_size: Quantity = "50Gi"
-    nfs_shares: tuple[str, ...] = Field((), description="'host:/export' entries for the nfs backend")
+    lvm_size: ByteQuantity = "50Gi"
+    nfs_shares: tuple[Text, ...] = Field((), description="'host:/export' entries for the nfs backend")
 
     @model_validator(mode="after")
     def _shares(self) -> Cinder:
@@ -197,19 +163,13 @@ class Cinder(Model):
         return self
 
 
-def _interface_name(value: str) -> str:
-    # Linux: at most 15 bytes (IFNAMSIZ - 1), no '/', ':' or whitespace; kept to the usual characters.
-    if not _INTERFACE.match(value):
-        raise ValueError(f"{value!r} is not a network interface name (1-15 of a-z A-Z 0-9 . _ -)")
-    return value
-
-
-InterfaceName = Annotated[str, AfterValidator(_interface_name)]
 BridgeInterfaces = dict[InterfaceName, InterfaceName]
+# neutron's OVS agent owns these bridges (integration_bridge, tunnel_bridge): no provider network goes there.
+AGENT_BRIDGES = ("br-int", "br-tun")
 
 
 class Neutron(Model):
-    bridge_mappings: dict[str, InterfaceName] = Field(
+    bridge_mappings: dict[PhysnetName, InterfaceName] = Field(
         default_factory=lambda: {"physnet1": "br-ex"}, description="provider network → OVS bridge on network nodes"
     )
     bridge_interfaces: BridgeInterfaces = Field(
@@ -220,7 +180,19 @@ class Neutron(Model):
         "system", description="system: the kernel datapath; netdev: Open vSwitch's userspace datapath"
     )
     tenant_network_type: Literal["vxlan", "vlan"] = "vxlan"
-    vlan_ranges: tuple[str, ...] = Field((), description="'physnet:first:last' for vlan tenant networks")
+    vlan_ranges: tuple[VlanRange, ...] = Field((), description="'physnet:first:last' for vlan tenant networks")
+
+    @field_validator("bridge_mappings")
+    @classmethod
+    def _one_bridge_per_network(cls, value: dict[str, str]) -> dict[str, str]:
+        # neutron's OVS agent refuses a bridge mapped twice (parse_mappings(unique_values=True)).
+        shared = sorted({bridge for bridge in value.values() if list(value.values()).count(bridge) > 1})
+        if shared:
+            raise ValueError(f"one bridge per physical network; mapped more than once: {', '.join(shared)}")
+        taken = sorted(set(value.values()) & set(AGENT_BRIDGES))
+        if taken:
+            raise ValueError(f"{', '.join(taken)} belongs to neutron's OVS agent; name a bridge of its own, e.g. br-ex")
+        return value
 
     @model_validator(mode="after")
     def _vlans(self) -> Neutron:
@@ -240,14 +212,14 @@ class ChartOperator(Model):
     """An operator installed from its Helm chart."""
 
     install: bool = Field(True, description="false when the cluster already runs this operator")
-    chart_version: str
+    chart_version: Text
 
 
 class ManifestOperator(Model):
     """An operator installed from the manifest its project publishes with each release."""
 
     install: bool = Field(True, description="false when the cluster already runs this operator")
-    version: Annotated[str, Field(pattern=r"^v[0-9]+\.[0-9]+\.[0-9]+$", description="release tag, e.g. v2.21.1")]
+    version: Annotated[Text, Field(pattern=r"^v[0-9]+\.[0-9]+\.[0-9]+$", description="release tag, e.g. v2.21.1")]
 
 
 # The RabbitMQ Cluster Operator's manifest needs cert-manager from this release on: it adds
@@ -277,7 +249,7 @@ class NodeGroup(Model):
     node_selector: LabelMap = Field(default_factory=dict, description="added to nodeSelectors.compute")
     virt_type: Literal["kvm", "qemu", "lxc"] = "kvm"
     cpu_mode: Literal["host-model", "host-passthrough", "custom", "none"] = "host-model"
-    cpu_models: tuple[str, ...] = ()
+    cpu_models: tuple[CpuModel, ...] = ()
     reserved_host_memory_mb: int = Field(2048, ge=0)
     reserved_host_cpus: int = Field(0, ge=0)
     bridge_interfaces: BridgeInterfaces | None = Field(
@@ -322,21 +294,21 @@ class NetworkPolicies(Model):
     enabled: bool = Field(
         True, description="NetworkPolicies admit only the cloud's pods to MariaDB, RabbitMQ and memcached"
     )
-    node_cidrs: tuple[Annotated[str, AfterValidator(_cidr)], ...] = Field(
+    node_cidrs: tuple[Annotated[Text, AfterValidator(_cidr)], ...] = Field(
         (), description="the nodes' addresses: host-network agents reach RabbitMQ from them; unset, AMQP stays open"
     )
 
 
 class Settings(Model):
     namespace: DnsLabel = "openstack"
-    kubernetes_version: str = "1.31"
+    kubernetes_version: Text = "1.31"
     hypervisor_isolation: Annotated[Topology, BeforeValidator(_topology)] = Topology.POD_PER_SERVICE
-    release: str = "2026.1"
+    release: Text = "2026.1"
     images: Images = Images()
-    region: Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")] = "RegionOne"
+    region: Annotated[Text, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")] = "RegionOne"
     endpoints: Endpoints = Endpoints()
-    replicas: dict[str, Annotated[int, Field(ge=1, le=50)]] = Field(default_factory=dict)
-    resources: dict[str, Resources] = Field(default_factory=dict)
+    replicas: dict[Text, Annotated[int, Field(ge=1, le=50)]] = Field(default_factory=dict)
+    resources: dict[Text, Resources] = Field(default_factory=dict)
     storage: Storage = Storage()
     node_selectors: NodeSelectors = NodeSelectors()
     services: Services = Services()
@@ -348,53 +320,57 @@ class Settings(Model):
     neutron: Neutron = Neutron()
     network_policies: NetworkPolicies = NetworkPolicies()
 
-    @model_validator(mode="after")
-    def _group_bridges_are_mapped(self) -> Settings:
+    def problems(self) -> Iterator[Problem]:
+        """What no single setting shows: settings that contradict each other, or the program."""
         mapped = set(self.neutron.bridge_mappings.values())
-        for group in self.compute.node_groups:
+        for index, group in enumerate(self.compute.node_groups):
             unmapped = sorted(set(group.bridge_interfaces or {}) - mapped)
             if unmapped:
-                raise ValueError(
+                yield problem(
+                    ("compute", "nodeGroups", index, "bridgeInterfaces"),
+                    group.bridge_interfaces,
                     f"compute.nodeGroups {group.name!r}: bridgeInterfaces names bridges that "
-                    f"neutron.bridgeMappings does not map: {', '.join(unmapped)}"
+                    f"neutron.bridgeMappings does not map: {', '.join(unmapped)}",
                 )
-        return self
-
-    @model_validator(mode="after")
-    def _glance_on_cinder(self) -> Settings:
         if self.services.glance and self.glance.backend == "cinder" and not self.services.cinder:
-            raise ValueError("glance.backend 'cinder' needs services.cinder to be enabled")
-        return self
-
-    @model_validator(mode="after")
-    def _glance_replicas_share_their_images(self) -> Settings:
+            yield problem(("glance", "backend"), "cinder", "backend 'cinder' needs services.cinder to be enabled")
         # Replicas on several nodes mount one claim, ReadWriteMany, which the cluster's default
         # storage class (usually block storage) does not provide: the claim would never bind.
         replicas = self.replicas_of("glance-api")
         if self.services.glance and self.glance.backend == "file" and replicas > 1 and not self.storage.storage_class:
-            raise setting_error(
-                "storage.storageClass",
+            yield problem(
+                ("storage", "storageClass"),
                 self.storage.storage_class,
                 f"glance-api runs {replicas} replicas on the file backend, which share one ReadWriteMany volume: "
                 "name a storage class that provides ReadWriteMany (e.g. CephFS or NFS), "
                 "or use glance.backend 'cinder' or one glance-api replica",
             )
-        return self
-
-    @model_validator(mode="after")
-    def _servers_fit_their_memory_limits(self) -> Settings:
+        yield from self._requests_within_limits()
         for workload, share in MEMORY_SHARES.items():
             limit = self.resources_of(workload).limits_memory
             if share.mib(limit) < share.minimum_mib:
-                key = workload if workload in self.resources else "default"
-                raise setting_error(
-                    f"resources.{key}.limitsMemory",
+                yield problem(
+                    ("resources", *self._resources_key(workload, "limits_memory")),
                     limit,
                     f"{workload} needs a memory limit of at least {share.smallest_limit_mib()}Mi: "
                     f"its {share.setting} is {share.percent}% of the limit and at least {share.minimum_mib}MiB; "
                     f"the rest is for {share.rest}",
                 )
-        return self
+
+    def _requests_within_limits(self) -> Iterator[Problem]:
+        # The API server refuses a container whose request is above its limit.
+        for workload in self.resources:
+            merged = self.resources_of(workload)
+            for kind in ("cpu", "memory"):
+                request, limit = getattr(merged, f"requests_{kind}"), getattr(merged, f"limits_{kind}")
+                if value_of(request) > value_of(limit):
+                    entry, field = self._resources_key(workload, f"requests_{kind}", f"limits_{kind}")
+                    yield problem(
+                        ("resources", entry, field),
+                        getattr(merged, to_snake(field)),
+                        f"{workload}'s {kind} request ({request}) must be at most its limit ({limit}); "
+                        "a workload's entry takes what it does not set from resources.default",
+                    )
 
     @field_validator("kubernetes_version", mode="before")
     @classmethod
@@ -424,7 +400,18 @@ class Settings(Model):
         return max(wanted, 3) if self.ha else wanted
 
     def resources_of(self, workload: str) -> Resources:
-        return self.resources.get(workload, self.resources.get("default", Resources()))
+        """What `resources.<workload>` sets, then what `resources.default` sets, then the built-in defaults."""
+        layers = [self.resources[w] for w in ("default", workload) if w in self.resources]
+        return Resources(**{name: getattr(layer, name) for layer in layers for name in layer.model_fields_set})
+
+    def _resources_key(self, workload: str, *fields: str) -> tuple[str, str]:
+        """Where `resources_of(workload)` takes the first of `fields` it has from: the entry and field to name."""
+        for entry in (workload, "default"):
+            given = self.resources[entry].model_fields_set if entry in self.resources else set()
+            for field in fields:
+                if field in given:
+                    return entry, to_camel(field)
+        return "default", to_camel(fields[0])
 
     def public_host(self, service: str) -> str:
         return self.endpoints.hosts.get(service, f"{service}.{self.endpoints.domain}")
@@ -433,32 +420,108 @@ class Settings(Model):
         return f"{k8s_service}.{self.namespace}.svc.{self.endpoints.cluster_domain}"
 
     @classmethod
-    def parse(cls, raw: dict[str, Any]) -> Settings:
-        """Validate the stack's `openstack:` keys; raise SettingsError listing every problem."""
-        try:
-            return cls.model_validate(raw)
-        except ValidationError as error:
-            raise SettingsError.from_validation(error) from None
+    def parse(cls, raw: Mapping[str, Any], secret: Collection[str] = ()) -> Settings:
+        """Validate the stack's `openstack:` keys; raise SettingsError listing every problem.
+
+        pydantic stops at a model whose fields are invalid, so what depends on them (its own
+        checks, `problems()`) would go unreported until the next run. So each round sets the
+        invalid values aside (their defaults take their place) and validates again, keeping
+        what it finds about everything else. `secret` names settings shown as [secret].
+        """
+        found: list[Problem] = []
+        set_aside: list[tuple[str, ...]] = []
+        data: Any = raw
+        settings = None
+        for _ in range(MAX_ROUNDS):
+            try:
+                settings = cls.model_validate(data)
+            except ValidationError as error:
+                items = error.errors(include_url=False)
+                found += [p for p in map(_problem_of, items) if not _related(p.path, set_aside)]
+                invalid = [p.path for p in map(_problem_of, items) if p.path]
+                if not invalid or not isinstance(data, Mapping):
+                    break
+                for path in invalid:
+                    data = _without(data, path)
+                set_aside += invalid
+                continue
+            found += [p for p in settings.problems() if not _related(p.path, set_aside)]
+            break
+        if found or settings is None:
+            raise SettingsError([p.hidden() if p.path[:1] and p.path[0] in secret else p for p in found])
+        return settings
+
+
+# Each round sets aside at least one more invalid value; a stack file has far fewer levels.
+MAX_ROUNDS = 10
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One invalid setting: its full key (`<namespace>:<name>[.<field>...]`), value and what is allowed."""
+
+    key: str
+    value: Any
+    message: str
+    path: tuple[str, ...] = ()  # below `openstack:`, to relate problems to values set aside
+    shown: bool = True  # False when there is no value to show (a missing one)
+
+    def __str__(self) -> str:
+        return f"{self.key}: {self.message}" + (f" (got {self.value!r})" if self.shown else "")
+
+    def hidden(self) -> Problem:
+        return dataclasses.replace(self, value=SECRET_MARK)
+
+
+def problem(path: tuple[str | int, ...], value: Any, message: str) -> Problem:
+    """A problem found across settings, reported at the one setting that fixes it (path below openstack:)."""
+    parts = tuple(map(str, path))
+    return Problem(f"{PROJECT}:{'.'.join(parts)}", value, message, parts)
+
+
+def _problem_of(item: Any) -> Problem:
+    # A key that is itself invalid is named by its path; pydantic adds '[key]' after it.
+    loc = tuple(str(part) for part in item["loc"] if part != "[key]")
+    message = item["msg"].removeprefix("Value error, ")
+    if item["type"] == "extra_forbidden":
+        message = "unknown setting (check the spelling; keys are camelCase)"
+    key = f"{PROJECT}:" + ".".join(loc) if loc else PROJECT
+    return Problem(key, item.get("input"), message, loc, shown=item["type"] != "missing")
+
+
+def _related(path: tuple[str, ...], set_aside: list[tuple[str, ...]]) -> bool:
+    """Whether a problem is about a value set aside, or what holds it (found with its default instead)."""
+    return any(path[: len(other)] == other or other[: len(path)] == path for other in set_aside)
+
+
+def _without(data: Any, path: tuple[str, ...]) -> Any:
+    """`data` without the value at `path`, so its default takes its place.
+
+    A list loses the whole list (removing an item would renumber the others), and a path
+    that goes where the data does not (a union's branch) stops there.
+    """
+    if not path or not isinstance(data, Mapping) or path[0] not in data:
+        return data
+    head, rest = path[0], path[1:]
+    value = data[head]
+    if rest and isinstance(value, Mapping) and rest[0] in value:
+        return {**data, head: _without(value, rest)}
+    if rest and isinstance(value, list | tuple) and rest[0].isdigit() and int(rest[0]) < len(value):
+        item = value[int(rest[0])]
+        if rest[1:] and isinstance(item, Mapping) and rest[1] in item:
+            items = list(value)
+            items[int(rest[0])] = _without(item, rest[1:])
+            return {**data, head: items}
+    return {key: v for key, v in data.items() if key != head}
 
 
 class SettingsError(ValueError):
     """Every problem in a stack's settings, one per line, each naming its key."""
 
-    def __init__(self, problems: list[str]):
-        self.problems = problems
-        super().__init__(f"{len(problems)} invalid stack setting(s):\n" + "\n".join(f"  - {p}" for p in problems))
-
-    @classmethod
-    def from_validation(cls, error: ValidationError) -> SettingsError:
-        problems = []
-        for item in error.errors(include_url=False):
-            loc, value = [str(part) for part in item["loc"]], item.get("input")
-            if item["type"] == "setting":
-                loc, value = [*loc, *item["ctx"]["key"].split(".")], item["ctx"]["value"]
-            key = "openstack:" + ".".join(loc) if loc else "openstack"
-            message = item["msg"].removeprefix("Value error, ")
-            if item["type"] == "extra_forbidden":
-                message = "unknown setting (check the spelling; keys are camelCase)"
-            shown = "" if item["type"] == "missing" else f" (got {value!r})"
-            problems.append(f"{key}: {message}{shown}")
-        return cls(problems)
+    def __init__(self, found: list[Problem]):
+        unique = {str(p): p for p in found}  # one line per problem, in the order found
+        self.found = list(unique.values())
+        self.problems = list(unique)
+        super().__init__(
+            f"{len(self.problems)} invalid stack setting(s):\n" + "\n".join(f"  - {p}" for p in self.problems)
+        )

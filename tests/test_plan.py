@@ -53,15 +53,9 @@ def test_secrets_are_masked_unless_asked(tmp_path: Path) -> None:
 
 
 def test_invalid_settings_exit_nonzero_with_the_key_on_stderr(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
-    stacks = tmp_path / "stacks"
-    stacks.mkdir()
-    (stacks / "Pulumi.broken.yaml").write_text("config:\n  openstack:hypervisorIsolation: seven\n")
-    original = plan_tool.stack_config.__globals__["stack_file"]
-    plan_tool.stack_config.__globals__["stack_file"] = lambda stack: stacks / f"Pulumi.{stack}.yaml"
-    try:
-        assert plan_tool.main(["--stack", "broken", "--out", str(tmp_path / "out")]) == 2
-    finally:
-        plan_tool.stack_config.__globals__["stack_file"] = original
+    broken = tmp_path / "Pulumi.broken.yaml"
+    broken.write_text("config:\n  openstack:hypervisorIsolation: seven\n")
+    assert plan_tool.main(["--stack", "broken", "--stack-file", str(broken), "--out", str(tmp_path / "out")]) == 2
     assert "openstack:hypervisorIsolation" in capsys.readouterr().err
     assert not (tmp_path / "out").exists()
 

@@ -20,7 +20,7 @@ MALFORMED: list[tuple[dict[str, Any], str, str]] = [
     ({"hypervisorIsolation": 6}, "openstack:hypervisorIsolation", "all-in-one (1)"),
     ({"release": "2023.2"}, "openstack:release", "2026.1"),
     ({"replicas": {"keystone-api": 0}}, "openstack:replicas.keystone-api", "greater than or equal to 1"),
-    ({"storage": {"mariadbSize": "lots"}}, "openstack:storage.mariadbSize", "quantity"),
+    ({"storage": {"mariadbSize": "lots"}}, "openstack:storage.mariadbSize", "a size with a unit"),
     ({"nodeSelectors": {"compute": {"bad key!": "x"}}}, "openstack:nodeSelectors.compute", "label key"),
     ({"services": {"placement": False}}, "openstack:services", "nova needs placement"),
     ({"services": {"keystone": False}}, "openstack:services.keystone", "True"),
@@ -31,7 +31,11 @@ MALFORMED: list[tuple[dict[str, Any], str, str]] = [
     ({"namspace": "openstack"}, "openstack:namspace", "unknown setting"),
     ({"ha": True}, "openstack:storage.storageClass", "provides ReadWriteMany"),
     ({"replicas": {"glance-api": 2}}, "openstack:storage.storageClass", "glance-api runs 2 replicas"),
-    ({"resources": {"mariadb": {"limitsMemory": "200Mi"}}}, "openstack:resources.mariadb.limitsMemory", "256Mi"),
+    (
+        {"resources": {"mariadb": {"limitsMemory": "200Mi"}}},
+        "openstack:resources.mariadb.limitsMemory",
+        "limit of at least 256Mi",
+    ),
     (
         {"resources": {"default": {"limitsMemory": "300Mi"}, "memcached": {"limitsMemory": "64Mi"}}},
         "openstack:resources.memcached.limitsMemory",
@@ -69,8 +73,7 @@ MALFORMED: list[tuple[dict[str, Any], str, str]] = [
 def test_malformed_settings_name_the_key_and_what_is_allowed(raw: dict[str, Any], key: str, allowed: str) -> None:
     with pytest.raises(SettingsError) as caught:
         Settings.parse(raw)
-    [problem] = [p for p in caught.value.problems if p.startswith(key)]
-    assert allowed in problem
+    [problem] = [p for p in caught.value.problems if p.startswith(key) and allowed in p]
     assert "got" in problem or "unknown setting" in problem
 
 
@@ -79,6 +82,26 @@ def test_every_problem_is_reported_at_once() -> None:
         Settings.parse({"namespace": "UPPER", "region": "", "kubernetesVersion": "2.0", "hypervisorIsolation": 0})
     keys = {p.split(":")[1] for p in caught.value.problems}
     assert keys == {"namespace", "region", "kubernetesVersion", "hypervisorIsolation"}
+
+
+def test_problems_that_depend_on_other_settings_are_reported_with_theirs() -> None:
+    """pydantic stops at invalid fields; what depends on them is still found, in the same run."""
+    raw = {
+        "ha": True,
+        "storage": {"mariadbSize": "lots"},
+        "resources": {"mariadb": {"requestsMemory": "128Mi", "limitsMemory": "200Mi"}},
+        "compute": {"nodeGroups": [{"name": "g", "virtType": "xen", "bridgeInterfaces": {"br-x": "eth2"}}]},
+    }
+    with pytest.raises(SettingsError) as caught:
+        Settings.parse(raw)
+    keys = [p.split(": ")[0] for p in caught.value.problems]
+    assert keys == [
+        "openstack:storage.mariadbSize",
+        "openstack:compute.nodeGroups.0.virtType",
+        "openstack:compute.nodeGroups.0.bridgeInterfaces",
+        "openstack:storage.storageClass",
+        "openstack:resources.mariadb.limitsMemory",
+    ]
 
 
 @pytest.mark.parametrize(
@@ -106,9 +129,10 @@ def test_ha_raises_replicas_to_three_but_keeps_larger_counts() -> None:
 
 
 def test_default_images_are_kolla_images_of_the_release() -> None:
-    settings = Settings.parse({"images": {"overrides": {"nova-api": "registry.local/nova-api@sha256:abc"}}})
+    pinned = "registry.local/nova-api@sha256:" + "0123456789abcdef" * 4
+    settings = Settings.parse({"images": {"overrides": {"nova-api": pinned}}})
     assert settings.image("keystone") == "quay.io/openstack.kolla/keystone:2026.1-ubuntu-noble"
-    assert settings.image("nova-api") == "registry.local/nova-api@sha256:abc"
+    assert settings.image("nova-api") == pinned
 
 
 def test_project_file_declares_every_top_level_setting() -> None:

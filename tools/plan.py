@@ -1,6 +1,6 @@
 """The offline plan: what `pulumi up` would create for a stack, without a CLI or a cluster.
 
-    python -m tools.plan --stack dev --out build/dev [--show-secrets]
+    python -m tools.plan --stack dev --out build/dev [--show-secrets] [--stack-file PATH]
 
 Runs the real program under the mock runtime, writes plan.json and manifests.yaml,
 validates every built-in object against the stack's Kubernetes API schema, runs the
@@ -21,8 +21,10 @@ import kubernetes_validate
 import yaml
 
 from components.settings import Settings, SettingsError
+from components.stack_config import settings_from_config
 from policies.report import check_resources, load_config
-from tools.runtime import Registration, run_stack, stack_config
+from policies.settings import ConfigError
+from tools.runtime import Registration, run_program, stack_config, stack_with
 
 
 @dataclass
@@ -105,10 +107,15 @@ def engine_dependencies(registrations: list[Registration]) -> dict[str, list[str
     return result
 
 
-def build_plan(stack: str, overrides: dict[str, Any] | None = None) -> Plan:
-    raw = {k.removeprefix("openstack:"): v for k, v in stack_config(stack).items() if k.startswith("openstack:")}
-    settings = Settings.parse({**raw, **(overrides or {})})
-    registrations = run_stack(stack, overrides)
+def build_plan(stack: str, overrides: dict[str, Any] | None = None, stack_path: Path | None = None) -> Plan:
+    """The plan of a stack; `overrides` change `openstack:` settings, `stack_path` reads its file elsewhere.
+
+    Settings are read as the program reads them (components.stack_config), from what the CLI
+    would pass it: a stack that the program would refuse raises SettingsError here first.
+    """
+    config = stack_with(stack_config(stack, stack_path), overrides)
+    settings = settings_from_config(config)
+    registrations = run_program(config, stack)
     return Plan(stack, settings, registrations, engine_dependencies(registrations))
 
 
@@ -161,14 +168,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--stack", required=True, help="a stack in stacks/Pulumi.<stack>.yaml")
     parser.add_argument("--out", required=True, type=Path, help="directory for plan.json and manifests.yaml")
     parser.add_argument("--show-secrets", action="store_true", help="write secret values instead of [secret]")
+    parser.add_argument(
+        "--stack-file",
+        type=Path,
+        help="read the stack's settings from this file instead of stacks/Pulumi.<stack>.yaml "
+        "(the stack's name still picks its policy config, policies/config/<stack>.json)",
+    )
     args = parser.parse_args(argv)
     try:
-        plan = build_plan(args.stack)
-    except (SettingsError, FileNotFoundError) as error:
+        plan = build_plan(args.stack, stack_path=args.stack_file)
+        violations = policy_report(plan)
+    except (SettingsError, FileNotFoundError, ConfigError) as error:
         print(f"error: stack {args.stack}: {error}", file=sys.stderr)
         return 2
     errors, skipped = validate(plan)
-    violations = policy_report(plan)
     args.out.mkdir(parents=True, exist_ok=True)
     document = {
         "stack": plan.stack,

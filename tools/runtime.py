@@ -24,8 +24,9 @@ from pulumi.runtime.settings import set_root_resource
 from pulumi.runtime.stack import run_pulumi_func
 from pulumi.runtime.sync_await import _sync_await
 
+from components.settings import PROJECT, Problem, SettingsError
+
 REPO = Path(__file__).resolve().parent.parent
-PROJECT = "openstack"
 SECRET_MARK = "[secret]"
 # How the Pulumi wire protocol marks a secret value and an unknown one.
 _SECRET_SIG = ("4dabf18193072939515e22adb298388d", "1b47061264138c4ac30d75fd1eb44270")
@@ -134,21 +135,60 @@ def stack_file(stack: str) -> Path:
     return REPO / "stacks" / f"Pulumi.{stack}.yaml"
 
 
-def stack_config(stack: str) -> dict[str, Any]:
-    """The stack's `openstack:` settings as the stack file holds them."""
-    path = stack_file(stack)
+def stack_config(stack: str, path: Path | None = None) -> dict[str, str]:
+    """The stack's config as the Pulumi CLI hands it to the program (`read_stack_file`).
+
+    `path` reads the stack's file from elsewhere; by default stacks/Pulumi.<stack>.yaml.
+    """
+    path = path or stack_file(stack)
     if not path.exists():
-        known = ", ".join(sorted(p.name.split(".")[1] for p in path.parent.glob("Pulumi.*.yaml")))
+        known = ", ".join(sorted(p.name.split(".")[1] for p in stack_file(stack).parent.glob("Pulumi.*.yaml")))
         raise FileNotFoundError(f"no stack {stack!r}: {path} does not exist (stacks: {known})")
-    document = yaml.safe_load(path.read_text()) or {}
-    return dict(document.get("config") or {})
+    return read_stack_file(path)
+
+
+def read_stack_file(path: Path) -> dict[str, str]:
+    """Every key of a stack file's `config:`, in the form the Pulumi CLI passes it to a program.
+
+    As the CLI reads the file (config.Value in pulumi/sdk/go/common/resource/config): a scalar
+    is its text as written (`"2024"` and `2024` alike, `1.30` stays '1.30', an empty one is
+    ''), a mapping or list is JSON. So the plan sees exactly what `pulumi up` would give the
+    program, and components.stack_config decides what each value means in one place.
+    """
+    def wrong(what: str, value: Any = None, shown: bool = True) -> SettingsError:
+        return SettingsError([Problem(str(path), value, what, shown=shown)])
+
+    try:
+        document = yaml.compose(path.read_text())
+    except yaml.YAMLError as error:
+        raise wrong(f"not valid YAML: {error}", shown=False) from None
+    if document is None:
+        return {}
+    if not isinstance(document, yaml.MappingNode):
+        raise wrong("a stack file is a mapping with a 'config:' mapping", _construct(document))
+    config = next((value for key, value in document.value if key.value == "config"), None)
+    if config is None or (isinstance(config, yaml.ScalarNode) and config.tag.endswith(":null")):
+        return {}
+    if not isinstance(config, yaml.MappingNode):
+        raise wrong("'config:' is a mapping of '<namespace>:<name>' keys to values", _construct(config))
+    wire = {}
+    for key, value in config.value:
+        if isinstance(value, yaml.ScalarNode):
+            wire[key.value] = "" if value.tag.endswith(":null") else value.value
+        else:
+            wire[key.value] = json.dumps(_construct(value), default=str)
+    return wire
+
+
+def _construct(node: yaml.Node) -> Any:
+    return yaml.SafeLoader("").construct_document(node)
 
 
 def _as_engine_config(config: Mapping[str, Any]) -> dict[str, str]:
     """What the Pulumi CLI hands a program: scalars as text, objects and lists as JSON."""
     wire = {}
     for key, value in config.items():
-        if isinstance(value, dict | list):
+        if isinstance(value, dict | list | tuple):
             wire[key] = json.dumps(value)
         elif isinstance(value, bool):
             wire[key] = "true" if value else "false"
@@ -158,10 +198,16 @@ def _as_engine_config(config: Mapping[str, Any]) -> dict[str, str]:
 
 
 def run_program(
-    config: Mapping[str, Any], stack: str = "test", monitor: RecordingMonitor | None = None
+    config: Mapping[str, Any],
+    stack: str = "test",
+    monitor: RecordingMonitor | None = None,
+    secret_keys: list[str] | None = None,
 ) -> list[Registration]:
-    """Run __main__.py with `config` (keys like 'openstack:namespace') and return its registrations."""
-    pulumi.runtime.set_all_config(_as_engine_config(config), [])
+    """Run __main__.py with `config` (keys like 'openstack:namespace') and return its registrations.
+
+    `secret_keys` names the keys the engine would mark secret.
+    """
+    pulumi.runtime.set_all_config(_as_engine_config(config), secret_keys or [])
     monitor = monitor or RecordingMonitor(FakeCloudMocks())
     set_root_resource(None)  # type: ignore[arg-type]  # a fresh Stack resource for every run
     pulumi.runtime.set_mocks(FakeCloudMocks(), project=PROJECT, stack=stack, preview=False, monitor=monitor)
@@ -169,7 +215,11 @@ def run_program(
     return monitor.registrations
 
 
-def run_stack(stack: str, overrides: Mapping[str, Any] | None = None) -> list[Registration]:
+def stack_with(config: Mapping[str, str], overrides: Mapping[str, Any] | None) -> dict[str, str]:
+    """A stack's config with some `openstack:` settings changed (camelCase keys, Python values)."""
+    return {**config, **_as_engine_config({f"{PROJECT}:{k}": v for k, v in (overrides or {}).items()})}
+
+
+def run_stack(stack: str, overrides: Mapping[str, Any] | None = None, path: Path | None = None) -> list[Registration]:
     """Run the program with a stack file's settings, optionally changed by `overrides`."""
-    config = {**stack_config(stack), **{f"openstack:{k}": v for k, v in (overrides or {}).items()}}
-    return run_program(config, stack)
+    return run_program(stack_with(stack_config(stack, path), overrides), stack)

@@ -201,11 +201,21 @@ def test_readme_preview_role_only_reads_and_never_secrets() -> None:
         assert "secrets" not in rule["resources"] and "*" not in rule["apiGroups"], rule
 
 
+# pulumi-kubernetes' module names of the groups whose API name is longer.
+API_GROUPS = {"core": "", "networking": "networking.k8s.io", "rbac": "rbac.authorization.k8s.io"}
+
+
+def plural(kind: str) -> str:
+    """A kind's resource name, as the API server spells it (NetworkPolicy → networkpolicies)."""
+    lower = kind.lower()
+    return lower[:-1] + "ies" if lower.endswith("y") else lower + "s"
+
+
 def test_readme_preview_role_reads_every_kind_the_program_declares() -> None:
     source = "\n".join(p.read_text() for p in sorted((REPO / "components").glob("*.py")))
     source += (REPO / "__main__.py").read_text()
     kinds = {
-        ("" if group == "core" else group, f"{kind.lower()}s")
+        (API_GROUPS.get(group, group), plural(kind))
         for group, kind in re.findall(r"\bk8s\.([a-z]+)\.v[0-9a-z]+\.([A-Z][A-Za-z]+)\b", source)
     }
     kinds |= {(group, "*") for group in re.findall(r'api_version="([a-z0-9.-]+)/v[0-9a-z]+"', source)}

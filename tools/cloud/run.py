@@ -41,15 +41,15 @@ def machine_overrides(stack: str, virt_type: str) -> dict[str, Any]:
     Its virtualisation includes its size: a node group that reserves as many CPUs for the host
     as this machine has would leave guests none (Placement's VCPU inventory would be empty).
     """
-    config = stack_config(stack)
-    compute = dict(config.get("openstack:compute") or {})
+    config = stack_config(stack)  # as the CLI passes it: objects as JSON text
+    compute = dict(json.loads(config.get("openstack:compute") or "{}"))
     groups = compute.get("nodeGroups") or [{"name": "default"}]
     cpus = os.cpu_count() or 1
     compute["nodeGroups"] = [
         {**group, "virtType": virt_type, "reservedHostCpus": min(group.get("reservedHostCpus", 0), cpus - 1)}
         for group in groups
     ]
-    neutron = {**(config.get("openstack:neutron") or {}), "datapathType": "netdev"}
+    neutron = {**json.loads(config.get("openstack:neutron") or "{}"), "datapathType": "netdev"}
     return {"compute": compute, "neutron": neutron}
 
 

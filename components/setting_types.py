@@ -1,0 +1,199 @@
+"""The value types of the settings model: every string setting is `Text` or a type built on it.
+
+Settings reach shell scripts (environment variables the start scripts loop over), INI files
+and Kubernetes objects. `Text` keeps out what could break out of any of them (line breaks and
+other control characters, quotes, command substitution); the narrower types below add what
+their consumer accepts. A validator raises ValueError with what is allowed; the model adds
+the key and the value.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated
+
+from pydantic import AfterValidator, BeforeValidator
+
+from components.memory import value_of
+
+_UNSAFE = re.compile(r"[\x00-\x1f\x7f'\"`]|\$\(")
+
+
+def _plain_text(value: str) -> str:
+    if _UNSAFE.search(value):
+        raise ValueError("must be plain text: no line breaks or other control characters, no quotes (' \" `), no '$('")
+    return value
+
+
+Text = Annotated[str, AfterValidator(_plain_text)]
+
+
+def _matching(pattern: str, allowed: str) -> AfterValidator:
+    compiled = re.compile(pattern)
+
+    def check(value: str) -> str:
+        if not compiled.fullmatch(value):
+            raise ValueError(allowed)
+        return value
+
+    return AfterValidator(check)
+
+
+DnsLabel = Annotated[
+    Text,
+    _matching(
+        r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?",
+        "must be a DNS-1123 label: lower-case letters, digits and '-', at most 63 characters",
+    ),
+]
+_LABEL = r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?"
+# A host name: labels of at most 63 characters, 253 in all (RFC 1123).
+DnsName = Annotated[
+    Text,
+    _matching(
+        rf"(?=.{{1,253}}$){_LABEL}(\.{_LABEL})*",
+        "must be a DNS name such as 'cloud.example.com': labels of lower-case letters, digits and '-', "
+        "at most 63 characters each, 253 in all",
+    ),
+]
+# A Kubernetes object name such as a storage class's (IsDNS1123Subdomain: no limit per label).
+DnsSubdomain = Annotated[
+    Text,
+    _matching(
+        r"(?=.{1,253}$)[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*",
+        "must be a Kubernetes object name (a DNS subdomain): lower-case letters, digits, '-' and '.', "
+        "starting and ending with a letter or digit, at most 253 characters",
+    ),
+]
+# Linux: at most 15 bytes (IFNAMSIZ - 1), no '/', ':' or whitespace; kept to the usual characters.
+InterfaceName = Annotated[
+    Text, _matching(r"[A-Za-z0-9_.-]{1,15}", "must be a network interface name (1-15 of a-z A-Z 0-9 . _ -)")
+]
+# neutron's physical_network (at most 64 characters), written into ml2_conf.ini and
+# openvswitch_agent.ini lists as 'physnet:bridge,...' and 'physnet:first:last,...'.
+PhysnetName = Annotated[
+    Text,
+    _matching(
+        r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}",
+        "must be a physical network name: 1-64 of a-z A-Z 0-9 . _ -, starting with a letter or digit",
+    ),
+]
+# libvirt's CPU model names (virsh cpu-models x86_64), e.g. 'Haswell-noTSX-IBRS', 'EPYC-Rome';
+# nova.conf lists them separated by ','.
+CpuModel = Annotated[
+    Text,
+    _matching(
+        r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}",
+        "must be a libvirt CPU model name such as 'Haswell-noTSX-IBRS' (a-z A-Z 0-9 . _ -)",
+    ),
+]
+MAX_VLAN = 4094  # 0 and 4095 are reserved (IEEE 802.1Q)
+
+
+def _vlan_range(value: str) -> str:
+    allowed = f"must be 'physnet:first:last' with 1 <= first <= last <= {MAX_VLAN}, e.g. 'physnet1:100:199'"
+    match = re.fullmatch(r"([^:]+):([0-9]{1,5}):([0-9]{1,5})", value)
+    if not match:
+        raise ValueError(allowed)
+    physnet, first, last = match[1], int(match[2]), int(match[3])
+    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}", physnet):
+        raise ValueError(f"{allowed}; {physnet!r} is no physical network name")
+    if not 1 <= first <= last <= MAX_VLAN:
+        raise ValueError(allowed)
+    return value
+
+
+VlanRange = Annotated[Text, AfterValidator(_vlan_range)]
+
+
+def _number(value: object) -> object:
+    return str(value) if isinstance(value, int | float) and not isinstance(value, bool) else value
+
+
+def _cpu(value: str) -> str:
+    allowed = "must be CPU cores such as '2' or '0.5', or millicores such as '500m', more than 0"
+    if not re.fullmatch(r"[0-9]+(\.[0-9]+)?m?", value) or value_of(value) <= 0:
+        raise ValueError(allowed)
+    return value
+
+
+def _size(value: str) -> str:
+    allowed = (
+        "must be a size with a unit, binary ('512Mi', '10Gi') or decimal ('500M', '10G'), more than 0; "
+        "a bare number is bytes and 'm' thousandths of a byte"
+    )
+    if not re.fullmatch(r"[0-9]+(\.[0-9]+)?(k|M|G|T|P|E|Ki|Mi|Gi|Ti|Pi|Ei)", value) or value_of(value) < 1:
+        raise ValueError(allowed)
+    return value
+
+
+CpuQuantity = Annotated[Text, BeforeValidator(_number), AfterValidator(_cpu)]
+ByteQuantity = Annotated[Text, BeforeValidator(_number), AfterValidator(_size)]
+
+# Label keys: an optional prefix, a DNS subdomain of labels of at most 63 characters (253 in
+# all), then '/' and a name of at most 63 characters; values: at most 63, or empty.
+_LABEL_NAME = r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?"
+LabelKey = Annotated[
+    Text,
+    _matching(
+        rf"((?=[^/]{{1,253}}/){_LABEL}(\.{_LABEL})*/)?{_LABEL_NAME}",
+        "must be a Kubernetes label key: an optional DNS subdomain prefix and '/', then a name of at most "
+        "63 of a-z A-Z 0-9 - _ . starting and ending with a letter or digit",
+    ),
+]
+LabelValue = Annotated[
+    Text,
+    _matching(
+        rf"({_LABEL_NAME})?",
+        "must be a Kubernetes label value: at most 63 of a-z A-Z 0-9 - _ . starting and ending with a letter or "
+        "digit (quote true, false and numbers)",
+    ),
+]
+LabelMap = dict[LabelKey, LabelValue]
+
+# Image references as container runtimes parse them (github.com/distribution/reference).
+_PATH_COMPONENT = r"[a-z0-9]+((\.|_|__|-+)[a-z0-9]+)*"
+_DOMAIN_COMPONENT = r"([a-zA-Z0-9]|[a-zA-Z0-9][a-zA-Z0-9-]*[a-zA-Z0-9])"
+_DOMAIN = rf"({_DOMAIN_COMPONENT}(\.{_DOMAIN_COMPONENT})*|\[[0-9A-Fa-f:.]+\])(:[0-9]+)?"
+_NAME = rf"(?P<domain>{_DOMAIN}/)?{_PATH_COMPONENT}(/{_PATH_COMPONENT})*"
+_TAG = r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}"
+_DIGEST = r"(?P<algorithm>[A-Za-z][A-Za-z0-9]*([-_+.][A-Za-z][A-Za-z0-9]*)*):(?P<hex>[0-9a-fA-F]+)"
+_REFERENCE = re.compile(rf"(?P<name>{_NAME})(:(?P<tag>{_TAG}))?(@(?P<digest>{_DIGEST}))?")
+_NO_LATEST = "'latest' names whatever was pushed last: pin a release tag or a digest"
+
+
+def _registry(value: str) -> str:
+    if not re.fullmatch(_NAME, value):
+        raise ValueError(
+            "must be a registry and repository path such as 'quay.io/openstack.kolla' or "
+            "'registry.local:5000/kolla': no scheme, tag or trailing '/', lower-case path"
+        )
+    return value
+
+
+def _tag(value: str) -> str:
+    if not re.fullmatch(_TAG, value):
+        raise ValueError("must be an image tag: 1-128 of a-z A-Z 0-9 _ . -, not starting with '.' or '-'")
+    if value == "latest":
+        raise ValueError(_NO_LATEST)
+    return value
+
+
+def _reference(value: str) -> str:
+    allowed = "must be an image reference pinned with ':<tag>' or '@<digest>', e.g. 'registry.local/keystone:2026.1'"
+    match = _REFERENCE.fullmatch(value)
+    if not match or len(match["name"]) > 255:
+        raise ValueError(f"{allowed} (registry, then a lower-case repository path)")
+    if not match["tag"] and not match["digest"]:
+        raise ValueError(f"{allowed}; this one is not pinned")
+    if match["tag"] == "latest":
+        raise ValueError(_NO_LATEST)
+    digits = len(match["hex"] or "")
+    if match["digest"] and (digits < 32 or (match["algorithm"] == "sha256" and digits != 64)):
+        raise ValueError(f"{allowed}; a digest has at least 32 hexadecimal digits, a sha256 one 64")
+    return value
+
+
+ImageRegistry = Annotated[Text, AfterValidator(_registry)]
+ImageTag = Annotated[Text, AfterValidator(_tag)]
+ImageReference = Annotated[Text, AfterValidator(_reference)]

@@ -1,0 +1,138 @@
+"""Reading a stack: its namespaces, its shape, and values exactly as the Pulumi CLI passes them."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pulumi
+import pytest
+import yaml
+
+from components.settings import Settings
+from tests.helpers import containers
+from tools import plan as plan_tool
+from tools import runtime
+from tools.runtime import REPO, FakeCloudMocks, RecordingMonitor, run_program
+
+# (stack file, the key the error must name, a fragment of what the error must say is allowed)
+MISREAD: list[tuple[str, str, str]] = [
+    ("config:\n  opnestack:ha: true\n", "opnestack:ha", "did you mean 'openstack:ha'?"),
+    ("config:\n  openstak:region: RegionTwo\n", "openstak:region", "allowed: openstack (this program's settings)"),
+    ("config:\n  aws:region: us-east-1\n", "aws:region", "unknown config namespace 'aws'"),
+    ("config:\n  kubernetes:contxt: prod\n", "kubernetes:contxt", "did you mean 'kubernetes:context'?"),
+    ("config:\n  kubernetes:kubeConfig: ~/.kube/config\n", "kubernetes:kubeConfig", "kubeconfig"),
+    ("config:\n  random:length: 5\n", "random:length", "takes no configuration"),
+    ("config:\n  region: RegionTwo\n", "region", "keys are '<namespace>:<name>'"),
+    ("- openstack:ha\n", "Pulumi.dev.yaml", "a stack file is a mapping with a 'config:' mapping"),
+    ("config:\n  - openstack:ha: true\n", "Pulumi.dev.yaml", "'config:' is a mapping of '<namespace>:<name>' keys"),
+    ("config: openstack\n", "Pulumi.dev.yaml", "'config:' is a mapping"),
+    ("config:\n  openstack:ha: [true\n", "Pulumi.dev.yaml", "not valid YAML"),
+]
+
+
+def _plan_file(text: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> int:
+    """`python -m tools.plan --stack dev` on a stack file with this text."""
+    path = tmp_path / "Pulumi.dev.yaml"
+    path.write_text(text)
+    monkeypatch.setattr(runtime, "stack_file", lambda stack: path)
+    return plan_tool.main(["--stack", "dev", "--out", str(tmp_path / "out")])
+
+
+@pytest.mark.parametrize(("text", "key", "allowed"), MISREAD, ids=[m[1] + "-" + m[2][:16] for m in MISREAD])
+def test_misread_stacks_name_the_key_and_what_is_allowed(
+    text: str, key: str, allowed: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+) -> None:
+    assert _plan_file(text, tmp_path, monkeypatch) == 2
+    err = capsys.readouterr().err
+    [line] = [line for line in err.splitlines() if line.lstrip(" -").startswith(key) or f"/{key}:" in line]
+    assert allowed in line
+    assert not (tmp_path / "out").exists()
+
+
+# (a line of the dev stack file, setting, the value the program must see): scalars arrive as the
+# CLI passes them, as their text, and the model decides what they mean.
+AS_WRITTEN: list[tuple[str, str, str]] = [
+    ('openstack:region: "2024"', "region", "2024"),
+    ("openstack:region: 2024", "region", "2024"),
+    ('openstack:region: "true"', "region", "true"),
+    ('openstack:region: "007"', "region", "007"),
+    # Unquoted, YAML would make it the number 1.3; the CLI passes the text as written.
+    ("openstack:kubernetesVersion: 1.30", "kubernetesVersion", "1.30"),
+]
+DEV = (REPO / "stacks" / "Pulumi.dev.yaml").read_text()
+
+
+def _dev_with(line: str) -> str:
+    """The dev stack file with one setting written differently."""
+    key = line.split(":")[1]
+    lines = [f"  {line}" if entry.startswith(f"  openstack:{key}:") else entry for entry in DEV.splitlines()]
+    assert f"  {line}" in lines
+    return "\n".join(lines) + "\n"
+
+
+@pytest.mark.parametrize(("line", "setting", "expected"), AS_WRITTEN, ids=[m[0] for m in AS_WRITTEN])
+def test_scalars_reach_the_model_as_written(
+    line: str, setting: str, expected: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert _plan_file(_dev_with(line), tmp_path, monkeypatch) == 0
+    document = json.loads((tmp_path / "out" / "plan.json").read_text())
+    assert document["settings"][setting] == expected
+
+
+def test_a_quoted_number_reaches_the_program_as_text() -> None:
+    """Under the Pulumi CLI every scalar arrives as text: '2024' is a region, not a number."""
+    registrations = run_program({"openstack:region": "2024"})
+    [bootstrap] = [r for r in registrations if r.kind == "Job" and r.k8s_name == "keystone-bootstrap"]
+    env = {e["name"]: e.get("value") for c in containers(bootstrap) for e in c["env"]}
+    assert env["OS_BOOTSTRAP_REGION_ID"] == "2024"
+
+
+def test_secret_values_are_not_shown_in_problems() -> None:
+    monitor = RecordingMonitor(FakeCloudMocks())
+    config = {"openstack:region": "not a region s3cret", "opnestack:password": "hunter2"}
+    with pytest.raises(pulumi.RunError) as caught:
+        run_program(config, monitor=monitor, secret_keys=list(config))
+    message = str(caught.value)
+    assert "openstack:region" in message and "opnestack:password" in message
+    assert "s3cret" not in message and "hunter2" not in message and "[secret]" in message
+    assert monitor.registrations == []
+
+
+def test_every_problem_of_a_stack_is_reported_at_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+) -> None:
+    text = "config:\n  opnestack:ha: true\n  kubernetes:contxt: x\n  openstack:namespace: Bad\n"
+    assert _plan_file(text, tmp_path, monkeypatch) == 2
+    err = capsys.readouterr().err
+    for key in ("opnestack:ha", "kubernetes:contxt", "openstack:namespace"):
+        assert f"- {key}:" in err
+
+
+def test_the_providers_keys_are_allowed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    extra = "  kubernetes:context: prod\n  kubernetes:kubeconfig: /k\n  pulumi:disable-default-providers: []\n"
+    assert _plan_file(DEV + extra, tmp_path, monkeypatch) == 0
+
+
+def test_the_plan_reads_a_stack_file_from_elsewhere(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    path = tmp_path / "mine.yaml"
+    path.write_text("config:\n  openstack:hypervisorIsolation: seven\n")
+    out = tmp_path / "out"
+    assert plan_tool.main(["--stack", "dev", "--stack-file", str(path), "--out", str(out)]) == 2
+    assert "openstack:hypervisorIsolation" in capsys.readouterr().err
+
+
+def test_project_file_types_exactly_the_scalar_settings() -> None:
+    """The CLI checks a typed key's value; objects have no type in Pulumi's project schema."""
+    declared = yaml.safe_load((REPO / "Pulumi.yaml").read_text())["config"]
+    for name, info in Settings.model_fields.items():
+        key = info.alias or name
+        structured = json.dumps(Settings().model_dump(by_alias=True, mode="json")[key]).startswith(("{", "["))
+        assert ("type" in declared[key]) is not structured, key
+
+
+def test_stacks_read_as_the_cli_reads_them() -> None:
+    for stack in ("dev", "staging", "prod"):
+        config = runtime.stack_config(stack)
+        assert all(isinstance(v, str) for v in config.values())
+        assert json.loads(config["openstack:compute"])["nodeGroups"]
