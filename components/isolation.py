@@ -28,9 +28,7 @@ MARIADB_PODS = {"app.kubernetes.io/name": "mariadb", "app.kubernetes.io/instance
 MARIADB_OPERATOR = {"podSelector": {"matchLabels": {"app.kubernetes.io/name": "mariadb-operator"}}}
 RABBITMQ_PODS = {"app.kubernetes.io/name": "rabbitmq", "app.kubernetes.io/part-of": "rabbitmq"}
 RABBIT_INIT_JOBS = {
-    "podSelector": {
-        "matchLabels": {"app.kubernetes.io/part-of": PART_OF, "app.kubernetes.io/component": "rabbit-init"}
-    }
+    "podSelector": {"matchLabels": {"app.kubernetes.io/part-of": PART_OF, "app.kubernetes.io/component": "rabbit-init"}}
 }
 MEMCACHED_PODS = {"app.kubernetes.io/name": "memcached", "app.kubernetes.io/component": "server"}
 RABBITMQ_CLUSTERING = (4369, 25672)  # epmd and Erlang distribution between RabbitMQ nodes

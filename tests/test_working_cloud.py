@@ -112,9 +112,7 @@ def test_failed_horizon_settings_are_not_looked_for_elsewhere() -> None:
 def test_libvirt_listens_for_migrations_with_sasl() -> None:
     plan = plan_of("prod")
     files = _files(plan, "compute")
-    libvirtd = dict(
-        line.split(" = ", 1) for line in files["libvirtd-kvm-general.conf"].splitlines() if " = " in line
-    )
+    libvirtd = dict(line.split(" = ", 1) for line in files["libvirtd-kvm-general.conf"].splitlines() if " = " in line)
     assert libvirtd["listen_tcp"] == "1" and libvirtd["auth_tcp"] == '"sasl"' and libvirtd["listen_tls"] == "0"
     assert "mech_list: DIGEST-MD5" in files["libvirt-sasl.conf"]
     assert "authname=nova" in files["libvirt-auth.conf"]

@@ -155,6 +155,7 @@ def read_stack_file(path: Path) -> dict[str, str]:
     ''), a mapping or list is JSON. So the plan sees exactly what `pulumi up` would give the
     program, and components.stack_config decides what each value means in one place.
     """
+
     def wrong(what: str, value: Any = None, shown: bool = True) -> SettingsError:
         return SettingsError([Problem(str(path), value, what, shown=shown)])
 
