@@ -6,14 +6,11 @@ so it works on a plain cluster; NFS shares are the other choice.
 
 from __future__ import annotations
 
-import pulumi
-
 from components import oslo
 from components.api import registered_api_needs, rpc_daemon, uwsgi_file, wsgi_api
 from components.bootstrap import TOOLBOX, admin_env, db_sync
 from components.glance import PORT as GLANCE_PORT
 from components.inifile import render_ini
-from components.openstack_service import BuildContext, OpenStackService
 from components.roles import STORAGE_NODE_PODS
 from components.settings import Settings
 from components.spec import CatalogEntry, RenderContext, ServiceSpec, Step
@@ -139,8 +136,3 @@ def cinder(settings: Settings) -> ServiceSpec:
             ),
         ),
     )
-
-
-class Cinder(OpenStackService):
-    def __init__(self, ctx: BuildContext, opts: pulumi.ResourceOptions | None = None):
-        super().__init__(cinder(ctx.settings), ctx, opts)

@@ -5,33 +5,16 @@ from __future__ import annotations
 import pulumi
 import pulumi_kubernetes as k8s
 
-from components.cinder import Cinder
-from components.compute import ComputeNodes
 from components.credentials import Credentials
-from components.glance import Glance
 from components.graph import DeployGraph
-from components.horizon import Horizon
 from components.isolation import DataStoreIsolation
-from components.keystone import Keystone
 from components.mariadb import MariaDB
 from components.memcached import Memcached
 from components.meta import labels
-from components.neutron import Neutron
-from components.nova import Nova
-from components.openstack_service import BuildContext
-from components.placement import Placement
+from components.openstack_service import BuildContext, OpenStackService
 from components.rabbitmq import RabbitMQ
+from components.services import service_specs
 from components.settings import Settings
-
-# In an order where whatever a service waits for is declared before it.
-SERVICES = {
-    "glance": Glance,
-    "placement": Placement,
-    "nova": Nova,
-    "neutron": Neutron,
-    "cinder": Cinder,
-    "horizon": Horizon,
-}
 
 
 def build(settings: Settings) -> DeployGraph:
@@ -56,9 +39,6 @@ def build(settings: Settings) -> DeployGraph:
     Memcached(settings, graph, in_namespace)
     DataStoreIsolation(settings, in_namespace)
     ctx = BuildContext(settings, credentials, graph)
-    Keystone(ctx, in_namespace)
-    for name in settings.services.enabled():
-        SERVICES[name](ctx, in_namespace)
-    if settings.services.nova:
-        ComputeNodes(ctx, in_namespace)
+    for spec in service_specs(settings):
+        OpenStackService(spec, ctx, in_namespace)
     return graph

@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import dataclasses
 
-import pulumi
-
 from components import libvirt, oslo
 from components.api import HEALTH_SCRIPT, connected_to
 from components.bootstrap import client_env
@@ -19,7 +17,6 @@ from components.inifile import render_ini
 from components.neutron import agent_sections, ovs_agent_sections
 from components.nova import host_discovery, nova_sections
 from components.nova import render as render_nova
-from components.openstack_service import BuildContext, OpenStackService
 from components.roles import (
     ISCSID_POD,
     NodeKind,
@@ -309,8 +306,3 @@ def compute(settings: Settings) -> ServiceSpec:
         ),
         processes=tuple(processes),
     )
-
-
-class ComputeNodes(OpenStackService):
-    def __init__(self, ctx: BuildContext, opts: pulumi.ResourceOptions | None = None):
-        super().__init__(compute(ctx.settings), ctx, opts)

@@ -2,13 +2,10 @@
 
 from __future__ import annotations
 
-import pulumi
-
 from components import oslo
 from components.api import registered_api_needs, uwsgi_file, wsgi_api
 from components.bootstrap import db_sync
 from components.inifile import render_ini
-from components.openstack_service import BuildContext, OpenStackService
 from components.settings import Settings
 from components.spec import CatalogEntry, Claim, RenderContext, ServiceSpec
 from components.workload import env
@@ -90,8 +87,3 @@ def glance(settings: Settings) -> ServiceSpec:
             ),
         ),
     )
-
-
-class Glance(OpenStackService):
-    def __init__(self, ctx: BuildContext, opts: pulumi.ResourceOptions | None = None):
-        super().__init__(glance(ctx.settings), ctx, opts)

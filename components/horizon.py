@@ -2,12 +2,9 @@
 
 from __future__ import annotations
 
-import pulumi
-
 from components import oslo
 from components.api import wsgi_api
 from components.inifile import render_ini
-from components.openstack_service import BuildContext, OpenStackService
 from components.settings import Settings
 from components.spec import Process, RenderContext, ServiceSpec
 from components.workload import Mount, env
@@ -17,6 +14,7 @@ PORT = 8080
 STATIC = "/var/lib/openstack-dashboard/static"
 STATIC_URL = "/static"
 POD_IP_ENV = "POD_IP"
+PUBLIC_HOST = "horizon"  # the dashboard's public host (endpoints.hosts.horizon)
 
 
 def local_settings(ctx: RenderContext) -> str:
@@ -24,7 +22,7 @@ def local_settings(ctx: RenderContext) -> str:
     settings = ctx.settings
     values = {
         "DEBUG": False,
-        "ALLOWED_HOSTS": [settings.public_host("horizon"), settings.service_host("horizon")],
+        "ALLOWED_HOSTS": [settings.public_host(PUBLIC_HOST), settings.service_host("horizon")],
         "SECRET_KEY": ctx.secrets["horizon-secret-key"],
         "OPENSTACK_KEYSTONE_URL": oslo.keystone_url(settings) + "/v3",
         "OPENSTACK_ENDPOINT_TYPE": "internalURL",
@@ -80,6 +78,7 @@ def horizon(settings: Settings) -> ServiceSpec:
         config_dir=CONFIG_DIR,
         render=render,
         shared_secrets=("horizon-secret-key",),
+        public_hosts=(PUBLIC_HOST,),
         processes=(
             wsgi_api(
                 "horizon",
@@ -120,8 +119,3 @@ def horizon(settings: Settings) -> ServiceSpec:
             ),
         ),
     )
-
-
-class Horizon(OpenStackService):
-    def __init__(self, ctx: BuildContext, opts: pulumi.ResourceOptions | None = None):
-        super().__init__(horizon(ctx.settings), ctx, opts)

@@ -7,17 +7,16 @@ and keystone-api (needs the schema and memcached).
 
 from __future__ import annotations
 
-import pulumi
-
 from components import oslo
 from components.bootstrap import db_sync
 from components.inifile import render_ini
-from components.openstack_service import BuildContext, OpenStackService
 from components.settings import Settings
 from components.spec import Process, RenderContext, ServiceSpec, Step
 from components.workload import Mount, Probe, env, secret_env, secret_volume
 
 CONFIG_DIR = "/etc/keystone"
+# Keystone's public host: registered by keystone-bootstrap, not through a catalog entry.
+PUBLIC_HOST = oslo.KEYSTONE
 FERNET_DIR = f"{CONFIG_DIR}/fernet-keys"
 CREDENTIAL_DIR = f"{CONFIG_DIR}/credential-keys"
 MANAGE = ("keystone-manage", "--config-file", f"{CONFIG_DIR}/keystone.conf")
@@ -61,13 +60,14 @@ def _key_check(name: str, volume: str, directory: str) -> Step:
 
 
 def keystone(settings: Settings) -> ServiceSpec:
-    public = oslo.public_url(settings, "keystone")
+    public = oslo.public_url(settings, PUBLIC_HOST)
     internal = oslo.keystone_url(settings)
     return ServiceSpec(
         name="keystone",
         config_dir=CONFIG_DIR,
         render=render,
         databases=("keystone",),
+        public_hosts=(PUBLIC_HOST,),
         extra_secrets={
             "keystone-admin": {"password": "keystone-admin"},
             # A staged key 0 and a primary key 1, as `keystone-manage fernet_setup` lays out.
@@ -124,8 +124,3 @@ def keystone(settings: Settings) -> ServiceSpec:
             ),
         ),
     )
-
-
-class Keystone(OpenStackService):
-    def __init__(self, ctx: BuildContext, opts: pulumi.ResourceOptions | None = None):
-        super().__init__(keystone(ctx.settings), ctx, opts)

@@ -22,6 +22,8 @@ from components.workload import resources_manifest
 # The OCI charts; the helm.mariadb.com repository is deprecated (docs/helm.md, 26.6.0).
 OPERATOR_CHART = "oci://ghcr.io/mariadb-operator/charts/mariadb-operator"
 CRDS_CHART = "oci://ghcr.io/mariadb-operator/charts/mariadb-operator-crds"
+# Why `replicas.mariadb` is no setting: the servers follow `ha`.
+REPLICAS = "one server, or a three-node Galera cluster under ha (the operator keeps them in step)"
 WAIT_READY = {"pulumi.com/waitFor": "condition=Ready", "pulumi.com/timeoutSeconds": "1200"}
 
 
@@ -56,7 +58,7 @@ class MariaDB(pulumi.ComponentResource):
         )
         root = kube.secret(MARIADB_ROOT_SECRET, ns, "mariadb", {"password": credentials.password("mariadb-root")}, self)
         replicas = 3 if settings.ha else 1
-        resources = settings.resources_of("mariadb")
+        resources = settings.resources_of(oslo.MARIADB)
         spec: dict = {
             "rootPasswordSecretKeyRef": {"name": MARIADB_ROOT_SECRET, "key": "password", "generate": False},
             "replicas": replicas,
@@ -83,5 +85,5 @@ class MariaDB(pulumi.ComponentResource):
             spec={k: v for k, v in spec.items() if v is not None},
             opts=pulumi.ResourceOptions(parent=self, depends_on=[r for r in (chart, root) if r]),
         )
-        graph.add("mariadb", self.server)
+        graph.add(oslo.MARIADB, self.server)
         self.register_outputs({})

@@ -16,6 +16,8 @@ from components.oslo import MEMCACHED, MEMCACHED_PORT
 from components.settings import Settings
 from components.workload import Container, Probe, control_plane_pod
 
+IMAGE = "memcached"  # Kolla's
+
 
 class Memcached(pulumi.ComponentResource):
     def __init__(self, settings: Settings, graph: DeployGraph, opts: pulumi.ResourceOptions | None = None):
@@ -26,7 +28,7 @@ class Memcached(pulumi.ComponentResource):
         memory_mb = SHARES[MEMCACHED].mib(resources.limits_memory)
         container = Container(
             name=MEMCACHED,
-            image=settings.image("memcached"),
+            image=settings.image(IMAGE),
             command=(
                 "memcached",
                 "-p",
@@ -45,7 +47,7 @@ class Memcached(pulumi.ComponentResource):
             resources=resources,
         )
         pod = control_plane_pod(
-            settings, service=MEMCACHED, component="server", containers=(container,), uid=profile("memcached").uid
+            settings, service=MEMCACHED, component="server", containers=(container,), uid=profile(IMAGE).uid
         )
         replicas = settings.replicas_of(MEMCACHED)
         self.servers = kube.statefulset(MEMCACHED, ns, pod, replicas, self, ())

@@ -6,13 +6,10 @@ The Open vSwitch agent of compute and network nodes is deployed with the node po
 
 from __future__ import annotations
 
-import pulumi
-
 from components import oslo
 from components.api import registered_api_needs, rpc_daemon, uwsgi_file, wsgi_api
 from components.bootstrap import db_sync
 from components.inifile import render_ini
-from components.openstack_service import BuildContext, OpenStackService
 from components.roles import NETWORK_NODE_PODS
 from components.settings import Settings
 from components.spec import CatalogEntry, Process, RenderContext, ServiceSpec
@@ -183,8 +180,3 @@ def neutron(settings: Settings) -> ServiceSpec:
             _agent("neutron-metadata-agent", "metadata_agent.ini"),
         ),
     )
-
-
-class Neutron(OpenStackService):
-    def __init__(self, ctx: BuildContext, opts: pulumi.ResourceOptions | None = None):
-        super().__init__(neutron(ctx.settings), ctx, opts)

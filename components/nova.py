@@ -8,12 +8,9 @@ from __future__ import annotations
 
 import dataclasses
 
-import pulumi
-
 from components import oslo
 from components.api import registered_api_needs, rpc_daemon, uwsgi_file, wsgi_api
 from components.inifile import render_ini
-from components.openstack_service import BuildContext, OpenStackService
 from components.settings import Settings
 from components.spec import CatalogEntry, Process, RenderContext, ServiceSpec, Step
 from components.workload import Probe, env
@@ -22,6 +19,7 @@ CONFIG_DIR = "/etc/nova"
 API_PORT = 8774
 METADATA_PORT = 8775
 VNC_PORT = 6080
+VNC_PUBLIC_HOST = "novncproxy"  # the console proxy's public host (endpoints.hosts.novncproxy)
 NOVA_CONF = ("nova.conf",)
 CELL0_CONF = "nova-cell0.conf"
 # Every Nova process talks to its cell database and over RPC.
@@ -55,7 +53,7 @@ def nova_sections(ctx: RenderContext) -> dict[str, dict]:
                 "enabled": True,
                 "novncproxy_host": "0.0.0.0",
                 "novncproxy_port": VNC_PORT,
-                "novncproxy_base_url": oslo.public_url(settings, "novncproxy", "/vnc_lite.html"),
+                "novncproxy_base_url": oslo.public_url(settings, VNC_PUBLIC_HOST, "/vnc_lite.html"),
             },
             # Host discovery runs as the nova-cell-setup CronJob, in one place only.
             "scheduler": {"discover_hosts_in_cells_interval": -1},
@@ -128,6 +126,7 @@ def nova(settings: Settings) -> ServiceSpec:
         messaging=True,
         shared_secrets=("metadata-proxy-shared-secret",),
         catalog=(CatalogEntry("compute", "nova", "nova-api", API_PORT, path="/v2.1"),),
+        public_hosts=(VNC_PUBLIC_HOST,),
         steps=(
             _script_step("nova-db-sync", "nova_db_sync.sh", ("nova-db-init",), config_files=(*NOVA_CONF, CELL0_CONF)),
             # Host discovery: the Job of this name runs once the compute DaemonSets are up
@@ -152,8 +151,3 @@ def nova(settings: Settings) -> ServiceSpec:
             ),
         ),
     )
-
-
-class Nova(OpenStackService):
-    def __init__(self, ctx: BuildContext, opts: pulumi.ResourceOptions | None = None):
-        super().__init__(nova(ctx.settings), ctx, opts)

@@ -13,9 +13,11 @@ from components.settings import Settings
 
 Section = dict[str, Any]
 
+KEYSTONE = "keystone"  # Keystone's public host name (endpoints.hosts.keystone)
 KEYSTONE_PORT = 5000
 MARIADB = "mariadb"  # the MariaDB resource; mariadb-operator names its Services after it
 MEMCACHED = "memcached"  # the StatefulSet and its headless Service
+RABBITMQ = "rabbitmq"  # the RabbitmqCluster; the operator names its Service after it
 MARIADB_PORT = 3306
 RABBITMQ_PORT = 5672
 RABBITMQ_MANAGEMENT_PORT = 15672
@@ -69,7 +71,7 @@ def database_url(settings: Settings, user: str, password: str, database: str) ->
 
 
 def transport_url(settings: Settings, user: str, password: str, vhost: str) -> str:
-    return f"rabbit://{user}:{password}@{settings.service_host('rabbitmq')}:{RABBITMQ_PORT}/{vhost}"
+    return f"rabbit://{user}:{password}@{settings.service_host(RABBITMQ)}:{RABBITMQ_PORT}/{vhost}"
 
 
 def logging() -> Section:
@@ -117,7 +119,7 @@ def keystone_authtoken(settings: Settings, user: str, secrets: Mapping[str, str]
     """
     return {
         **service_credentials(settings, user, secrets["keystone"]),
-        "www_authenticate_uri": f"{settings.endpoints.scheme}://{settings.public_host('keystone')}",
+        "www_authenticate_uri": f"{settings.endpoints.scheme}://{settings.public_host(KEYSTONE)}",
         "memcached_servers": memcached_servers(settings),
         "memcache_security_strategy": "ENCRYPT",
         "memcache_secret_key": secrets[MEMCACHE_KEY],

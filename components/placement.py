@@ -2,13 +2,10 @@
 
 from __future__ import annotations
 
-import pulumi
-
 from components import oslo
 from components.api import registered_api_needs, uwsgi_file, wsgi_api
 from components.bootstrap import db_sync
 from components.inifile import render_ini
-from components.openstack_service import BuildContext, OpenStackService
 from components.settings import Settings
 from components.spec import CatalogEntry, RenderContext, ServiceSpec
 
@@ -54,8 +51,3 @@ def placement(settings: Settings) -> ServiceSpec:
             ),
         ),
     )
-
-
-class Placement(OpenStackService):
-    def __init__(self, ctx: BuildContext, opts: pulumi.ResourceOptions | None = None):
-        super().__init__(placement(ctx.settings), ctx, opts)

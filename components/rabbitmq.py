@@ -14,6 +14,7 @@ import pulumi_kubernetes as k8s
 
 from components.graph import DeployGraph
 from components.meta import metadata
+from components.oslo import RABBITMQ
 from components.settings import ManifestOperator, Settings
 from components.workload import resources_manifest
 
@@ -24,6 +25,8 @@ from components.workload import resources_manifest
 MANIFEST = "https://github.com/rabbitmq/cluster-operator/releases/download/{version}/cluster-operator.yml"
 # The official image, pinned; the same minor as the operator's default (4.2.6 in v2.21.1).
 IMAGE = "rabbitmq:4.2.8-management"
+# Why `replicas.rabbitmq` is no setting: the nodes follow `ha`.
+REPLICAS = "one node, or three under ha (quorum queues need a majority)"
 WAIT_READY = {"pulumi.com/waitFor": "condition=AllReplicasReady", "pulumi.com/timeoutSeconds": "1200"}
 
 
@@ -68,7 +71,7 @@ def operator_manifest(
 
 class RabbitMQ(pulumi.ComponentResource):
     def __init__(self, settings: Settings, graph: DeployGraph, opts: pulumi.ResourceOptions | None = None):
-        super().__init__("openstack:infra:RabbitMQ", "rabbitmq", None, opts)
+        super().__init__("openstack:infra:RabbitMQ", RABBITMQ, None, opts)
         ns = settings.namespace
         operator = operator_manifest("rabbitmq-cluster-operator", settings.operators.rabbitmq, ns, self)
         persistence = {"storage": settings.storage.rabbitmq_size}
@@ -78,7 +81,7 @@ class RabbitMQ(pulumi.ComponentResource):
             "image": IMAGE,
             "replicas": 3 if settings.ha else 1,
             "persistence": persistence,
-            "resources": resources_manifest(settings.resources_of("rabbitmq")),
+            "resources": resources_manifest(settings.resources_of(RABBITMQ)),
             "affinity": {
                 "nodeAffinity": {
                     "requiredDuringSchedulingIgnoredDuringExecution": {
@@ -104,5 +107,5 @@ class RabbitMQ(pulumi.ComponentResource):
             spec=spec,
             opts=pulumi.ResourceOptions(parent=self, depends_on=[operator] if operator else []),
         )
-        graph.add("rabbitmq", self.cluster)
+        graph.add(RABBITMQ, self.cluster)
         self.register_outputs({})

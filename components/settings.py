@@ -53,6 +53,8 @@ SECRET_MARK = "[secret]"  # how a secret value is shown in a problem
 RELEASES: dict[str, str] = {"2026.1": "2026.1-ubuntu-noble"}
 # kubernetes-validate ships the schemas of these minor versions.
 KUBERNETES_VERSIONS = tuple(f"1.{minor}" for minor in range(25, 38))
+# The label the README proposes for node groups: one key, a value per group, so groups are disjoint.
+NODE_GROUP_LABEL = "openstack-compute-group"
 OPTIONAL_SERVICES = ("glance", "placement", "nova", "neutron", "cinder", "horizon")
 # What each service needs of the others at run time; settings refuse a cloud without them.
 SERVICE_NEEDS: dict[str, tuple[str, ...]] = {
@@ -346,6 +348,11 @@ class Settings(Model):
                 "or use glance.backend 'cinder' or one glance-api replica",
             )
         yield from self._requests_within_limits()
+        yield from self._overlapping_node_groups()
+        # Imported here: the service modules that declare those names import this module.
+        from components.setting_names import unknown_names
+
+        yield from unknown_names(self)
         for workload, share in MEMORY_SHARES.items():
             limit = self.resources_of(workload).limits_memory
             if share.mib(limit) < share.minimum_mib:
@@ -356,6 +363,25 @@ class Settings(Model):
                     f"its {share.setting} is {share.percent}% of the limit and at least {share.minimum_mib}MiB; "
                     f"the rest is for {share.rest}",
                 )
+
+    def _overlapping_node_groups(self) -> Iterator[Problem]:
+        # Two groups whose selectors can match one node would both start nova-compute, libvirt
+        # and OVS there: two compute services claim one hypervisor. Equality selectors exclude
+        # each other only where they give one key different values.
+        groups = self.compute.node_groups
+        for later in range(1, len(groups)):
+            for earlier in range(later):
+                a, b = groups[earlier].node_selector, groups[later].node_selector
+                if not any(a[key] != b[key] for key in a.keys() & b.keys()):
+                    # One problem per group, at its first overlap: fixing it usually fixes the rest.
+                    yield problem(
+                        ("compute", "nodeGroups", later, "nodeSelector"),
+                        b,
+                        f"node group {groups[later].name!r} can select the same nodes as {groups[earlier].name!r} "
+                        f"({a or 'no selector'}): give every group one label key with a value of its own, "
+                        f"e.g. nodeSelector {{{NODE_GROUP_LABEL}: {groups[later].name}}}",
+                    )
+                    break
 
     def _requests_within_limits(self) -> Iterator[Problem]:
         # The API server refuses a container whose request is above its limit.

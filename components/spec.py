@@ -111,6 +111,8 @@ class ServiceSpec:
     databases: tuple[str, ...] = ()
     messaging: bool = False
     catalog: tuple[CatalogEntry, ...] = ()
+    # Public host names (endpoints.hosts keys) beyond the catalog's: Keystone's own, consoles, dashboards.
+    public_hosts: tuple[str, ...] = ()
     keystone_roles: tuple[str, ...] = ("admin", "service")
     steps: tuple[Step, ...] = ()
     processes: tuple[Process, ...] = ()

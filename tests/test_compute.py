@@ -266,7 +266,7 @@ def test_nova_compute_disables_itself_before_it_stops() -> None:
 
 def test_node_groups_get_their_own_daemonsets_and_configs() -> None:
     groups = [
-        {"name": "default", "virtType": "kvm"},
+        {"name": "default", "virtType": "kvm", "nodeSelector": {"cpu": "new"}},
         {"name": "emulated", "virtType": "qemu", "cpuMode": "none", "nodeSelector": {"cpu": "old"}},
     ]
     plan = plan_of("staging", compute={"nodeGroups": groups})

@@ -75,7 +75,12 @@ def test_provider_bridges_get_their_nic_on_network_and_compute_nodes() -> None:
     plan = plan_of(
         "staging",
         neutron={"bridgeInterfaces": {"br-ex": "eth1"}},
-        compute={"nodeGroups": [{"name": "default"}, {"name": "gpu", "bridgeInterfaces": {}}]},
+        compute={
+            "nodeGroups": [
+                {"name": "default", "nodeSelector": {"openstack-compute-group": "default"}},
+                {"name": "gpu", "nodeSelector": {"openstack-compute-group": "gpu"}, "bridgeInterfaces": {}},
+            ]
+        },
     )
     bridges = {
         name: _env(_container(plan, "DaemonSet", name, "openvswitch-vswitchd"))["BRIDGES"]

@@ -1,0 +1,92 @@
+"""The names that the map settings refer to, read from what the stack declares.
+
+`replicas.<workload>`, `resources.<container>`, `endpoints.hosts.<host>` and
+`images.overrides.<image>` are maps whose keys name things of the program. A misspelt key
+would otherwise be ignored without a word (the default applies), so every key is checked
+against the services' specs, the same data the program builds its objects from.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+
+from components import mariadb, memcached, rabbitmq
+from components.bootstrap import standard_steps
+from components.oslo import MARIADB, MEMCACHED, RABBITMQ
+from components.services import service_specs
+from components.settings import OPTIONAL_SERVICES, Problem, Settings, problem
+from components.spec import Process, ServiceSpec
+
+DEFAULT_RESOURCES = "default"  # resources.default: what every container's entry does not set
+
+
+@dataclass(frozen=True)
+class DeclaredNames:
+    scaled: frozenset[str]  # Deployments and StatefulSets that take `replicas`
+    unscaled: dict[str, str]  # what runs but ignores `replicas` → why
+    containers: frozenset[str]  # every container that takes `resources`
+    public_hosts: frozenset[str]
+    images: frozenset[str]  # Kolla image names the stack pulls
+
+
+def _containers(process: Process) -> Iterator[Process]:
+    yield process
+    for other in (*process.sidecars, *process.init_containers):
+        yield from _containers(other)
+
+
+def declared_names(settings: Settings) -> DeclaredNames:
+    specs = service_specs(settings)
+    processes = [c for spec in specs for p in spec.processes for c in _containers(p)]
+    steps = [s for spec in specs for s in (*standard_steps(spec, settings), *spec.steps)]
+    top = [p for spec in specs for p in spec.processes]
+    unscaled = {
+        MARIADB: mariadb.REPLICAS,
+        RABBITMQ: rabbitmq.REPLICAS,
+        **{p.object_name: "a DaemonSet runs one pod on each node its selector matches" for p in top if p.node_pod},
+        **{p.name: "a DaemonSet runs one pod on each node its selector matches" for p in top if p.node_pod},
+        **{s.name: "a Job runs once per change" for s in steps},
+    }
+    return DeclaredNames(
+        scaled=frozenset({MEMCACHED, *(p.name for p in top if p.node_pod is None)}),
+        unscaled=unscaled,
+        containers=frozenset({MARIADB, RABBITMQ, MEMCACHED, *(p.name for p in processes), *(s.name for s in steps)}),
+        public_hosts=frozenset(_public_hosts(specs)),
+        images=frozenset({memcached.IMAGE, *(p.image for p in processes), *(s.image for s in steps)}),
+    )
+
+
+def _public_hosts(specs: Iterable[ServiceSpec]) -> Iterator[str]:
+    for spec in specs:
+        yield from spec.public_hosts
+        yield from (entry.catalog_name for entry in spec.catalog)
+
+
+def _every_service(settings: Settings) -> Settings:
+    services = settings.services.model_copy(update=dict.fromkeys(OPTIONAL_SERVICES, True))
+    return settings.model_copy(update={"services": services})
+
+
+def _unknown(path: tuple[str, ...], given: Iterable[str], known: frozenset[str], what: str) -> Iterator[Problem]:
+    for name in given:
+        if name not in known:
+            close = difflib.get_close_matches(name, sorted(known), n=1)
+            hint = f"; did you mean {close[0]!r}?" if close else ""
+            yield problem((*path, name), name, f"unknown {what}{hint}; allowed: {', '.join(sorted(known)) or 'none'}")
+
+
+def unknown_names(settings: Settings) -> Iterator[Problem]:
+    """A problem for every map key that names nothing of the program under this stack's topology
+    and node groups. The services the stack leaves off count: turning one off keeps its tuning."""
+    names = declared_names(_every_service(settings))
+    for name, count in settings.replicas.items():
+        if name in names.unscaled:
+            yield problem(("replicas", name), count, f"{name} takes no replicas setting: {names.unscaled[name]}")
+    scaled = (n for n in settings.replicas if n not in names.unscaled)
+    yield from _unknown(("replicas",), scaled, names.scaled, "workload with replicas")
+    containers = (n for n in settings.resources if n != DEFAULT_RESOURCES)
+    yield from _unknown(("resources",), containers, names.containers, "container")
+    yield from _unknown(("endpoints", "hosts"), settings.endpoints.hosts, names.public_hosts, "public host")
+    yield from _unknown(("images", "overrides"), settings.images.overrides, names.images, "image")
