@@ -52,7 +52,11 @@ class Report:
             "topology": self.topology,
             "pods": {"total": len(long_running), "ready": sum(p.ready for p in long_running)},
             "probes": {"total": len(probes), "passed": sum(r.passed for r in probes)},
-            "jobs": {"total": len(planned_jobs), "succeeded": sum(j.phase == "Complete" for j in jobs)},
+            "jobs": {
+                "total": len(planned_jobs),
+                "succeeded": sum(j.phase == "Complete" for j in jobs),
+                "succeeded_names": sorted({j.name for j in jobs if j.phase == "Complete"}),
+            },
             "server": {
                 "status": server.get("status"),
                 "port_status": server.get("port_status"),
