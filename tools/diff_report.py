@@ -38,6 +38,8 @@ def _value(value: Any) -> str:
 def render(diff: dict[str, Any], against: str) -> str:
     counts = {k: len(diff[k]) for k in ("added", "changed", "replaced", "removed")}
     out = [f"### Plan diff of stack `{diff['stack']}` against {against}", ""]
+    if diff["against_stack"] != diff["stack"]:
+        out += [f"(The earlier plan is of stack `{diff['against_stack']}`.)", ""]
     if not any(counts.values()) and not diff["config_files"]:
         return "\n".join([*out, "No object changes.", ""])
     out.append(", ".join(f"{n} {k}" for k, n in counts.items()) + ".")

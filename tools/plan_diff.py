@@ -217,6 +217,7 @@ def diff(old: PlanView, new: PlanView) -> dict[str, Any]:
     jobs += [{**j, "runs": "runs (new)", "why": []} for j in added if j["kind"] == "Job"]
     return {
         "stack": new.stack,
+        "against_stack": old.stack,
         "settings": [
             {"setting": show(p), "before": _at(old.settings, p), "after": _at(new.settings, p)}
             for p in changed_paths(old.settings, new.settings)

@@ -21,13 +21,19 @@ class SecretLeakError(RuntimeError):
     pass
 
 
+def _plan_directory(text: str) -> Path:
+    if not (Path(text) / "plan.json").is_file():
+        raise argparse.ArgumentTypeError(f"{text} holds no plan.json (an output directory of tools.plan)")
+    return Path(text)
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--explain", metavar="NAME", help="explain one object (or Kind/NAME): what it waits for and why"
     )
     parser.add_argument(
         "--against",
-        type=Path,
+        type=_plan_directory,
         metavar="DIR",
         help="an earlier plan's output directory: write diff.md and diff.json of what changes against it",
     )
