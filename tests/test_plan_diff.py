@@ -173,3 +173,12 @@ def test_against_a_directory_without_a_plan_is_an_error(tmp_path: Path, capsys: 
     with pytest.raises(SystemExit) as exit_:
         plan_tool.main(["--stack", "dev", "--out", str(tmp_path / "x"), "--against", str(tmp_path)])
     assert exit_.value.code == 2 and "holds no plan.json" in capsys.readouterr().err
+
+
+def test_an_earlier_plan_without_configs_json_is_compared_without_its_config_files() -> None:
+    old = plan_diff.view_of(plan_of("staging"))
+    old.configs = None  # as an older tools.plan left it: plan.json only
+    diff = plan_diff.diff(old, plan_diff.view_of(plan_of("staging", **staging_changes())))
+    assert diff["configs_compared"] is False and diff["config_files"] == []
+    assert "Deployment/cinder-api" in refs(diff["removed"]) and "Deployment/nova-api" in refs(diff["rolls"])
+    assert "no configs.json" in diff_report.render(diff, "main")

@@ -40,6 +40,11 @@ def render(diff: dict[str, Any], against: str) -> str:
     out = [f"### Plan diff of stack `{diff['stack']}` against {against}", ""]
     if diff["against_stack"] != diff["stack"]:
         out += [f"(The earlier plan is of stack `{diff['against_stack']}`.)", ""]
+    if not diff["configs_compared"]:
+        out += [
+            "The earlier plan has no configs.json (an older tools.plan): Secrets and config files were not compared.",
+            "",
+        ]
     if not any(counts.values()) and not diff["config_files"]:
         return "\n".join([*out, "No object changes.", ""])
     out.append(", ".join(f"{n} {k}" for k, n in counts.items()) + ".")
@@ -75,8 +80,6 @@ def render(diff: dict[str, Any], against: str) -> str:
 
 
 def _with_configs(out: list[str], diff: dict[str, Any]) -> str:
-    if not diff["configs_compared"]:
-        out += ["The earlier plan has no configs.json (an older tools.plan): config files were not compared.", ""]
     files = diff["config_files"]
     if files:
         out += ["**Config files** (secret values masked)", ""]
