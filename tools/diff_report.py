@@ -50,7 +50,7 @@ def render(diff: dict[str, Any], against: str) -> str:
     out.append(", ".join(f"{n} {k}" for k, n in counts.items()) + ".")
     out.append("")
     if diff["settings"]:
-        out.append("**Settings**")
+        out += ["**Settings**", ""]
         out += [f"- `{s['setting']}`: `{_value(s['before'])}` → `{_value(s['after'])}`" for s in diff["settings"][:20]]
         out.append("")
     vms = diff["vms"]

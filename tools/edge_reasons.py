@@ -112,7 +112,7 @@ def reason(waiter: Registration, dep: Registration) -> str:
         return f"waits for Job {name} to complete"
     if kind in ("Secret", "ConfigMap"):
         uses = _uses(waiter, dep)
-        return "; ".join(uses) if uses else f"a config object of its service, which it does not read itself ({kind})"
+        return "; ".join(uses) if uses else "a config object of its service, which it does not read itself"
     if kind in ("RandomPassword", "RandomBytes"):
         template = (waiter.inputs.get("spec") or {}).get("template") or {}
         if CHECKSUM_ANNOTATION in ((template.get("metadata") or {}).get("annotations") or {}):
