@@ -138,37 +138,44 @@ def reason(waiter: Registration, dep: Registration) -> str:
     return f"waits for {kind} {name}"
 
 
-def _leaves(plan: Plan, urns: list[str]) -> set[str]:
-    children: dict[str, list[str]] = {}
-    for r in plan.registrations:
-        children.setdefault(r.parent, []).append(r.urn)
-    custom = {r.urn for r in plan.custom}
-    found, stack = set(), list(urns)
-    while stack:
-        urn = stack.pop()
-        if urn in custom:
-            found.add(urn)
-        else:
-            stack.extend(children.get(urn, []))
-    return found
+class EdgeSources:
+    """Where each edge of one plan is declared (built once per plan: --explain asks per edge)."""
 
+    def __init__(self, plan: Plan):
+        self.plan = plan
+        self.by_urn = {r.urn: r for r in plan.registrations}
+        self.children: dict[str, list[str]] = {}
+        for r in plan.registrations:
+            self.children.setdefault(r.parent, []).append(r.urn)
+        self.custom = {r.urn for r in plan.custom}
+        self.needs = declared_needs(plan.settings)
 
-def edge_source(plan: Plan, waiter: Registration, dep: Registration) -> str:
-    """Where the edge from `waiter` to `dep` is declared."""
-    by_urn = {r.urn: r for r in plan.registrations}
-    parent = by_urn.get(waiter.parent)
-    if dep.urn in _leaves(plan, waiter.dependencies):
-        needs = declared_needs(plan.settings).get((waiter.kind or "", waiter.k8s_name or ""))
-        if needs and dep.kind not in ("Secret", "ConfigMap") and (dep.k8s_name or dep.name) in needs.needs:
-            return str(needs)
-        if dep.kind in ("Secret", "ConfigMap") and parent and dep.parent == parent.urn and needs:
-            return f"the configs of service {parent.name}: its Jobs and processes wait for all of them"
-        if short_type(dep) in ("RandomPassword", "RandomBytes"):
-            return "an input's value: Pulumi waits for what an input is computed from"
-        where = f" in component {parent.type} {parent.name}" if parent else ""
-        return f"depends_on, declared on it{where}"
-    while parent is not None:
-        if dep.urn in _leaves(plan, parent.dependencies):
-            return f"inherited: its parent component {parent.type} {parent.name} depends on it"
-        parent = by_urn.get(parent.parent)
-    return "the engine's dependencies (no declaration found)"
+    def leaves(self, urns: list[str]) -> set[str]:
+        """The custom resources an edge to each of `urns` stands for (a component: all inside it)."""
+        found, stack = set(), list(urns)
+        while stack:
+            urn = stack.pop()
+            if urn in self.custom:
+                found.add(urn)
+            else:
+                stack.extend(self.children.get(urn, []))
+        return found
+
+    def source(self, waiter: Registration, dep: Registration) -> str:
+        """Where the edge from `waiter` to `dep` is declared."""
+        parent = self.by_urn.get(waiter.parent)
+        if dep.urn in self.leaves(waiter.dependencies):
+            needs = self.needs.get((waiter.kind or "", waiter.k8s_name or ""))
+            if needs and dep.kind not in ("Secret", "ConfigMap") and (dep.k8s_name or dep.name) in needs.needs:
+                return str(needs)
+            if dep.kind in ("Secret", "ConfigMap") and parent and dep.parent == parent.urn and needs:
+                return f"the configs of service {parent.name}: its Jobs and processes wait for all of them"
+            if short_type(dep) in ("RandomPassword", "RandomBytes"):
+                return "an input's value: Pulumi waits for what an input is computed from"
+            where = f" in component {parent.type} {parent.name}" if parent else ""
+            return f"depends_on, declared on it{where}"
+        while parent is not None:
+            if dep.urn in self.leaves(parent.dependencies):
+                return f"inherited: its parent component {parent.type} {parent.name} depends on it"
+            parent = self.by_urn.get(parent.parent)
+        return "the engine's dependencies (no declaration found)"

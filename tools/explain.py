@@ -12,7 +12,7 @@ import difflib
 import sys
 from dataclasses import dataclass
 
-from tools.edge_reasons import declared_needs, edge_source, reason
+from tools.edge_reasons import EdgeSources, declared_needs, reason
 from tools.plan import Plan
 from tools.plan_graph import service_of, short_type, wave_numbers
 from tools.runtime import Registration
@@ -99,9 +99,24 @@ def _declaration(found: Found, fallback: Found | None, component: str | None) ->
     return lines
 
 
-def explain_one(plan: Plan, r: Registration) -> str:
-    by_urn = {x.urn: x for x in plan.registrations}
-    waves = wave_numbers(plan)
+def _descendants(plan: Plan, urn: str) -> set[str]:
+    """Everything that waits for `urn`, directly or through others."""
+    waiters: dict[str, list[str]] = {}
+    for waiter, deps in plan.dependencies.items():
+        for dep in deps:
+            waiters.setdefault(dep, []).append(waiter)
+    seen: set[str] = set()
+    stack = list(waiters.get(urn, ()))
+    while stack:
+        current = stack.pop()
+        if current not in seen:
+            seen.add(current)
+            stack.extend(waiters.get(current, ()))
+    return seen
+
+
+def explain_one(plan: Plan, r: Registration, sources: EdgeSources, waves: dict[str, int]) -> str:
+    by_urn = sources.by_urn
     labels = (r.inputs.get("metadata") or {}).get("labels") or {}
     header = f"{short_type(r)} {r.k8s_name or r.name}" + (f" (namespace {r.namespace})" if r.namespace else "")
     lines = [header]
@@ -120,17 +135,17 @@ def explain_one(plan: Plan, r: Registration) -> str:
     deps = sorted((by_urn[d] for d in plan.dependencies[r.urn]), key=_order)
     lines.append(f"waits for ({len(deps)}):" if deps else "waits for nothing")
     generated = [d for d in deps if short_type(d) in GENERATED]
-    lines += [_row(_what(d), reason(r, d), edge_source(plan, r, d)) for d in deps if d not in generated]
+    lines += [_row(_what(d), reason(r, d), sources.source(r, d)) for d in deps if d not in generated]
     if generated:
         # One row for them all: each gives the same reason, an input computed from its value.
         why = reason(r, generated[0]).replace(f" ({generated[0].name})", "").replace("this generated secret", "them")
-        lines.append(_row(f"{len(generated)} generated secrets", why, edge_source(plan, r, generated[0])))
+        lines.append(_row(f"{len(generated)} generated secrets", why, sources.source(r, generated[0])))
         lines.append(f"  {'':<42}   ({', '.join(d.name for d in generated)})")
     waiters = [x for x in plan.custom if r.urn in plan.dependencies[x.urn]]
-    every = [x for x in plan.custom if r.urn in plan.ancestors(x.urn)]
+    every = _descendants(plan, r.urn)
     if waiters:
         lines.append(f"waited for by ({len(waiters)} directly, {len(every)} in all):")
-        lines += [_row(_what(w), reason(w, r), edge_source(plan, w, r)) for w in waiters]
+        lines += [_row(_what(w), reason(w, r), sources.source(w, r)) for w in waiters]
     else:
         lines.append("nothing waits for it")
     return "\n".join(lines)
@@ -138,7 +153,8 @@ def explain_one(plan: Plan, r: Registration) -> str:
 
 def explain(plan: Plan, text: str) -> str:
     found = named(plan, text)
-    parts = [explain_one(plan, r) for r in found]
+    sources, waves = EdgeSources(plan), wave_numbers(plan)
+    parts = [explain_one(plan, r, sources, waves) for r in found]
     if len(found) > 1:
         kinds = ", ".join(short_type(r) for r in found)
         first = f"{len(found)} objects are named {text!r}: {kinds} (pick one with Kind/{text})"
