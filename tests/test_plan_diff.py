@@ -182,3 +182,65 @@ def test_an_earlier_plan_without_configs_json_is_compared_without_its_config_fil
     assert diff["configs_compared"] is False and diff["config_files"] == []
     assert "Deployment/cinder-api" in refs(diff["removed"]) and "Deployment/nova-api" in refs(diff["rolls"])
     assert "no configs.json" in diff_report.render(diff, "main")
+
+
+def view(*objects: dict[str, Any]) -> plan_diff.PlanView:
+    settings = {"hypervisorIsolation": "pod-per-service", "compute": {"vmSafe": False}}
+    return plan_diff.PlanView(
+        "s", settings, {o["key"]: {k: v for k, v in o.items() if k != "key"} for o in objects}, {}
+    )
+
+
+def k8s(key: str, kind: str, name: str, **inputs: Any) -> dict[str, Any]:
+    meta = {"metadata": {"name": name, "namespace": "ns"}}
+    return {
+        "key": key,
+        "kind": kind,
+        "name": name,
+        "namespace": "ns",
+        "type": f"kubernetes:x:{kind}",
+        "inputs": meta | inputs,
+    }
+
+
+def test_immutable_fields_replace_and_the_rest_updates_in_place() -> None:
+    pod = {"metadata": {"labels": {"a": "1"}}, "spec": {"containers": [{"name": "c", "image": "i:1"}]}}
+    before = view(
+        k8s("d", "Deployment", "api", spec={"selector": {"matchLabels": {"a": "1"}}, "template": pod}),
+        k8s("p", "PersistentVolumeClaim", "data", spec={"resources": {"requests": {"storage": "1Gi"}}}),
+        k8s("s", "Service", "api", spec={"ports": [{"name": "api", "port": 80}]}),
+        k8s("r", "Deployment", "old-name", spec={"template": pod}),
+    )
+    after = view(
+        k8s("d", "Deployment", "api", spec={"selector": {"matchLabels": {"a": "2"}}, "template": pod}),
+        k8s("p", "PersistentVolumeClaim", "data", spec={"resources": {"requests": {"storage": "2Gi"}}}),
+        k8s("s", "Service", "api", spec={"ports": [{"name": "api", "port": 8080}]}),
+        k8s("r", "Deployment", "new-name", spec={"template": pod}),
+    )
+    diff = plan_diff.diff(before, after)
+    replaced = {o["name"]: o["immutable"] for o in diff["replaced"]}
+    assert replaced == {
+        "api": ["spec.selector.matchLabels.a"],
+        "data": ["spec.resources.requests.storage"],
+        "new-name": ["metadata.name"],
+    }
+    assert [(o["kind"], o["fields"]) for o in diff["changed"]] == [("Service", ["spec.ports[api].port"])]
+    assert not diff["rolls"] and not diff["jobs"] and diff["vms"]["touched"] == []
+
+
+def test_a_new_image_rolls_a_deployment_and_reruns_a_job() -> None:
+    def pod(image: str) -> dict[str, Any]:
+        return {"spec": {"containers": [{"name": "c", "image": image}]}}
+
+    before = view(
+        k8s("w", "Deployment", "web", spec={"template": pod("i:1")}),
+        k8s("j", "Job", "sync", spec={"template": pod("i:1")}),
+    )
+    after = view(
+        k8s("w", "Deployment", "web", spec={"template": pod("i:2")}),
+        k8s("j", "Job", "sync", spec={"template": pod("i:2")}),
+    )
+    diff = plan_diff.diff(before, after)
+    assert [(r["name"], r["restarts"], r["why"]) for r in diff["rolls"]] == [("web", True, ["image of container c"])]
+    assert [(j["name"], j["runs"]) for j in diff["jobs"]] == [("sync", "re-runs")]
+    assert refs(diff["replaced"]) == {"Job/sync"} and refs(diff["changed"]) == {"Deployment/web"}
