@@ -63,7 +63,12 @@ def vm_impact(
         obj = by_ref.get((roll["kind"], roll["name"]))
         if roll["kind"] == "DaemonSet" and obj is not None and _holds(obj):
             touched.append(
-                {"name": roll["name"], "holds": _holds(obj), "restarts": roll["restarts"], "why": "template"}
+                {
+                    "name": roll["name"],
+                    "holds": _holds(obj),
+                    "restarts": roll["restarts"],
+                    "why": "its pod template changes",
+                }
             )
     for gone in removed:
         obj = old_by_ref.get((gone["kind"], gone["name"]))
