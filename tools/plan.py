@@ -1,10 +1,13 @@
 """The offline plan: what `pulumi up` would create for a stack, without a CLI or a cluster.
 
-    python -m tools.plan --stack dev --out build/dev [--show-secrets] [--stack-file PATH]
+    python -m tools.plan --stack dev --out build/dev [--show-secrets] [--stack-file PATH] [--against DIR]
+    python -m tools.plan --stack dev --explain NAME
 
 Runs the real program under the mock runtime, writes plan.json and manifests.yaml,
 validates every built-in object against the stack's Kubernetes API schema, runs the
-policy pack over the result, and prints a summary with the deploy waves.
+policy pack over the result, and prints a summary with the deploy waves. tools/views.py
+adds the deploy graph (graph.svg, graph.md), the masked config files (configs.json), the
+diff against an earlier plan (--against: diff.md, diff.json) and --explain.
 """
 
 from __future__ import annotations
@@ -164,9 +167,11 @@ def resource_record(r: Registration, plan: Plan, reveal: bool = False) -> dict[s
 
 
 def main(argv: list[str] | None = None) -> int:
+    from tools import explain, views  # they build on this module
+
     parser = argparse.ArgumentParser(prog="python -m tools.plan", description=__doc__.split("\n\n")[0])
     parser.add_argument("--stack", required=True, help="a stack in stacks/Pulumi.<stack>.yaml")
-    parser.add_argument("--out", required=True, type=Path, help="directory for plan.json and manifests.yaml")
+    parser.add_argument("--out", type=Path, help="directory for plan.json, manifests.yaml and the views")
     parser.add_argument("--show-secrets", action="store_true", help="write secret values instead of [secret]")
     parser.add_argument(
         "--stack-file",
@@ -174,9 +179,14 @@ def main(argv: list[str] | None = None) -> int:
         help="read the stack's settings from this file instead of stacks/Pulumi.<stack>.yaml "
         "(the stack's name still picks its policy config, policies/config/<stack>.json)",
     )
+    views.add_arguments(parser)
     args = parser.parse_args(argv)
+    if not args.out and not args.explain:
+        parser.error("--out is required (unless --explain)")
     try:
         plan = build_plan(args.stack, stack_path=args.stack_file)
+        if args.explain:
+            return explain.main(plan, args.explain)
         violations = policy_report(plan)
     except (SettingsError, FileNotFoundError, ConfigError) as error:
         print(f"error: stack {args.stack}: {error}", file=sys.stderr)
@@ -194,6 +204,7 @@ def main(argv: list[str] | None = None) -> int:
         yaml.safe_dump_all(manifests(plan, reveal=args.show_secrets), sort_keys=False)
     )
     summarize(plan, errors, skipped, violations, args.out)
+    print(f"wrote {', '.join(str(p) for p in views.write(plan, args.out, args.against))}")
     mandatory = [v for v in violations if v["enforcement"] == "mandatory"]
     for error in errors:
         print(f"invalid manifest: {error}", file=sys.stderr)

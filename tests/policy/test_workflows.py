@@ -225,3 +225,34 @@ def test_readme_preview_role_reads_every_kind_the_program_declares() -> None:
     kinds -= {("helm", "charts"), ("yaml", "configfiles"), ("", "secrets")}
     readable = {(g, r) for rule in readme_preview_role() for g in rule["apiGroups"] for r in rule["resources"]}
     assert kinds <= readable, kinds - readable
+
+
+def test_preview_comments_the_plan_diff_of_the_base_branch_and_the_pull_request() -> None:
+    job = workflow("preview.yml")["jobs"]["preview"]
+    steps = job["steps"]
+    _, base = steps_using(job, "actions/checkout")
+    [setup] = steps_using(job, "./.github/actions/pulumi-setup")
+    [pulumi] = steps_using(job, "pulumi/actions")
+    [plan] = [s for s in steps if "tools.plan" in s.get("run", "")]
+    [comment] = [s for s in steps if "diff.md" in s.get("run", "")]
+    path = base["with"]["path"]
+    lines = plan["run"].splitlines()
+    # The base branch planned by its own tool in its own tree, then the pull request against it.
+    [base_plan] = [line for line in lines if f"cd {path} &&" in line]
+    assert "-m tools.plan" in base_plan and '--stack "$STACK"' in base_plan and "--out" in base_plan
+    base_out = re.search(r'--out "\$GITHUB_WORKSPACE/([^"]+)"', base_plan).group(1)  # type: ignore[union-attr]
+    assert f"--against {base_out}" in plan["run"] and f"-f {base_out}/plan.json" in plan["run"]
+    [head_plan] = [line for line in lines if line.startswith(".venv/bin/python -m tools.plan")]
+    pr_out = re.search(r"--out (\S+)", head_plan).group(1)  # type: ignore[union-attr]
+    assert plan["env"]["STACK"] == "${{ matrix.stack }}"
+    # Beside Pulumi's preview, after it, and also when the preview failed (a mandatory violation).
+    assert steps.index(base) < steps.index(setup) < steps.index(pulumi) < steps.index(plan) < steps.index(comment)
+    assert all("!cancelled()" in s["if"] for s in (plan, comment))
+    # One comment per stack, found again by its marker and edited in place on each push.
+    assert f"cat {pr_out}/diff.md" in comment["run"] and f"hashFiles('{pr_out}/diff.md')" in comment["if"]
+    assert "<!-- plan-diff:$STACK -->" in comment["run"] and comment["env"]["STACK"] == "${{ matrix.stack }}"
+    assert "--method PATCH" in comment["run"] and "--method POST" in comment["run"]
+    assert comment["env"]["GH_TOKEN"] == "${{ secrets.GITHUB_TOKEN }}"
+    assert comment["env"]["PR"] == "${{ github.event.pull_request.number }}"
+    # The token is given only to the step that comments, not to the one running the pull request's code.
+    assert "GH_TOKEN" not in plan.get("env", {}) and "secrets." not in plan["run"]

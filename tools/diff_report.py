@@ -1,0 +1,99 @@
+"""diff.md: the plan diff as a pull request comment (GitHub renders it; 65,536 characters at most)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+# GitHub refuses longer comments; config diffs past this are left to diff.json.
+MAX_CHARS = 60_000
+LISTED = 40
+DATA_REPLACED = (
+    "Secrets and ConfigMaps whose data changes are deleted and created again under the same name "
+    "(pulumi-kubernetes, unless the provider sets enableSecretMutable / enableConfigMapMutable); "
+    "pods that mount them roll through their config checksum, above."
+)  # objects listed per section before "... and N more"
+
+
+def _ref(o: dict[str, Any]) -> str:
+    return f"{o['kind']} `{o['name']}`"
+
+
+def _listing(objects: list[dict[str, Any]], detail: str | None = None) -> list[str]:
+    lines = []
+    for o in objects[:LISTED]:
+        extra = f": {', '.join(f'`{f}`' for f in o[detail][:4])}" if detail and o.get(detail) else ""
+        more = f" (+{len(o[detail]) - 4})" if detail and len(o.get(detail) or []) > 4 else ""
+        lines.append(f"- {_ref(o)}{extra}{more}")
+    if len(objects) > LISTED:
+        lines.append(f"- ... and {len(objects) - LISTED} more (diff.json)")
+    return lines
+
+
+def _value(value: Any) -> str:
+    text = json.dumps(value, sort_keys=True)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def render(diff: dict[str, Any], against: str) -> str:
+    counts = {k: len(diff[k]) for k in ("added", "changed", "replaced", "removed")}
+    out = [f"### Plan diff of stack `{diff['stack']}` against {against}", ""]
+    if diff["against_stack"] != diff["stack"]:
+        out += [f"(The earlier plan is of stack `{diff['against_stack']}`.)", ""]
+    if not diff["configs_compared"]:
+        out += [
+            "The earlier plan has no configs.json (an older tools.plan): Secrets and config files were not compared.",
+            "",
+        ]
+    if not any(counts.values()) and not diff["config_files"]:
+        return "\n".join([*out, "No object changes.", ""])
+    out.append(", ".join(f"{n} {k}" for k, n in counts.items()) + ".")
+    out.append("")
+    if diff["settings"]:
+        out += ["**Settings**", ""]
+        out += [f"- `{s['setting']}`: `{_value(s['before'])}` → `{_value(s['after'])}`" for s in diff["settings"][:20]]
+        out.append("")
+    vms = diff["vms"]
+    out += ["**Running VMs**", "", vms["verdict"], ""]
+    if vms["touched"]:
+        out += [f"- DaemonSet `{t['name']}` ({', '.join(t['holds'])}): {t['why']}" for t in vms["touched"]]
+        rows = [(t, v) for t, v in vms["per_topology"].items() if len(v) > 1]
+        out += ["", "| topology | what restarting these pods does |", "| --- | --- |"]
+        for topology, effects in rows:
+            mark = " (this stack)" if topology == vms["topology"] else ""
+            said = "; ".join(f"{k}: {v}" for k, v in effects.items() if k != "option")
+            out.append(f"| `{topology}` ({effects['option']}){mark} | {said} |")
+        out.append("")
+    out += ["**Pods that roll**", ""]
+    out += [f"- {_ref(r)}: {r['how']}; {'; '.join(r['why'])}" for r in diff["rolls"]] or ["- none"]
+    out += ["", "**Jobs that run**", ""]
+    out += [f"- {_ref(j)} {j['runs']}" + (f": {'; '.join(j['why'])}" if j["why"] else "") for j in diff["jobs"]]
+    if not diff["jobs"]:
+        out.append("- none")
+    out.append("")
+    for section, detail in (("added", None), ("replaced", "immutable"), ("changed", "fields"), ("removed", None)):
+        if diff[section]:
+            out += [f"**{section.capitalize()}**", "", *_listing(diff[section], detail), ""]
+        if section == "replaced" and any(o["kind"] in ("Secret", "ConfigMap") for o in diff[section]):
+            out += [DATA_REPLACED, ""]
+    return _with_configs(out, diff)
+
+
+def _with_configs(out: list[str], diff: dict[str, Any]) -> str:
+    files = diff["config_files"]
+    if files:
+        out += ["**Config files** (secret values masked)", ""]
+    text, left = "\n".join(out), 0
+    for change in files:
+        title = f"{change['kind']} {change['name']}: {change['key']} ({change['change']})"
+        if change["diff"] is None:
+            block = f"- {title}: a secret value, not shown\n"
+        else:
+            block = f"<details><summary>{title}</summary>\n\n```diff\n{change['diff']}```\n\n</details>\n"
+        if len(text) + len(block) > MAX_CHARS:
+            left += 1
+            continue
+        text += "\n" + block
+    if left:
+        text += f"\n{left} more config file diffs are in diff.json (this comment has a size limit).\n"
+    return text

@@ -1,0 +1,61 @@
+"""What `make plan` writes besides plan.json and manifests.yaml, and --explain.
+
+The plan tool calls `write` once its own files are written: configs.json (the config
+files, secrets masked), graph.svg and graph.md (the deploy graph) and, with --against DIR,
+diff.md and diff.json (what changes against that earlier plan).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from tools import diff_report, graph_draw, plan_diff
+from tools.plan import Plan
+from tools.plan_configs import configs, secret_values
+from tools.plan_graph import DeployGraphView
+
+
+class SecretLeakError(RuntimeError):
+    pass
+
+
+def _plan_directory(text: str) -> Path:
+    if not (Path(text) / "plan.json").is_file():
+        raise argparse.ArgumentTypeError(f"{text} holds no plan.json (an output directory of tools.plan)")
+    return Path(text)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--explain", metavar="NAME", help="explain one object (or Kind/NAME): what it waits for and why"
+    )
+    parser.add_argument(
+        "--against",
+        type=_plan_directory,
+        metavar="DIR",
+        help="an earlier plan's output directory: write diff.md and diff.json of what changes against it",
+    )
+
+
+def write(plan: Plan, out: Path, against: Path | None = None) -> list[Path]:
+    """Write the views of a plan into `out`; the files written."""
+    graph = DeployGraphView(plan)
+    title = f"Deploy graph of stack {plan.stack} ({plan.settings.hypervisor_isolation.value}): waves left to right"
+    written = {
+        "configs.json": json.dumps(configs(plan), indent=1, sort_keys=True) + "\n",
+        "graph.svg": graph_draw.svg(graph, title),
+        "graph.md": graph_draw.markdown(graph, plan.stack),
+    }
+    if against is not None:
+        result = plan_diff.diff(plan_diff.load(against), plan_diff.view_of(plan))
+        written["diff.json"] = json.dumps(result, indent=1) + "\n"
+        written["diff.md"] = diff_report.render(result, f"`{against}`")
+        # The diff is made from masked data only; check it, since it is posted on pull requests.
+        leaked = [s for s in secret_values(plan) for name in ("diff.json", "diff.md") if s in written[name]]
+        if leaked:
+            raise SecretLeakError(f"the plan diff would show {len(leaked)} secret value(s); nothing written")
+    for name, text in written.items():
+        (out / name).write_text(text)
+    return [out / name for name in written]
