@@ -13,6 +13,8 @@ from components.graph import DeployGraph
 from components.horizon import Horizon
 from components.isolation import DataStoreIsolation
 from components.keystone import Keystone
+from components.maintenance import MaintenanceAccess
+from components.maintenance import enabled as maintenance_enabled
 from components.mariadb import MariaDB
 from components.memcached import Memcached
 from components.meta import labels
@@ -59,6 +61,8 @@ def build(settings: Settings) -> DeployGraph:
     Keystone(ctx, in_namespace)
     for name in settings.services.enabled():
         SERVICES[name](ctx, in_namespace)
+    if maintenance_enabled(settings):
+        MaintenanceAccess(settings, graph, in_namespace)
     if settings.services.nova:
         ComputeNodes(ctx, in_namespace)
     return graph

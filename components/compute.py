@@ -12,7 +12,7 @@ import dataclasses
 
 import pulumi
 
-from components import libvirt, oslo
+from components import libvirt, maintenance, oslo
 from components.api import HEALTH_SCRIPT, connected_to
 from components.bootstrap import client_env
 from components.inifile import render_ini
@@ -294,6 +294,8 @@ def compute(settings: Settings) -> ServiceSpec:
                 _pod_process(pod, network_containers, settings, pod.name, avoid_nodes=settings.node_selectors.compute)
             )
     daemonsets = tuple(p.object_name for p in processes if p.node_pod and p.node_pod.node is NodeKind.COMPUTE)
+    if maintenance.enabled(settings):
+        processes.append(maintenance.maintenance_process(settings, _nova_credentials(settings)))
     return ServiceSpec(
         name="compute",
         extra_secrets={
