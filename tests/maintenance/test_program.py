@@ -109,3 +109,10 @@ def test_its_imports_are_the_standard_library_and_its_own_modules() -> None:
 def test_nothing_of_it_without_the_setting_or_without_nova(overrides: dict) -> None:
     plan = plan_of("dev", **overrides)
     assert not [r for r in plan.custom if NAME in (r.k8s_name or "")]
+
+
+def test_the_readme_documents_the_setting_and_the_annotations() -> None:
+    readme = (REPO / "README.md").read_text()
+    assert "| `maintenance.enabled` | `true` |" in readme
+    for text in ("openstack.org/maintenance=requested", "openstack.org/maintenance-progress", "kubectl drain"):
+        assert text in readme
