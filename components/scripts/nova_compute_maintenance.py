@@ -116,7 +116,7 @@ class Controller:
         what = "enabled" if change.enable else f"disabled, reason '{change.reason}'"
         self.log(f"{node.name}: nova-compute on {service.host} {what}")
         reason = "ComputeServiceEnabled" if change.enable else "ComputeServiceDisabled"
-        self.kube.record(node, plan.Event(reason, f"nova-compute on {service.host} {what}"))
+        self._event(node, plan.Event(reason, f"nova-compute on {service.host} {what}"))
         return changed
 
     def _step(self, node: plan.Node, phase: plan.Phase | None, host: str) -> plan.Step:
@@ -167,8 +167,15 @@ class Controller:
             node = self.kube.annotate(node, wanted)
             self.log(f"{node.name}: maintenance {step.phase.value}: {step.progress.removeprefix(f'{step.phase}: ')}")
         if step.event is not None:
-            self.kube.record(node, step.event)
+            self._event(node, step.event)
         return node
+
+    def _event(self, node: plan.Node, event: plan.Event) -> None:
+        """Events only tell: one that cannot be written must not stop the work (the annotations hold it)."""
+        try:
+            self.kube.record(node, event)
+        except KubeError as error:
+            self.log(f"{node.name}: event {event.reason} not recorded: {error}")
 
     def healthy(self) -> bool:
         return time.monotonic() - self.last_pass < max(STALE_SECONDS, 3 * self.config.interval)

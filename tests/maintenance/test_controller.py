@@ -287,6 +287,15 @@ def test_an_operators_newer_annotation_is_never_overwritten(world: World) -> Non
     assert conflict.value.status == 409 and world.kube.annotations("n1")[PHASE] == "requested"
 
 
+def test_events_that_cannot_be_written_do_not_stop_a_maintenance(world: World) -> None:
+    world.kube.grants = {g for g in world.kube.grants or () if g[1] != "events"}
+    world.nova.add_server("vm1", "n1")
+    world.kube.update_node("n1", annotations={PHASE: "requested"})
+    world.until("n1", Phase.DONE)
+    assert world.kube.events == [] and any("not recorded" in line for line in world.log)
+    world.kube.denied.clear()  # refused on purpose here
+
+
 def test_a_wrong_token_is_refused() -> None:
     with FakeKube().serve() as kube:
         with pytest.raises(KubeError) as refused:
