@@ -8,6 +8,8 @@ import pulumi_kubernetes as k8s
 from components.credentials import Credentials
 from components.graph import DeployGraph
 from components.isolation import DataStoreIsolation
+from components.maintenance import MaintenanceAccess
+from components.maintenance import enabled as maintenance_enabled
 from components.mariadb import MariaDB
 from components.memcached import Memcached
 from components.meta import labels
@@ -41,4 +43,6 @@ def build(settings: Settings) -> DeployGraph:
     ctx = BuildContext(settings, credentials, graph)
     for spec in service_specs(settings):
         OpenStackService(spec, ctx, in_namespace)
+        if spec.name == "nova" and maintenance_enabled(settings):
+            MaintenanceAccess(settings, graph, in_namespace)
     return graph

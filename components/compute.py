@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from components import libvirt, oslo
+from components import libvirt, maintenance, oslo
 from components.api import HEALTH_SCRIPT, connected_to
 from components.bootstrap import client_env
 from components.inifile import render_ini
@@ -291,6 +291,8 @@ def compute(settings: Settings) -> ServiceSpec:
                 _pod_process(pod, network_containers, settings, pod.name, avoid_nodes=settings.node_selectors.compute)
             )
     daemonsets = tuple(p.object_name for p in processes if p.node_pod and p.node_pod.node is NodeKind.COMPUTE)
+    if maintenance.enabled(settings):
+        processes.append(maintenance.maintenance_process(settings, _nova_credentials(settings)))
     return ServiceSpec(
         name="compute",
         extra_secrets={

@@ -38,18 +38,23 @@ def deployment(
     replicas: int,
     parent: pulumi.Resource,
     depends_on: Sequence[pulumi.Resource],
+    *,
+    recreate: bool = False,
 ) -> k8s.apps.v1.Deployment:
+    # Never take more than one replica away during a rollout; a singleton stops before its
+    # successor starts (Recreate), so two never act at once.
+    strategy: Manifest = (
+        {"type": "Recreate"}
+        if recreate
+        else {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 1 if replicas > 1 else 0, "maxSurge": 1}}
+    )
     return k8s.apps.v1.Deployment(
         name,
         metadata=metadata(name, namespace, pod.service, pod.component),
         spec={
             "replicas": replicas,
             "selector": {"matchLabels": pod.selector()},
-            # Never take more than one replica away during a rollout.
-            "strategy": {
-                "type": "RollingUpdate",
-                "rollingUpdate": {"maxUnavailable": 1 if replicas > 1 else 0, "maxSurge": 1},
-            },
+            "strategy": strategy,
             "template": pod.template(),
         },
         opts=_opts(parent, depends_on),

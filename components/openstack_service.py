@@ -143,8 +143,8 @@ class OpenStackService(pulumi.ComponentResource):
     def _waits_for(self, waiter: str, needs: tuple[str, ...]) -> list[pulumi.Resource]:
         return [*self.ctx.graph.resolve(needs, waiter=waiter), *self.config_objects]
 
-    def _component(self, name: str) -> str:
-        return name.removeprefix(f"{self.spec.name}-") or name
+    def _component(self, name: str, service: str | None = None) -> str:
+        return name.removeprefix(f"{service or self.spec.name}-") or name
 
     def _job(self, step: Step) -> pulumi.Resource:
         settings = self.ctx.settings
@@ -211,9 +211,10 @@ class OpenStackService(pulumi.ComponentResource):
             {"name": c.name, "persistentVolumeClaim": {"claimName": c.name}} for p in everything for c in p.claims
         )
         node_pod = process.node_pod
+        service = process.service or name
         common = dict(
-            service=node_pod.service if node_pod else name,
-            component=node_pod.name if node_pod else self._component(process.name),
+            service=node_pod.service if node_pod else service,
+            component=node_pod.name if node_pod else self._component(process.name, service),
             containers=tuple(self._container(p, node_pod) for p in (process, *process.sidecars)),
             init_containers=tuple(self._container(p, node_pod) for p in process.init_containers),
             annotations={CHECKSUM_ANNOTATION: self._checksum(config_files, scripts)},
@@ -221,7 +222,13 @@ class OpenStackService(pulumi.ComponentResource):
             termination_grace=process.termination_grace,
         )
         if node_pod is None:
-            return control_plane_pod(settings, volumes=volumes, uid=profile(process.image).uid, **common)
+            return control_plane_pod(
+                settings,
+                volumes=volumes,
+                uid=profile(process.image).uid,
+                service_account=process.service_account,
+                **common,
+            )
         selectors = settings.node_selectors
         base = {
             NodeKind.COMPUTE: selectors.compute,
@@ -248,10 +255,10 @@ class OpenStackService(pulumi.ComponentResource):
         if process.node_pod is not None:
             workload = kube.daemonset(process.object_name, ns, pod, self, waits, on_delete=process.on_delete)
             return self.ctx.graph.add(process.object_name, workload)
-        replicas = settings.replicas_of(process.name)
-        workload = kube.deployment(process.name, ns, pod, replicas, self, waits)
+        replicas = 1 if process.singleton else settings.replicas_of(process.name)
+        workload = kube.deployment(process.name, ns, pod, replicas, self, waits, recreate=process.singleton)
         if process.port:
-            kube.service(process.name, ns, name, pod.component, {"api": process.port}, self)
+            kube.service(process.name, ns, pod.service, pod.component, {"api": process.port}, self)
         if settings.ha and replicas > 1:
-            kube.disruption_budget(process.name, ns, name, pod.component, self)
+            kube.disruption_budget(process.name, ns, pod.service, pod.component, self)
         return self.ctx.graph.add(process.name, workload)

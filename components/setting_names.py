@@ -48,9 +48,10 @@ def declared_names(settings: Settings) -> DeclaredNames:
         **{p.object_name: "a DaemonSet runs one pod on each node its selector matches" for p in top if p.node_pod},
         **{p.name: "a DaemonSet runs one pod on each node its selector matches" for p in top if p.node_pod},
         **{s.name: "a Job runs once per change" for s in steps},
+        **{p.name: "a controller without leader election runs alone" for p in top if p.singleton},
     }
     return DeclaredNames(
-        scaled=frozenset({MEMCACHED, *(p.name for p in top if p.node_pod is None)}),
+        scaled=frozenset({MEMCACHED, *(p.name for p in top if p.node_pod is None and not p.singleton)}),
         unscaled=unscaled,
         containers=frozenset({MARIADB, RABBITMQ, MEMCACHED, *(p.name for p in processes), *(s.name for s in steps)}),
         public_hosts=frozenset(_public_hosts(specs)),

@@ -301,6 +301,15 @@ class NetworkPolicies(Model):
     )
 
 
+class Maintenance(Model):
+    enabled: bool = Field(
+        True,
+        description="nova-compute-maintenance: cordoned nodes get their compute service disabled, and "
+        "openstack.org/maintenance=requested moves a node's VMs away and restarts its hypervisor pods; "
+        "only with services.nova",
+    )
+
+
 class Settings(Model):
     namespace: DnsLabel = "openstack"
     kubernetes_version: Text = "1.31"
@@ -321,6 +330,7 @@ class Settings(Model):
     cinder: Cinder = Cinder()
     neutron: Neutron = Neutron()
     network_policies: NetworkPolicies = NetworkPolicies()
+    maintenance: Maintenance = Maintenance()
 
     def problems(self) -> Iterator[Problem]:
         """What no single setting shows: settings that contradict each other, or the program."""

@@ -85,6 +85,11 @@ class Process:
     termination_grace: int | None = None
     on_delete: bool = False  # DaemonSet updates only when an operator deletes a pod
     workload_name: str | None = None  # the Kubernetes object's name when it differs from the container's
+    service: str | None = None  # its app.kubernetes.io/name, when declared outside its service
+    # The ServiceAccount whose token the pod gets (talks to the Kubernetes API); None: no token.
+    service_account: str | None = None
+    # One replica whatever `ha` says, and never two at once (Recreate): a controller without leader election.
+    singleton: bool = False
 
     @property
     def object_name(self) -> str:

@@ -40,10 +40,12 @@ def staging_changes() -> dict[str, Any]:
     """A nova setting, a libvirt image, a node group added and Cinder removed, at once."""
     settings = stack_settings("staging")
     compute = settings["compute"]
+    # Groups may not share a node: the existing ones keep off the GPU nodes.
     group = {"name": "gpu", "virtType": "kvm", "cpuMode": "host-passthrough", "nodeSelector": {"gpu": "yes"}}
+    existing = [{**g, "nodeSelector": {**g.get("nodeSelector", {}), "gpu": "no"}} for g in compute["nodeGroups"]]
     return {
         "endpoints": {**settings["endpoints"], "hosts": {"novncproxy": "console.staging.example.com"}},
-        "compute": {**compute, "nodeGroups": [*compute["nodeGroups"], group]},
+        "compute": {**compute, "nodeGroups": [*existing, group]},
         "services": {"cinder": False},
         "images": {"overrides": {"nova-libvirt": LIBVIRT_IMAGE}},
     }
@@ -85,8 +87,10 @@ def test_pods_that_roll_and_jobs_that_rerun(staging: dict[str, Any]) -> None:
     assert {"nova-api", "nova-scheduler", "nova-conductor", "nova-compute", "libvirt"} <= rolls.keys()
     assert "keystone-api" not in rolls and "neutron-server" not in rolls and "glance-api" not in rolls
     assert any("nova.conf" in why for why in rolls["nova-api"]["why"])
-    # libvirt rolls for its image, not for the Nova setting: nova.conf is no file of its pod.
-    assert rolls["libvirt"]["why"] == ["image of container libvirt"] and rolls["libvirt"]["restarts"]
+    # libvirt rolls for its image and its group's new selector, not for the Nova setting:
+    # nova.conf is no file of its pod.
+    assert set(rolls["libvirt"]["why"]) == {"image of container libvirt", "spec.template.spec.nodeSelector.gpu"}
+    assert rolls["libvirt"]["restarts"]
     jobs = {(j["kind"], j["name"]): j["runs"] for j in staging["jobs"]}
     assert jobs[("Job", "nova-db-sync")] == "re-runs"
     assert ("Job", "glance-db-sync") not in jobs and ("Job", "keystone-db-sync") not in jobs
@@ -98,7 +102,8 @@ def test_pods_that_roll_and_jobs_that_rerun(staging: dict[str, Any]) -> None:
 def test_vm_impact_under_pod_per_service_kills_vms(staging: dict[str, Any]) -> None:
     vms = staging["vms"]
     assert vms["topology"] == "pod-per-service" and vms["kills_vms"] is True
-    assert [t["name"] for t in vms["touched"]] == ["libvirt"]
+    # libvirt for its image; OVS too, as the existing group's selector now keeps off GPU nodes.
+    assert [t["name"] for t in vms["touched"]] == ["libvirt", "openvswitch-db", "openvswitch-vswitchd"]
     assert "kills" in vms["per_topology"]["pod-per-service"]["libvirt"]
     assert "keeps" in vms["per_topology"]["pod-per-service-host-pid"]["libvirt"]
     assert "host runs it" in vms["per_topology"]["baremetal-hypervisor"]["libvirt"]

@@ -22,6 +22,7 @@ UNKNOWN_NAMES: list[tuple[dict[str, Any], str, str]] = [
     ({"replicas": {"keystone-db-sync": 2}}, "openstack:replicas.keystone-db-sync", "a Job runs once"),
     ({"replicas": {"nova-cell-setup": 2}}, "openstack:replicas.nova-cell-setup", "Job"),
     ({"replicas": {"mariadb": 3}}, "openstack:replicas.mariadb", "Galera cluster under ha"),
+    ({"replicas": {"nova-compute-maintenance": 2}}, "openstack:replicas.nova-compute-maintenance", "runs alone"),
     ({"replicas": {"rabbitmq": 3}}, "openstack:replicas.rabbitmq", "three under ha"),
     ({**NO_CINDER, "replicas": {"cinder-volume": 2}}, "openstack:replicas.cinder-volume", "DaemonSet"),
     ({"resources": {"keystone-apl": {"limitsCpu": "2"}}}, "openstack:resources.keystone-apl", "'keystone-api'"),
@@ -56,7 +57,13 @@ def test_a_map_key_that_names_nothing_of_the_stack_is_an_error(raw: dict[str, An
 # Names a user may set, found the other way: read off the plan's manifests, not the specs.
 def _manifest_names(stack: str) -> tuple[set[str], set[str], set[str]]:
     objects = [r.inputs for r in plan_of(stack).custom if r.kind]
-    scaled = {o["metadata"]["name"] for o in objects if o.get("kind") in ("Deployment", "StatefulSet")}
+    scaled = {
+        o["metadata"]["name"]
+        for o in objects
+        if o.get("kind") in ("Deployment", "StatefulSet")
+        # A singleton controller (nova-compute-maintenance) replaces its pod, never runs two.
+        and o["spec"].get("strategy", {}).get("type") != "Recreate"
+    }
     pods = [o["spec"]["template"]["spec"] for o in objects if o.get("kind") in ("Deployment", "DaemonSet", "Job")]
     pods += [o["spec"]["jobTemplate"]["spec"]["template"]["spec"] for o in objects if o.get("kind") == "CronJob"]
     containers = [c for pod in pods for c in (*pod["containers"], *pod.get("initContainers", ()))]

@@ -110,6 +110,32 @@ def test_only_the_clouds_pods_reach_its_data_stores(report: dict[str, Any]) -> N
     assert {job for job in report["jobs"]["succeeded_names"] if job.endswith("-rabbit-init")}, report["jobs"]
 
 
+def test_cordon_and_maintenance_reach_the_real_nova(report: dict[str, Any]) -> None:
+    """nova-compute-maintenance's passes against the cloud's Nova, with a Kubernetes API double
+    (tools/cloud/maintenance_check.py): cordon, uncordon, an operator's disable kept, and a
+    maintenance refused on a node whose VM has nowhere else to go."""
+    found = report["maintenance"]
+    assert "not_run" not in found, found
+    assert found["errors"] == {}, found["errors"]
+    cordon, uncordon = found["cordon"], found["uncordon"]
+    assert (cordon["status"], cordon["reason"]) == ("disabled", "cordoned") and cordon["seconds"] < 60, cordon
+    assert (uncordon["status"], uncordon["reason"]) == ("enabled", None) and uncordon["seconds"] < 60, uncordon
+    assert found["operator_disable"]["kept"], found["operator_disable"]
+    requested = found["requested"]
+    assert requested["phase"] == "refused", requested
+    assert requested["progress"].startswith("refused: no other compute host is enabled and up"), requested
+    assert {"reason": "MaintenanceRefused", "type": "Warning"} in requested["events"], requested
+    assert requested["service_status"] == "enabled" and requested["server_status"] == "ACTIVE", requested
+    assert requested["server_host"] == report["server"]["host"]
+    # The live migration request itself: accepted (202), no host found, the VM still running here.
+    attempt = found["migration_attempt"]
+    assert attempt["accepted"], attempt
+    assert attempt["still_here"] and attempt["status"] == "ACTIVE", attempt
+    assert attempt["last_live_migration"].endswith(" is error") and attempt["decision"] == "failed", attempt
+    # Nothing beyond the plan's RBAC was asked of the Kubernetes API, and only annotations were patched.
+    assert found["denied"] == [] and found["patched_only_annotations"], found
+
+
 def test_what_was_not_run_says_why(report: dict[str, Any]) -> None:
     assert all(item["why"] for item in report["not_run"])
     assert Path(REPO / "build" / "cloud" / report["stack"] / "report.json").exists()

@@ -12,7 +12,8 @@ NOT_REPRODUCED = (
      "MariaDB and RabbitmqCluster are played by Debian's MariaDB 10.11 and RabbitMQ 3.10, one server each"),
     ("seccomp profiles (RuntimeDefault)", "the harness applies users, groups, capabilities, no_new_privs and "
      "namespaces, not seccomp filters"),
-    ("live migration and cold migration", "one node: there is no second hypervisor to move a VM to"),
+    ("live migration and cold migration", "one node: there is no second hypervisor to move a VM to (the "
+     "maintenance step asks for one and reports Nova's refusal)"),
     ("more than one replica of a Deployment", "one node runs one pod per Deployment; StatefulSets run them all"),
 )  # fmt: skip
 
@@ -64,6 +65,7 @@ class Report:
                 "metadata": bool(server.get("metadata")),
                 "ip": server.get("ip"),
                 "gateway_reachable": bool(server.get("gateway_reachable")),
+                "host": server.get("host"),
             },
             "horizon_login": bool(self.user.get("horizon", {}).get("logged_in")),
             "horizon": self.user.get("horizon", {}),
@@ -71,6 +73,7 @@ class Report:
             "volume": volume,
             "libvirt_restart": self.libvirt_restart or {"not_run": "no running server to test it with"},
             "libvirt_listener": self.libvirt_listener,
+            "maintenance": self.user.get("maintenance") or {"not_run": "the scenario did not reach its step"},
             "network_policies": self.network_policies,
             "seconds": {k: round(v, 1) for k, v in self.seconds.items()},
             "not_run": not_run,
@@ -91,7 +94,7 @@ class Report:
 
     def summary(self) -> str:
         d = self.data
-        server, restart = d["server"], d["libvirt_restart"]
+        server, restart, maintenance = d["server"], d["libvirt_restart"], d["maintenance"]
         lines = [
             f"cloud test {d['stack']} ({d['topology']})",
             f"  pods ready {d['pods']['ready']}/{d['pods']['total']}, probes passed {d['probes']['passed']}/"
@@ -101,6 +104,7 @@ class Report:
             f"  horizon login {d['horizon_login']}; volume {d['volume']}",
             f"  libvirt pod restart: {restart}",
             f"  libvirt for migrations: {d['libvirt_listener']}",
+            f"  maintenance: {_maintenance_line(maintenance)}",
             f"  data stores reached: {d['network_policies']}",
             "  seconds: " + ", ".join(f"{k} {v}" for k, v in d["seconds"].items()),
         ]
@@ -114,3 +118,19 @@ class Report:
             lines.append(f"  job: {item[:200]}")
         lines.append(f"  not run ({len(d['not_run'])}): " + "; ".join(n["what"] for n in d["not_run"]))
         return "\n".join(lines)
+
+
+def _maintenance_line(found: dict[str, Any]) -> str:
+    if "not_run" in found:
+        return f"not run ({found['not_run']})"
+    line = ", ".join(
+        f"{step} {found[step].get('status')}/{found[step].get('reason')} in {found[step].get('seconds')}s"
+        for step in ("cordon", "uncordon")
+        if step in found
+    )
+    requested = found.get("requested", {})
+    attempt = found.get("migration_attempt", {})
+    line += f"; operator's disable kept {found.get('operator_disable', {}).get('kept')}"
+    line += f"; requested -> {requested.get('phase')} ({str(requested.get('progress'))[:120]})"
+    line += f"; live migration attempt -> {attempt.get('decision')} ({attempt.get('last_live_migration')})"
+    return line + (f"; errors in {', '.join(found['errors'])}" if found.get("errors") else "")

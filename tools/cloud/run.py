@@ -14,6 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from components import maintenance
 from tools.cloud.deploy import Cloud, DeployFailedError
 from tools.cloud.guest import BOOTED, Guest, build_guest
 from tools.cloud.netpol import check_isolation
@@ -32,6 +33,11 @@ JOB_TIMEOUT = 600.0
 KVM_PROBE_SECONDS = 20
 NO_LVM = "LVM needs device-mapper and the LIO iSCSI target configfs; this machine's kernel has neither"
 NO_ISCSI = "iscsid needs the kernel's iSCSI transport (scsi_transport_iscsi); this machine's kernel has no modules"
+NO_API_SERVER = (
+    "it watches Nodes through the Kubernetes API, and no API server runs here: its passes run in the scenario "
+    "against the real Nova, with a Kubernetes API double (tools/cloud/maintenance_check.py)"
+)
+RBAC_KINDS = ("ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding")
 CLONE_NEWNET = 0x40000000
 
 
@@ -72,6 +78,8 @@ def cannot_run(plan: Plan) -> dict[str, str]:
             component = r.inputs["spec"]["template"]["metadata"]["labels"].get("app.kubernetes.io/component")
             if component in why_not:
                 found[r.k8s_name or r.name] = why_not[component]
+        elif r.kind == "Deployment" and r.k8s_name == maintenance.NAME:
+            found[r.k8s_name] = NO_API_SERVER
     return found
 
 
@@ -96,6 +104,32 @@ def admin_env(cloud: Cloud) -> dict[str, str]:
     raise LookupError("no Job of the plan authenticates as admin")
 
 
+def container_env(cloud: Cloud, kind: str, name: str) -> dict[str, str]:
+    """A workload's first container's environment as the kubelet resolves it (values and Secret keys)."""
+    for r in cloud.plan.custom:
+        if r.kind == kind and r.k8s_name == name:
+            resolved = {}
+            for entry in r.revealed["spec"]["template"]["spec"]["containers"][0].get("env", []):
+                if "value" in entry:
+                    resolved[entry["name"]] = entry["value"]
+                elif "secretKeyRef" in entry["valueFrom"]:
+                    ref = entry["valueFrom"]["secretKeyRef"]
+                    resolved[entry["name"]] = cloud.objects[("Secret", ref["name"])][ref["key"]]
+            return resolved
+    return {}
+
+
+def maintenance_env(cloud: Cloud) -> dict[str, str]:
+    """What tools/cloud/maintenance_check.py runs the controller with: its Deployment's environment
+    and the RBAC objects that say what its ServiceAccount may do."""
+    rbac = [r.revealed for r in cloud.plan.custom if r.kind in RBAC_KINDS]
+    account = {"namespace": cloud.plan.settings.namespace, "account": maintenance.NAME, "objects": rbac}
+    return {
+        "MAINTENANCE_ENV": json.dumps(container_env(cloud, "Deployment", maintenance.NAME)),
+        "MAINTENANCE_RBAC": json.dumps(account),
+    }
+
+
 def use_cloud(cloud: Cloud, venv: Path, guest: Guest, why_not: dict[str, str]) -> dict[str, Any]:
     """Run tools/cloud/scenario.py as a user inside the cluster would (node network, cluster names)."""
     settings = cloud.plan.settings
@@ -112,6 +146,7 @@ def use_cloud(cloud: Cloud, venv: Path, guest: Guest, why_not: dict[str, str]) -
         "VOLUME_TYPE": settings.cinder.backend,
         "VOLUME_BACKEND_RUNS": "false" if volume_cannot_run else "true",
         "VOLUME_NOT_RUN": volume_cannot_run,
+        **maintenance_env(cloud),
     }
     command = [
         "unshare", "--mount", "--propagation", "private", "--", "/bin/sh", "-c",

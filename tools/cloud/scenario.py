@@ -7,7 +7,9 @@ namespace with the cluster's names in /etc/hosts, and OS_* variables as the keys
 Secret and the catalog's internal interface give them. Uploads the guest, builds a network with
 a router to the provider network, boots a server and reads what the guest says on its console;
 logs in to Horizon through its login form as a browser behind the ingress would; asks Cinder for
-a volume. Prints one JSON object with what it found; each step's failure is recorded, not raised.
+a volume; runs nova-compute-maintenance against the real Nova with the server on the node
+(tools/cloud/maintenance_check.py). Prints one JSON object with what it found; each step's failure
+is recorded, not raised.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from urllib.parse import urlencode
 
 import openstack
 
+from tools.cloud import maintenance_check
 from tools.cloud.guest import parse_console
 
 PROVIDER_CIDR, PROVIDER_GATEWAY = "172.24.4.0/24", "172.24.4.1"
@@ -210,7 +213,13 @@ def main() -> None:
         network, _ = build_network(conn)
         boot_server(conn, image, network, facts)
 
-    steps = [("server", server), ("horizon", lambda: horizon_login(facts)), ("volume", lambda: volume(conn, facts))]
+    steps = [
+        ("server", server),
+        ("horizon", lambda: horizon_login(facts)),
+        ("volume", lambda: volume(conn, facts)),
+        # Last: it disables and enables the node's compute service and tries a live migration.
+        ("maintenance", lambda: maintenance_check.check(conn, facts)),
+    ]
     for name, step in steps:
         started = time.monotonic()
         try:
