@@ -158,6 +158,7 @@ class PodSpec:
     termination_grace: int | None = None
     spread: bool = False  # anti-affinity across nodes (HA)
     extra_labels: dict[str, str] = field(default_factory=dict)  # also part of the selector
+    service_account: str | None = None  # the only pods that get an API token: those of a ServiceAccount
 
     def labels(self) -> dict[str, str]:
         from components.meta import labels
@@ -173,8 +174,10 @@ class PodSpec:
         spec: Manifest = {
             "containers": [c.manifest() for c in self.containers],
             "enableServiceLinks": False,
-            "automountServiceAccountToken": False,
+            "automountServiceAccountToken": self.service_account is not None,
         }
+        if self.service_account:
+            spec["serviceAccountName"] = self.service_account
         if self.uid is not None:
             spec["securityContext"] = restricted_pod(self.uid)
         if self.init_containers:

@@ -32,6 +32,10 @@ JOB_TIMEOUT = 600.0
 KVM_PROBE_SECONDS = 20
 NO_LVM = "LVM needs device-mapper and the LIO iSCSI target configfs; this machine's kernel has neither"
 NO_ISCSI = "iscsid needs the kernel's iSCSI transport (scsi_transport_iscsi); this machine's kernel has no modules"
+NO_API = (
+    "its pod calls the Kubernetes API with its ServiceAccount's token, and no API server runs here; "
+    "tests/real/test_key_rotation.py runs its script against real keystone-manage and a stand-in API"
+)
 CLONE_NEWNET = 0x40000000
 
 
@@ -72,6 +76,8 @@ def cannot_run(plan: Plan) -> dict[str, str]:
             component = r.inputs["spec"]["template"]["metadata"]["labels"].get("app.kubernetes.io/component")
             if component in why_not:
                 found[r.k8s_name or r.name] = why_not[component]
+        if r.kind == "CronJob" and "serviceAccountName" in r.inputs["spec"]["jobTemplate"]["spec"]["template"]["spec"]:
+            found[r.k8s_name or r.name] = NO_API
     return found
 
 
