@@ -19,6 +19,7 @@ from components.workload import env
 CONFIG_DIR = "/etc/cinder"
 PORT = 8776
 CINDER_CONF = ("cinder.conf",)
+MANAGE = ("cinder-manage", "--config-file", f"{CONFIG_DIR}/cinder.conf")
 CELL_NEEDS = ("cinder-db-sync", "cinder-rabbit-init")
 
 
@@ -73,6 +74,24 @@ def render(ctx: RenderContext) -> dict[str, str]:
     return files
 
 
+def housekeeping(settings: Settings) -> tuple[Step, ...]:
+    """cinder-db-purge (openstack-helm's cron-job-cinder-db-purge.yaml): `cinder-manage db purge
+    <age_in_days>` deletes rows soft-deleted more than that many days ago (cinder/cmd/manage.py)."""
+    if not settings.housekeeping.enabled:
+        return ()
+    purge = settings.housekeeping.cinder_db_purge
+    return (
+        Step(
+            name="cinder-db-purge",
+            image="cinder-api",
+            command=(*MANAGE, "db", "purge", str(purge.age_in_days)),
+            needs=("cinder-db-sync",),
+            config_files=CINDER_CONF,
+            schedule=purge.schedule,
+        ),
+    )
+
+
 def cinder(settings: Settings) -> ServiceSpec:
     [volume_pod] = STORAGE_NODE_PODS
     volume_files = ("cinder.conf", "nfs_shares") if settings.cinder.backend == "nfs" else CINDER_CONF
@@ -87,7 +106,7 @@ def cinder(settings: Settings) -> ServiceSpec:
             db_sync(
                 "cinder",
                 "cinder-api",
-                ("cinder-manage", "--config-file", f"{CONFIG_DIR}/cinder.conf", "db", "sync"),
+                (*MANAGE, "db", "sync"),
                 CINDER_CONF,
             ),
             # default_volume_type must exist before the first volume is asked for without a type.
@@ -103,6 +122,7 @@ def cinder(settings: Settings) -> ServiceSpec:
                     env("VOLUME_BACKEND", settings.cinder.backend),
                 ),
             ),
+            *housekeeping(settings),
         ),
         processes=(
             wsgi_api(

@@ -7,12 +7,13 @@ from components.api import registered_api_needs, uwsgi_file, wsgi_api
 from components.bootstrap import db_sync
 from components.inifile import render_ini
 from components.settings import Settings
-from components.spec import CatalogEntry, Claim, RenderContext, ServiceSpec
+from components.spec import CatalogEntry, Claim, RenderContext, ServiceSpec, Step
 from components.workload import env
 
 CONFIG_DIR = "/etc/glance"
 PORT = 9292
 IMAGES = "/var/lib/glance/images"
+MANAGE = ("glance-manage", "--config-file", f"{CONFIG_DIR}/glance-api.conf")
 
 
 def render(ctx: RenderContext) -> dict[str, str]:
@@ -45,6 +46,26 @@ def render(ctx: RenderContext) -> dict[str, str]:
     return {"glance-api.conf": render_ini(conf), **uwsgi_file("glance-api", "glance.wsgi.api:application", PORT)}
 
 
+def housekeeping(settings: Settings) -> tuple[Step, ...]:
+    """glance-db-purge: `glance-manage db purge` deletes rows soft-deleted more than --age_in_days
+    ago from every table but `images` (glance/cmd/manage.py; the images table keeps its rows so
+    that an image ID is never used again, OSSN-0075). --max_rows -1 purges all of them, not the
+    first 100 of each table."""
+    if not settings.housekeeping.enabled:
+        return ()
+    purge = settings.housekeeping.glance_db_purge
+    return (
+        Step(
+            name="glance-db-purge",
+            image="glance-api",
+            command=(*MANAGE, "db", "purge", "--age_in_days", str(purge.age_in_days), "--max_rows", "-1"),
+            needs=("glance-db-sync",),
+            config_files=("glance-api.conf",),
+            schedule=purge.schedule,
+        ),
+    )
+
+
 def glance(settings: Settings) -> ServiceSpec:
     on_volume_claim = settings.glance.backend == "file"
     claims = (
@@ -62,9 +83,10 @@ def glance(settings: Settings) -> ServiceSpec:
             db_sync(
                 "glance",
                 "glance-api",
-                ("glance-manage", "--config-file", f"{CONFIG_DIR}/glance-api.conf", "db_sync"),
+                (*MANAGE, "db_sync"),
                 ("glance-api.conf",),
             ),
+            *housekeeping(settings),
         ),
         processes=(
             wsgi_api(

@@ -2,16 +2,19 @@
 
 Chain: keystone-db-init → (fernet/credential key checks) → keystone-db-sync →
 keystone-bootstrap (admin user, region, identity endpoints; needs only the database)
-and keystone-api (needs the schema and memcached).
+and keystone-api (needs the schema and memcached). The CronJobs keystone-fernet-rotate and
+keystone-credential-rotate rotate the keys in their Secrets (openstack-helm's names).
 """
 
 from __future__ import annotations
 
-from components import oslo
+import datetime
+
+from components import cron, oslo
 from components.bootstrap import db_sync
 from components.inifile import render_ini
 from components.settings import Settings
-from components.spec import Process, RenderContext, ServiceSpec, Step
+from components.spec import ApiAccess, Process, RenderContext, ServiceSpec, Step
 from components.workload import Mount, Probe, env, secret_env, secret_volume
 
 CONFIG_DIR = "/etc/keystone"
@@ -24,7 +27,32 @@ KEY_VOLUMES = (
     secret_volume("fernet-keys", "keystone-fernet-keys"),
     secret_volume("credential-keys", "keystone-credential-keys"),
 )
+# Whole directories, never subPath: the kubelet updates a Secret volume in place when the Secret
+# changes (atomically, through its ..data link), and a subPath mount would keep the old keys.
 KEY_MOUNTS = (Mount("fernet-keys", FERNET_DIR), Mount("credential-keys", CREDENTIAL_DIR))
+FERNET_SECRET, CREDENTIAL_SECRET = "keystone-fernet-keys", "keystone-credential-keys"
+TOKEN_EXPIRATION = 3600  # keystone's default [token] expiration, in seconds
+# keystone's default [token] allow_expired_window (two days): services with a service token
+# (service_user in nova.conf, cinder.conf) may use an expired user token for that much longer.
+ALLOW_EXPIRED_WINDOW = 48 * 3600
+# The kubelet's default sync brings a changed Secret into pods in about a minute; a run
+# started again within this time of the last rotation (a retry, a Job started by hand) does
+# not rotate a second time (components/scripts/keystone_key_rotate.py).
+MIN_SECONDS_BETWEEN_ROTATIONS = 1800
+SERVICE_ACCOUNT_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"  # where the kubelet mounts the token
+
+
+def max_active_keys(settings: Settings) -> int:
+    """[fernet_tokens] max_active_keys for the rotation schedule (keystone doc admin/fernet-token-faq).
+
+    A token must stay readable for its lifetime plus allow_expired_window, and each rotation
+    pushes its key one place further out: `max_active_keys = (token_expiration +
+    allow_expired_window) / rotation_frequency + 2` (the staged key and a buffer). The
+    schedule's most rotations in any such window (components/cron.py) is that quotient,
+    rounded up, also for schedules that do not rotate at even intervals.
+    """
+    window = datetime.timedelta(seconds=TOKEN_EXPIRATION + ALLOW_EXPIRED_WINDOW)
+    return cron.most_runs_within(cron.parse(settings.key_rotation.fernet_schedule), window) + 2
 
 
 def render(ctx: RenderContext) -> dict[str, str]:
@@ -33,9 +61,14 @@ def render(ctx: RenderContext) -> dict[str, str]:
         "DEFAULT": oslo.logging(),
         "database": oslo.database(settings, "keystone", secrets["database"], "keystone"),
         "cache": oslo.cache(settings),
-        "token": {"provider": "fernet", "expiration": 3600},
-        "fernet_tokens": {"key_repository": FERNET_DIR, "max_active_keys": 3},
-        # MFA receipts are Fernet tokens too; named here rather than left to the default path.
+        "token": {
+            "provider": "fernet",
+            "expiration": TOKEN_EXPIRATION,
+            "allow_expired_window": ALLOW_EXPIRED_WINDOW,
+        },
+        "fernet_tokens": {"key_repository": FERNET_DIR, "max_active_keys": max_active_keys(settings)},
+        # MFA receipts are Fernet tokens too; named here rather than left to the default path. In
+        # one repository with the tokens, the tokens' max_active_keys holds (cli.py FernetSetup).
         "fernet_receipts": {"key_repository": FERNET_DIR},
         "credential": {"key_repository": CREDENTIAL_DIR},
         "oslo_middleware": {"enable_proxy_headers_parsing": True},
@@ -59,6 +92,67 @@ def _key_check(name: str, volume: str, directory: str) -> Step:
     )
 
 
+def _rotation(
+    name: str, command: str, secret: str, directory: str, schedule: str, after: str, *, token_keys: bool = False
+) -> Step:
+    """A CronJob that rotates the keys in `secret` (openstack-helm's cron-job-*-rotate.yaml).
+
+    Its pod has the one ServiceAccount token of the cloud's pods, and that may read and
+    replace this Secret and nothing else. The repository keystone.conf names is an emptyDir
+    under /etc/keystone, as in openstack-helm (etckeystone), which the script fills from the
+    Secret and writes back. `token_keys` mounts the Fernet keys too, read-only: keystone-manage
+    credential_rotate and credential_migrate load Keystone's backends, and with them the token
+    provider, which refuses to start without its key repository.
+    """
+    fernet = [(v, m) for v, m in zip(KEY_VOLUMES, KEY_MOUNTS, strict=True) if m.path == FERNET_DIR]
+    return Step(
+        name=name,
+        image="keystone",
+        command=("python3", "/scripts/keystone_key_rotate.py", command, secret),
+        needs=(after,),
+        config_files=("keystone.conf",),
+        scripts=("keystone_key_rotate.py", "key_repository_check.py"),
+        env=(
+            env("KEYSTONE_CONFIG", f"{CONFIG_DIR}/keystone.conf"),
+            env("KEY_REPOSITORY", directory),
+            env("SERVICE_ACCOUNT_DIR", SERVICE_ACCOUNT_DIR),
+            env("MIN_SECONDS_BETWEEN_ROTATIONS", str(MIN_SECONDS_BETWEEN_ROTATIONS)),
+        ),
+        extra_volumes=({"name": "keystone-dir", "emptyDir": {}}, *(v for v, _ in fernet if token_keys)),
+        extra_mounts=(Mount("keystone-dir", CONFIG_DIR, read_only=False), *(m for _, m in fernet if token_keys)),
+        schedule=schedule,
+        # PUT replaces the Secret (with the resourceVersion it read); no list, create or patch.
+        api_access=(ApiAccess("secrets", (secret,), ("get", "update")),),
+    )
+
+
+def key_rotation(settings: Settings) -> tuple[Step, ...]:
+    rotation = settings.key_rotation
+    if not rotation.enabled:
+        return ()
+    return (
+        # Tokens need no database: only a repository that passed keystone-fernet-setup's check.
+        _rotation(
+            "keystone-fernet-rotate",
+            "fernet_rotate",
+            FERNET_SECRET,
+            FERNET_DIR,
+            rotation.fernet_schedule,
+            "keystone-fernet-setup",
+        ),
+        # credential_rotate and credential_migrate read and rewrite the credential table.
+        _rotation(
+            "keystone-credential-rotate",
+            "credential_rotate",
+            CREDENTIAL_SECRET,
+            CREDENTIAL_DIR,
+            rotation.credential_schedule,
+            "keystone-db-sync",
+            token_keys=True,
+        ),
+    )
+
+
 def keystone(settings: Settings) -> ServiceSpec:
     public = oslo.public_url(settings, PUBLIC_HOST)
     internal = oslo.keystone_url(settings)
@@ -71,9 +165,12 @@ def keystone(settings: Settings) -> ServiceSpec:
         extra_secrets={
             "keystone-admin": {"password": "keystone-admin"},
             # A staged key 0 and a primary key 1, as `keystone-manage fernet_setup` lays out.
-            "keystone-fernet-keys": {"0": "fernet-key-0", "1": "fernet-key-1"},
-            "keystone-credential-keys": {"0": "credential-key-0", "1": "credential-key-1"},
+            FERNET_SECRET: {"0": "fernet-key-0", "1": "fernet-key-1"},
+            CREDENTIAL_SECRET: {"0": "credential-key-0", "1": "credential-key-1"},
         },
+        # The first keys are Pulumi's; the rotation CronJobs own them from then on, so a later
+        # `pulumi up` must not put the first keys back (with rotation off as well: it may have run).
+        cluster_owned_data=(FERNET_SECRET, CREDENTIAL_SECRET),
         steps=(
             _key_check("keystone-fernet-setup", "fernet-keys", FERNET_DIR),
             _key_check("keystone-credential-setup", "credential-keys", CREDENTIAL_DIR),
@@ -108,6 +205,7 @@ def keystone(settings: Settings) -> ServiceSpec:
                     env("OS_BOOTSTRAP_ADMIN_URL", internal),
                 ),
             ),
+            *key_rotation(settings),
         ),
         processes=(
             Process(

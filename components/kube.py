@@ -8,6 +8,7 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as k8s
 
+from components.cron import TIME_ZONE
 from components.meta import metadata, selector
 from components.workload import Manifest, PodSpec
 
@@ -163,6 +164,9 @@ def cron_job(
             "successfulJobsHistoryLimit": 1,
             "failedJobsHistoryLimit": 3,
             "startingDeadlineSeconds": CRON_STARTING_DEADLINE_SECONDS,
+            # Schedules are UTC whatever the controller's local time, as the settings check them
+            # (components/cron.py; spec.timeZone, beta and on by default from 1.25, GA in 1.27).
+            "timeZone": TIME_ZONE,
             # With Forbid, one run that hangs would block every later one: it gets the
             # deadline of a one-off run of the same step.
             "jobTemplate": {
@@ -238,14 +242,52 @@ def secret(
     service_name: str,
     data: Mapping[str, pulumi.Input[str]] | pulumi.Output[Mapping[str, str]],
     parent: pulumi.Resource,
+    *,
+    initial_data_only: bool = False,
 ) -> k8s.core.v1.Secret:
+    """A Secret of generated or rendered content.
+
+    `initial_data_only`: Pulumi creates the data and the cluster owns it from then on (keys that
+    a CronJob rotates in place). The provider turns stringData into data when it checks the
+    inputs (clients/unstructured.go normalizeSecret), so both are ignored; on an update for
+    another reason it sends the live value of an ignored field (await.go handleSSAIgnoreFields).
+    """
+    ignored = ["data", "stringData"] if initial_data_only else []
     return k8s.core.v1.Secret(
         name,
         metadata=metadata(name, namespace, service_name, "config"),
         type="Opaque",
         string_data=data,
+        opts=_opts(parent, ignore_changes=ignored),
+    )
+
+
+def service_account(
+    name: str,
+    namespace: str,
+    service_name: str,
+    component: str,
+    rules: Sequence[Manifest],
+    parent: pulumi.Resource,
+) -> list[pulumi.Resource]:
+    """A ServiceAccount bound to a Role of exactly `rules` in the namespace; its pods get its token."""
+    meta = metadata(name, namespace, service_name, component)
+    account = k8s.core.v1.ServiceAccount(
+        name,
+        metadata=meta,
+        # Only pods that ask for it (automountServiceAccountToken in their spec) get a token.
+        automount_service_account_token=False,
         opts=_opts(parent),
     )
+    role = k8s.rbac.v1.Role(name, metadata=meta, rules=list(rules), opts=_opts(parent))
+    binding = k8s.rbac.v1.RoleBinding(
+        name,
+        metadata=meta,
+        role_ref={"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name},
+        subjects=[{"kind": "ServiceAccount", "name": name, "namespace": namespace}],
+        opts=_opts(parent, [account, role]),
+    )
+    return [account, role, binding]
 
 
 def config_map(

@@ -13,6 +13,7 @@ from components import kube, oslo
 from components.bootstrap import MARIADB_ROOT_SECRET
 from components.credentials import Credentials
 from components.graph import DeployGraph
+from components.mariadb_backup import mariadb_backup
 from components.memory import SHARES
 from components.meta import metadata
 from components.operator_chart import operator_chart
@@ -86,4 +87,5 @@ class MariaDB(pulumi.ComponentResource):
             opts=pulumi.ResourceOptions(parent=self, depends_on=[r for r in (chart, root) if r]),
         )
         graph.add(oslo.MARIADB, self.server)
+        self.backup = mariadb_backup(settings, self.server, self)
         self.register_outputs({})

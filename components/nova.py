@@ -113,6 +113,17 @@ def host_discovery(needs: tuple[str, ...], schedule: str | None = None) -> Step:
     return dataclasses.replace(step, env=(env("WAIT_FOR_A_HOST_SECONDS", str(wait)),))
 
 
+def housekeeping(settings: Settings) -> tuple[Step, ...]:
+    """nova-archive-deleted-rows (openstack-helm's cron-job-archive-deleted-rows.yaml), in every cell."""
+    if not settings.housekeeping.enabled:
+        return ()
+    archive = settings.housekeeping.nova_archive_deleted_rows
+    step = _script_step(
+        "nova-archive-deleted-rows", "nova_archive_deleted_rows.sh", ("nova-db-sync",), archive.schedule
+    )
+    return (dataclasses.replace(step, env=(env("AGE_IN_DAYS", str(archive.age_in_days)),)),)
+
+
 def nova(settings: Settings) -> ServiceSpec:
     # The compute API and the metadata API read the same databases and send the same RPCs,
     # so they wait for the same Jobs. Calls to Placement, Glance, Neutron and Cinder happen
@@ -132,6 +143,7 @@ def nova(settings: Settings) -> ServiceSpec:
             # Host discovery: the Job of this name runs once the compute DaemonSets are up
             # (components/compute.py); this CronJob keeps mapping hosts added later.
             host_discovery(("nova-db-sync",), schedule="*/5 * * * *"),
+            *housekeeping(settings),
         ),
         processes=(
             wsgi_api("nova-api", "nova-api", CONFIG_DIR, API_PORT, api_needs, NOVA_CONF),

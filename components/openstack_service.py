@@ -95,7 +95,10 @@ class OpenStackService(pulumi.ComponentResource):
             objects.append(kube.secret(passwords_secret(name), settings.namespace, name, own_passwords, self))
         for secret_name, keys in self.spec.extra_secrets.items():
             values = {key: self.ctx.credentials.shared(shared) for key, shared in keys.items()}
-            objects.append(kube.secret(secret_name, settings.namespace, name, values, self))
+            initial_only = secret_name in self.spec.cluster_owned_data
+            objects.append(
+                kube.secret(secret_name, settings.namespace, name, values, self, initial_data_only=initial_only)
+            )
         processes = [p for top in self.spec.processes for p in (top, *top.sidecars, *top.init_containers)]
         node_keys = self._node_keys()
         if node_keys:
@@ -157,10 +160,15 @@ class OpenStackService(pulumi.ComponentResource):
             resources=settings.resources_of(step.name),
         )
         service = step.service or self.spec.name
+        component = step.name.removeprefix(f"{service}-")
+        account: list[pulumi.Resource] = []
+        if step.api_access:
+            rules = [access.rule() for access in step.api_access]
+            account = kube.service_account(step.name, settings.namespace, service, component, rules, self)
         pod = control_plane_pod(
             settings,
             service=service,
-            component=step.name.removeprefix(f"{service}-"),
+            component=component,
             containers=(container,),
             volumes=self._volumes(step.config_files, step.scripts) + step.extra_volumes,
             uid=profile(step.image).uid,
@@ -168,8 +176,9 @@ class OpenStackService(pulumi.ComponentResource):
             # per retry (backoffLimit), where OnFailure would restart the same one in place.
             restart_policy="Never",
             annotations={CHECKSUM_ANNOTATION: self._checksum(step.config_files, step.scripts)},
+            service_account=step.name if step.api_access else None,
         )
-        waits = self._waits_for(step.name, step.needs)
+        waits = self._waits_for(step.name, step.needs) + account
         if step.schedule:
             # A repeating step is nothing anything waits for, so it stays out of the graph.
             return kube.cron_job(step.name, settings.namespace, pod, step.schedule, self, waits)

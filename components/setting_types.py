@@ -14,6 +14,7 @@ from typing import Annotated
 
 from pydantic import AfterValidator, BeforeValidator
 
+from components import cron
 from components.memory import value_of
 
 _UNSAFE = re.compile(r"[\x00-\x1f\x7f'\"`]|\$\(")
@@ -197,3 +198,48 @@ def _reference(value: str) -> str:
 ImageRegistry = Annotated[Text, AfterValidator(_registry)]
 ImageTag = Annotated[Text, AfterValidator(_tag)]
 ImageReference = Annotated[Text, AfterValidator(_reference)]
+
+
+def _cron_schedule(value: str) -> str:
+    cron.parse(value)  # raises ValueError with what is wrong and the syntax
+    return value
+
+
+# A CronJob's (or mariadb-operator Backup's) schedule, checked as Kubernetes parses it (components/cron.py).
+CronSchedule = Annotated[Text, AfterValidator(_cron_schedule)]
+
+# Go's time.ParseDuration, which reads metav1.Duration fields such as a Backup's maxRetention:
+# a sequence of numbers with units ns, us (µs), ms, s, m, h; no days.
+_GO_UNITS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "μs": 1e-6, "ms": 1e-3, "s": 1, "m": 60, "h": 3600}
+_GO_DURATION = re.compile(r"(?:([0-9]+(?:\.[0-9]*)?|\.[0-9]+)(ns|us|µs|μs|ms|s|m|h))+")
+
+
+def duration_seconds(value: str) -> float:
+    """The seconds a Go duration such as '168h' or '1h30m' stands for."""
+    return sum(float(n) * _GO_UNITS[unit] for n, unit in re.findall(r"([0-9.]+)(ns|us|µs|μs|ms|s|m|h)", value))
+
+
+def _duration(value: str) -> str:
+    if not _GO_DURATION.fullmatch(value) or duration_seconds(value) <= 0:
+        raise ValueError("must be a duration as Go writes it, more than 0, such as '168h' or '720h' (units h, m, s)")
+    return value
+
+
+Duration = Annotated[Text, AfterValidator(_duration)]
+# An S3 bucket name (AWS's rules, which S3-compatible stores follow): 3-63 of a-z 0-9 . -.
+S3Bucket = Annotated[
+    Text,
+    _matching(
+        r"(?=.{3,63}$)[a-z0-9][a-z0-9.-]*[a-z0-9]",
+        "must be an S3 bucket name: 3-63 of a-z 0-9 . -, starting and ending with a letter or digit",
+    ),
+]
+# An S3 endpoint as mariadb-operator takes it: a host and optional port, without scheme.
+S3Endpoint = Annotated[
+    Text,
+    _matching(
+        rf"{_LABEL}(\.{_LABEL})*(:[0-9]{{1,5}})?",
+        "must be a host name and optional port without scheme, such as 's3.us-east-1.amazonaws.com' or "
+        "'minio.storage.svc:9000'",
+    ),
+]

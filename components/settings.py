@@ -8,6 +8,7 @@ bad value and what is allowed, before any resource is declared.
 from __future__ import annotations
 
 import dataclasses
+import datetime
 import ipaddress
 import re
 from collections.abc import Collection, Iterator, Mapping
@@ -26,6 +27,7 @@ from pydantic import (
 )
 from pydantic.alias_generators import to_camel, to_snake
 
+from components import cron
 from components.memory import SHARES as MEMORY_SHARES
 from components.memory import value_of
 from components.roles import Topology
@@ -33,17 +35,22 @@ from components.setting_types import (
     ByteQuantity,
     CpuModel,
     CpuQuantity,
+    CronSchedule,
     DnsLabel,
     DnsName,
     DnsSubdomain,
+    Duration,
     ImageReference,
     ImageRegistry,
     ImageTag,
     InterfaceName,
     LabelMap,
     PhysnetName,
+    S3Bucket,
+    S3Endpoint,
     Text,
     VlanRange,
+    duration_seconds,
 )
 
 # The Pulumi project: its settings are the `openstack:` keys of a stack.
@@ -310,6 +317,110 @@ class Maintenance(Model):
     )
 
 
+# Keystone-api pods see a rotated key Secret when the kubelet next syncs it (a minute or so by
+# default); a second rotation before every pod has the first would leave some unable to read
+# what the others write (keystone doc admin/fernet-token-faq: rotate, then distribute).
+MIN_ROTATION_GAP = datetime.timedelta(hours=1)
+
+
+class KeyRotation(Model):
+    """keystone-fernet-rotate and keystone-credential-rotate: Keystone's keys rotated in their Secrets."""
+
+    enabled: bool = True
+    # openstack-helm's keystone values (jobs.fernet_rotate.cron, jobs.credential_rotate.cron).
+    fernet_schedule: CronSchedule = Field("0 */12 * * *", description="sizes [fernet_tokens] max_active_keys")
+    credential_schedule: CronSchedule = "0 0 1 * *"
+
+    @field_validator("fernet_schedule", "credential_schedule")
+    @classmethod
+    def _not_too_often(cls, value: str) -> str:
+        gap = cron.shortest_gap(cron.parse(value))
+        if gap < MIN_ROTATION_GAP:
+            raise ValueError(
+                f"rotates every {_minutes(gap)} at the shortest; at most once an hour: keystone-api pods get a "
+                "rotated Secret a minute or more later, and a second rotation before that leaves them without the "
+                "key the others use"
+            )
+        return value
+
+
+def _minutes(gap: datetime.timedelta) -> str:
+    return f"{gap // datetime.timedelta(minutes=1)} minutes"
+
+
+class BackupClaim(Model):
+    """A PersistentVolumeClaim of its own, kept when the Backup or the stack is deleted."""
+
+    size: ByteQuantity = "20Gi"
+    storage_class: DnsSubdomain | None = Field(None, description="None: storage.storageClass, then the default")
+
+
+class BackupBucket(Model):
+    """An S3 bucket and the Secret (`credentials`, in the stack's namespace) whose keys
+    access-key-id and secret-access-key the backup Job authenticates with."""
+
+    bucket: S3Bucket
+    endpoint: S3Endpoint
+    region: Text | None = None
+    prefix: Text | None = None
+    credentials: DnsSubdomain = Field(description="the name of a Secret with access-key-id and secret-access-key")
+    tls: bool = True
+
+
+class BackupStorage(Model):
+    """Where the dumps go: a PersistentVolumeClaim (the default) or an S3 bucket, not both."""
+
+    pvc: BackupClaim | None = None
+    s3: BackupBucket | None = None
+
+    @model_validator(mode="after")
+    def _one(self) -> BackupStorage:
+        if self.pvc is not None and self.s3 is not None:
+            raise ValueError("set pvc or s3, not both")
+        return self
+
+    @property
+    def claim(self) -> BackupClaim | None:
+        return None if self.s3 is not None else (self.pvc or BackupClaim())
+
+
+class Backup(Model):
+    """mariadb-backup: mariadb-operator's scheduled logical Backup of every database."""
+
+    enabled: bool = True
+    schedule: CronSchedule = "0 2 * * *"
+    max_retention: Duration = Field("168h", description="a Go duration; backups older than this are deleted")
+    storage: BackupStorage = BackupStorage()
+
+    def problems(self) -> Iterator[Problem]:
+        # The Backup Job deletes what is older than maxRetention after each backup (logical_backup.md).
+        gap = cron.longest_gap(cron.parse(self.schedule))
+        if duration_seconds(self.max_retention) < gap.total_seconds():
+            yield problem(
+                ("backup", "maxRetention"),
+                self.max_retention,
+                f"must be at least the longest time between two backups of schedule {self.schedule!r} "
+                f"({gap.total_seconds() / 3600:g}h); shorter, each backup deletes the one before it",
+            )
+
+
+class Purge(Model):
+    """A housekeeping CronJob: when it runs, and how old a deleted row must be to go."""
+
+    schedule: CronSchedule
+    age_in_days: int = Field(30, ge=1, le=3650)
+
+
+class Housekeeping(Model):
+    """CronJobs that remove soft-deleted rows: nova-archive-deleted-rows, cinder-db-purge, glance-db-purge."""
+
+    enabled: bool = True
+    # openstack-helm runs nova's archive hourly and cinder's purge daily (30 days); staggered here.
+    nova_archive_deleted_rows: Purge = Purge(schedule="10 * * * *")
+    cinder_db_purge: Purge = Purge(schedule="20 0 * * *")
+    glance_db_purge: Purge = Purge(schedule="40 0 * * *")
+
+
 class Settings(Model):
     namespace: DnsLabel = "openstack"
     kubernetes_version: Text = "1.31"
@@ -331,6 +442,9 @@ class Settings(Model):
     neutron: Neutron = Neutron()
     network_policies: NetworkPolicies = NetworkPolicies()
     maintenance: Maintenance = Maintenance()
+    key_rotation: KeyRotation = KeyRotation()
+    backup: Backup = Backup()
+    housekeeping: Housekeeping = Housekeeping()
 
     def problems(self) -> Iterator[Problem]:
         """What no single setting shows: settings that contradict each other, or the program."""
@@ -363,6 +477,7 @@ class Settings(Model):
         from components.setting_names import unknown_names
 
         yield from unknown_names(self)
+        yield from self.backup.problems()
         for workload, share in MEMORY_SHARES.items():
             limit = self.resources_of(workload).limits_memory
             if share.mib(limit) < share.minimum_mib:

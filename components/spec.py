@@ -28,6 +28,23 @@ class CatalogEntry:
 
 
 @dataclass(frozen=True)
+class ApiAccess:
+    """What a step's pod may do in the Kubernetes API: verbs on named objects of one core resource.
+
+    A step with access runs as a ServiceAccount of its own name, bound to a Role of exactly
+    these rules (resourceNames), and gets its token mounted; every other pod gets none.
+    """
+
+    resource: str  # a resource of the core API group, e.g. "secrets"
+    names: tuple[str, ...]
+    verbs: tuple[str, ...]
+
+    def rule(self) -> Manifest:
+        names, verbs = list(self.names), list(self.verbs)
+        return {"apiGroups": [""], "resources": [self.resource], "resourceNames": names, "verbs": verbs}
+
+
+@dataclass(frozen=True)
 class Step:
     """A bootstrap Job: runs once per change of its script, image or config."""
 
@@ -43,6 +60,7 @@ class Step:
     extra_mounts: tuple[Mount, ...] = ()
     schedule: str | None = None  # a cron schedule makes this a CronJob that repeats the step
     service: str | None = None  # its app.kubernetes.io/name, when declared outside its service
+    api_access: tuple[ApiAccess, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -125,3 +143,6 @@ class ServiceSpec:
     shared_secrets: tuple[str, ...] = ()
     # Further Secrets this service owns: Secret name → {key: a name for Credentials.shared}.
     extra_secrets: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
+    # Of those, the Secrets whose data the cluster changes after Pulumi created them (rotated
+    # keys): a later `pulumi up` leaves their data alone.
+    cluster_owned_data: tuple[str, ...] = ()

@@ -49,6 +49,8 @@ class Registration:
     # deleting it from the stack leaves it in the cluster.
     custom_timeouts: dict[str, str] = field(default_factory=dict)
     retain_on_delete: bool = False
+    # Input properties a later update leaves as they are in the cluster (ignoreChanges).
+    ignore_changes: list[str] = field(default_factory=list)
 
     @property
     def generated_secrets(self) -> list[str]:
@@ -126,6 +128,7 @@ class RecordingMonitor(mocks.MockMonitor):
                     outputs=_unwrap(outputs, reveal=True),
                     custom_timeouts=json_format.MessageToDict(request.customTimeouts),
                     retain_on_delete=request.retainOnDelete,
+                    ignore_changes=list(request.ignoreChanges),
                 )
             )
         return response

@@ -275,8 +275,11 @@ class Cloud:
             time.sleep(0.5)
 
     def run_cron_jobs(self, timeout: float) -> None:
-        """Each CronJob's Job once, as if its schedule fired now."""
+        """Each CronJob's Job once, as if its schedule fired now (those this machine can run)."""
         for workload in self.cron_jobs:
+            if not workload.scheduled:
+                self.log(f"CronJob {workload.name}: not run ({workload.why_not_scheduled})")
+                continue
             workload.started = True
             workload.job = self._job(workload)
             workload.job.start()

@@ -9,7 +9,8 @@ from tools.cloud.deploy import Cloud
 
 NOT_REPRODUCED = (
     ("operators (mariadb-operator, RabbitMQ Cluster Operator)", "no Kubernetes API server can run here: their "
-     "MariaDB and RabbitmqCluster are played by Debian's MariaDB 10.11 and RabbitMQ 3.10, one server each"),
+     "MariaDB and RabbitmqCluster are played by Debian's MariaDB 10.11 and RabbitMQ 3.10, one server each; "
+     "mariadb-operator's Backup (mariadb-backup) takes no dump"),
     ("seccomp profiles (RuntimeDefault)", "the harness applies users, groups, capabilities, no_new_privs and "
      "namespaces, not seccomp filters"),
     ("live migration and cold migration", "one node: there is no second hypervisor to move a VM to (the "
@@ -35,7 +36,9 @@ class Report:
         long_running = [p for w in cloud.workloads.values() for p in w.pods]
         probes = [record for pod in long_running for record in pod.probe_records]
         jobs = [w.job for w in [*cloud.workloads.values(), *cloud.cron_jobs] if w.job is not None]
-        planned_jobs = [w for w in cloud.workloads.values() if w.kind == "Job"] + cloud.cron_jobs
+        planned_jobs = [w for w in cloud.workloads.values() if w.kind == "Job"] + [
+            w for w in cloud.cron_jobs if w.scheduled
+        ]
         server = self.user.get("server", {})
         not_run = [{"what": f"pod of {name}", "why": why} for name, why in cannot_run.items()]
         not_run += [

@@ -23,7 +23,7 @@ from tools.cloud.report import Report
 from tools.cloud.vmsafety import libvirt_listener, restart_libvirt
 from tools.plan import Plan, build_plan
 from tools.realenv.openstack_venv import ensure_venv
-from tools.runtime import REPO, stack_config
+from tools.runtime import REPO, Registration, stack_config
 
 # The stacks the test starts: their stack files, changed only where this machine differs
 # from a real node (machine_overrides): no Open vSwitch kernel module, maybe no working KVM.
@@ -38,6 +38,10 @@ NO_API_SERVER = (
     "against the real Nova, with a Kubernetes API double (tools/cloud/maintenance_check.py)"
 )
 RBAC_KINDS = ("ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding")
+NO_API = (
+    "its pod calls the Kubernetes API with its ServiceAccount's token, and no API server runs here; "
+    "tests/real/test_key_rotation.py runs its script against real keystone-manage and a stand-in API"
+)
 CLONE_NEWNET = 0x40000000
 
 
@@ -80,7 +84,13 @@ def cannot_run(plan: Plan) -> dict[str, str]:
                 found[r.k8s_name or r.name] = why_not[component]
         elif r.kind == "Deployment" and r.k8s_name == maintenance.NAME:
             found[r.k8s_name] = NO_API_SERVER
+        elif r.kind == "CronJob" and "serviceAccountName" in _cron_pod(r):
+            found[r.k8s_name or r.name] = NO_API
     return found
+
+
+def _cron_pod(r: Registration) -> dict[str, Any]:
+    return r.inputs["spec"]["jobTemplate"]["spec"]["template"]["spec"]
 
 
 def admin_env(cloud: Cloud) -> dict[str, str]:

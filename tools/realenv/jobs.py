@@ -150,6 +150,8 @@ class BootstrapChain:
         return dict(found.get("stringData" if kind == "Secret" else "data") or {})
 
     def _volume(self, volume: dict[str, Any]) -> tuple[dict[str, str], int]:
+        if "emptyDir" in volume:
+            return {}, 0o777  # a directory of its own, empty, writable: made by pod()
         if "secret" in volume:
             source = volume["secret"]
             return self.object_data("Secret", source["secretName"]), source.get("defaultMode", 0o644)
@@ -159,8 +161,14 @@ class BootstrapChain:
         raise ValueError(f"volume {volume['name']}: only Secret and ConfigMap volumes are reproduced here")
 
     @staticmethod
-    def _container(workload: Registration) -> dict[str, Any]:
-        (container,) = workload.revealed["spec"]["template"]["spec"]["containers"]  # one per Job and API pod
+    def _template(workload: Registration) -> dict[str, Any]:
+        """The pod template; a CronJob's is that of the Job it starts on schedule."""
+        spec = workload.revealed["spec"]
+        return spec["jobTemplate"]["spec"]["template"] if workload.kind == "CronJob" else spec["template"]
+
+    @classmethod
+    def _container(cls, workload: Registration) -> dict[str, Any]:
+        (container,) = cls._template(workload)["spec"]["containers"]  # one per Job and API pod
         return container
 
     def env(self, workload: Registration, root: Path | None = None) -> dict[str, str]:
@@ -193,11 +201,14 @@ class BootstrapChain:
             shutil.rmtree(root)  # a new pod starts from its image, not from the last pod's files
         root.mkdir(parents=True)
         local = self.mapping.for_pod(root)
-        volumes = {v["name"]: v for v in workload.revealed["spec"]["template"]["spec"].get("volumes", [])}
+        volumes = {v["name"]: v for v in self._template(workload)["spec"].get("volumes", [])}
         written = []
         for mount in container.get("volumeMounts", []):
             data, mode = self._volume(volumes[mount["name"]])
             target = local.path(mount["mountPath"])
+            if "emptyDir" in volumes[mount["name"]]:
+                target.mkdir(parents=True, exist_ok=True)
+                target.chmod(mode)
             # A subPath mounts one key as a file; without one the volume is a directory of keys.
             files = {mount["subPath"]: target} if "subPath" in mount else {key: target / key for key in data}
             for key, path in files.items():

@@ -1,0 +1,81 @@
+"""mariadb-backup: mariadb-operator's scheduled logical Backup of every database.
+
+The operator turns a `Backup` with a schedule into a CronJob that dumps every database with
+`mariadb-dump --single-transaction --events --all-databases` (pkg/command/backup.go) and
+deletes dumps older than `maxRetention` (docs/logical_backup.md, v26.6.0). Dumps go to a
+PersistentVolumeClaim the program declares (not one the operator makes for the Backup, which
+it owns and would delete with it), or to an S3 bucket. README.md "Restoring the databases"
+has the `Restore`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pulumi
+import pulumi_kubernetes as k8s
+
+from components import kube, oslo
+from components.cron import TIME_ZONE
+from components.meta import labels, metadata
+from components.settings import BackupBucket, Settings
+from components.workload import resources_manifest
+
+NAME = "mariadb-backup"
+# The backup pods reach MariaDB through its NetworkPolicy as the cloud's own pods
+# (components/isolation.py): the operator gives them no label of its own (BuildBackupJob
+# takes the pod's metadata from spec.podMetadata).
+POD_LABELS = labels("mariadb", "backup")
+# mariadb-operator's S3 example Secret keys (docs/logical_backup.md).
+S3_KEYS = ("access-key-id", "secret-access-key")
+
+
+def _bucket(s3: BackupBucket) -> dict[str, Any]:
+    bucket: dict[str, Any] = {
+        "bucket": s3.bucket,
+        "endpoint": s3.endpoint,
+        "accessKeyIdSecretKeyRef": {"name": s3.credentials, "key": S3_KEYS[0]},
+        "secretAccessKeySecretKeyRef": {"name": s3.credentials, "key": S3_KEYS[1]},
+        "tls": {"enabled": s3.tls},
+    }
+    bucket.update({k: v for k, v in (("region", s3.region), ("prefix", s3.prefix)) if v})
+    return bucket
+
+
+def mariadb_backup(settings: Settings, server: pulumi.Resource, parent: pulumi.Resource) -> pulumi.Resource | None:
+    backup = settings.backup
+    if not backup.enabled:
+        return None
+    ns = settings.namespace
+    waits = [server]
+    claim = backup.storage.claim
+    if claim is not None:
+        storage_class = claim.storage_class or settings.storage.storage_class
+        # Retained when deleted from the program or the stack: it holds the only copies.
+        waits.append(kube.volume_claim(NAME, ns, "mariadb", claim.size, storage_class, False, parent))
+        storage: dict[str, Any] = {"volume": {"persistentVolumeClaim": {"claimName": NAME}}}
+    else:
+        assert backup.storage.s3 is not None
+        storage = {"s3": _bucket(backup.storage.s3)}
+    spec = {
+        "mariaDbRef": {"name": oslo.MARIADB},
+        "schedule": {"cron": backup.schedule, "suspend": False},
+        "timeZone": TIME_ZONE,  # the schedule is checked as UTC (components/cron.py)
+        "maxRetention": backup.max_retention,
+        "compression": "gzip",
+        "storage": storage,
+        "podMetadata": {"labels": POD_LABELS},
+        "nodeSelector": settings.node_selectors.control_plane,
+        "resources": resources_manifest(settings.resources_of(NAME)),
+        "successfulJobsHistoryLimit": 1,
+        "failedJobsHistoryLimit": 3,
+    }
+    return k8s.apiextensions.CustomResource(
+        NAME,
+        api_version="k8s.mariadb.com/v1alpha1",
+        kind="Backup",
+        metadata=metadata(NAME, ns, "mariadb", "backup"),
+        spec=spec,
+        # Not awaited: a scheduled Backup completes at its first run, hours after the deploy.
+        opts=pulumi.ResourceOptions(parent=parent, depends_on=waits),
+    )
