@@ -24,6 +24,7 @@ from components.settings import Settings, SettingsError
 from components.stack_config import settings_from_config
 from policies.report import check_resources, load_config
 from policies.settings import ConfigError
+from tools import schemas
 from tools.runtime import Registration, run_program, stack_config, stack_with
 
 
@@ -133,7 +134,7 @@ def validate(plan: Plan) -> tuple[list[str], list[str]]:
         if not r.kind:
             continue
         try:
-            kubernetes_validate.validate(r.revealed, version, strict=True)
+            schemas.validate(r.revealed, version, strict=True)
         except kubernetes_validate.SchemaNotFoundError:
             skipped.append(f"{r.kind} {r.k8s_name} ({r.inputs.get('apiVersion')}: custom resource, no schema)")
         except kubernetes_validate.ValidationError as error:
