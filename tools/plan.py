@@ -18,13 +18,12 @@ from pathlib import Path
 from typing import Any
 
 import kubernetes_validate
-import yaml
 
 from components.settings import Settings, SettingsError
 from components.stack_config import settings_from_config
 from policies.report import check_resources, load_config
 from policies.settings import ConfigError
-from tools import schemas
+from tools import manifest_yaml, schemas
 from tools.runtime import Registration, run_program, stack_config, stack_with
 
 
@@ -191,9 +190,7 @@ def main(argv: list[str] | None = None) -> int:
         "policy": violations,
     }
     (args.out / "plan.json").write_text(json.dumps(document, indent=2) + "\n")
-    (args.out / "manifests.yaml").write_text(
-        yaml.safe_dump_all(manifests(plan, reveal=args.show_secrets), sort_keys=False)
-    )
+    (args.out / "manifests.yaml").write_text(manifest_yaml.dump_all(manifests(plan, reveal=args.show_secrets)))
     summarize(plan, errors, skipped, violations, args.out)
     mandatory = [v for v in violations if v["enforcement"] == "mandatory"]
     for error in errors:
