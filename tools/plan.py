@@ -14,6 +14,7 @@ import json
 import sys
 from collections import Counter
 from dataclasses import dataclass
+from functools import cache, cached_property
 from pathlib import Path
 from typing import Any
 
@@ -29,20 +30,34 @@ from tools.runtime import Registration, run_program, stack_config, stack_with
 
 @dataclass
 class Plan:
+    """A planned stack; what it derives from its registrations is computed once (tests ask often)."""
+
     stack: str
     settings: Settings
     registrations: list[Registration]
     dependencies: dict[str, list[str]]  # urn → custom resources the engine waits for
 
-    @property
+    @cached_property
     def custom(self) -> list[Registration]:
-        return [r for r in self.registrations if r.custom or (r.remote and not self._children(r.urn))]
+        """What the engine creates: custom resources, and remote components (charts) without children."""
+        return [r for r in self.registrations if r.custom or (r.remote and not self._children.get(r.urn))]
 
-    def _children(self, urn: str) -> list[Registration]:
-        return [r for r in self.registrations if r.parent == urn]
+    @cached_property
+    def _children(self) -> dict[str, list[Registration]]:
+        children: dict[str, list[Registration]] = {}
+        for r in self.registrations:
+            children.setdefault(r.parent, []).append(r)
+        return children
+
+    @cached_property
+    def _named(self) -> dict[str | None, list[Registration]]:
+        named: dict[str | None, list[Registration]] = {}
+        for r in self.custom:
+            named.setdefault(r.k8s_name, []).append(r)
+        return named
 
     def by_name(self, k8s_name: str, kind: str | None = None) -> Registration:
-        found = [r for r in self.custom if r.k8s_name == k8s_name and (kind is None or r.kind == kind)]
+        found = [r for r in self._named.get(k8s_name, ()) if kind is None or r.kind == kind]
         if len(found) != 1:
             raise KeyError(f"{len(found)} objects named {k8s_name!r}" + (f" of kind {kind}" if kind else ""))
         return found[0]
@@ -60,6 +75,10 @@ class Plan:
 
     def waves(self) -> list[list[Registration]]:
         """Deploy order as waves: everything whose dependencies are met starts together."""
+        return [list(wave) for wave in self._waves]
+
+    @cached_property
+    def _waves(self) -> list[list[Registration]]:
         remaining = {r.urn: r for r in self.custom}
         done: set[str] = set()
         waves = []
@@ -85,6 +104,7 @@ def engine_dependencies(registrations: list[Registration]) -> dict[str, list[str
     for r in registrations:
         children.setdefault(r.parent, []).append(r.urn)
 
+    @cache  # a component's leaves, asked again for everything that waits for it or inherits from it
     def leaves(urn: str) -> list[str]:
         node = by_urn.get(urn)
         if node is None:
@@ -94,6 +114,7 @@ def engine_dependencies(registrations: list[Registration]) -> dict[str, list[str
         below = [leaf for child in children.get(urn, []) for leaf in leaves(child)]
         return below or ([urn] if node.remote else [])
 
+    @cache
     def declared(urn: str) -> list[str]:
         node = by_urn[urn]
         inherited = declared(node.parent) if node.parent in by_urn else []
