@@ -33,6 +33,7 @@ from typing import Any
 import yaml
 
 from components.settings import PROJECT
+from tools import plan
 from tools.runtime import REPO, stack_file
 
 NODE_GROUPS_KEY = f"{PROJECT}:compute"
@@ -92,8 +93,6 @@ def _plan_args(stack: str, stack_path: Path, out: Path) -> list[str]:
 
 
 def _run_plan(stack: str, stack_path: Path, out: Path) -> None:
-    from tools import plan
-
     with contextlib.redirect_stdout(io.StringIO()):
         code = plan.main(_plan_args(stack, stack_path, out))
     if code != 0:
