@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import StrEnum
+from functools import cache
 
 
 class Topology(StrEnum):
@@ -322,6 +323,7 @@ def network_node_pods(topology: Topology) -> tuple[NodePod, ...]:
     return (*ovs, NodePod("network-neutron-ovs-agent", "neutron", network, (OVS_AGENT,)), *NETWORK_NODE_PODS)
 
 
+@cache  # the policy pack asks for every pod template it judges
 def node_pods(topology: Topology) -> tuple[NodePod, ...]:
     """Every privileged pod a stack with this topology may run."""
     iscsid = () if topology.host_runs_hypervisor else (ISCSID_POD,)

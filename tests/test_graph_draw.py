@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
 import xml.etree.ElementTree as ET
+from pathlib import Path
 
 import pytest
 
 from tests.conftest import STACKS, plan_of
 from tools import graph_draw
 from tools.plan_graph import SHOWN_KINDS, DeployGraphView
+from tools.runtime import REPO
 
 SVG = "{http://www.w3.org/2000/svg}"
 
@@ -68,3 +72,14 @@ def test_graph_svg_is_well_formed_and_draws_waves_left_to_right() -> None:
     # One lane per service: glance's objects share a row band apart from nova's.
     y = {t.text: float(t.get("y")) for t in root.iter(f"{SVG}text")}  # type: ignore[arg-type]
     assert y["glance-db-init"] == y["glance-db-sync"] != y["nova-db-sync"]
+
+
+def test_graph_md_is_the_same_for_every_run_of_a_plan(tmp_path: Path) -> None:
+    """The engine registers resources from a thread pool, in an order that varies between
+    processes; graph.md goes into pull request comments, so it must not change when the plan does not."""
+    texts = []
+    for run in ("first", "second"):
+        out = tmp_path / run
+        subprocess.run([sys.executable, "-m", "tools.plan", "--stack", "prod", "--out", str(out)], cwd=REPO, check=True)
+        texts.append((out / "graph.md").read_text())
+    assert texts[0] == texts[1]

@@ -83,8 +83,10 @@ class DeployGraphView:
     def edges(self) -> list[tuple[Node, Node]]:
         """(what is waited for, what waits) without the edges another path implies."""
         edges = []
+        # In the nodes' order, not the engine's registration order, so graph.md is the same every run.
+        position = {n.urn: i for i, n in enumerate(self.nodes)}
         for node in self.nodes:
-            direct = self.waits[node.urn]
+            direct = sorted(self.waits[node.urn], key=position.__getitem__)
             implied = set().union(*(self._ancestors[d] for d in direct)) if direct else set()
             edges += [(self.by_urn[d], node) for d in direct if d not in implied]
         return edges
