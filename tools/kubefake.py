@@ -14,15 +14,16 @@ Standard library only: the cloud harness runs it in the OpenStack virtualenv.
 from __future__ import annotations
 
 import copy
-import json
 import threading
 import uuid
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from email.message import Message
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
+
+from tools.json_http import serve_json
 
 Manifest = dict[str, Any]
 # (namespace, or None for cluster-wide; resource; verb)
@@ -123,46 +124,11 @@ class FakeKube:
 
     @contextmanager
     def serve(self) -> Iterator[FakeKube]:
-        fake = self
+        def answer(method: str, path: str, body: Any, headers: Message) -> tuple[int, Any]:
+            return self.handle(method, path, body, headers.get("Authorization", ""), headers.get("Content-Type"))
 
-        class Handler(BaseHTTPRequestHandler):
-            def _answer(self, method: str) -> None:
-                length = int(self.headers.get("Content-Length") or 0)
-                body = json.loads(self.rfile.read(length)) if length else None
-                status, answer = fake.handle(
-                    method, self.path, body, self.headers.get("Authorization", ""), self.headers.get("Content-Type")
-                )
-                data = json.dumps(answer).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-            def do_GET(self) -> None:
-                self._answer("GET")
-
-            def do_PATCH(self) -> None:
-                self._answer("PATCH")
-
-            def do_DELETE(self) -> None:
-                self._answer("DELETE")
-
-            def do_POST(self) -> None:
-                self._answer("POST")
-
-            def log_message(self, format: str, *args: object) -> None:
-                pass
-
-        server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
-        thread.start()
-        self.url = f"http://127.0.0.1:{server.server_address[1]}"
-        try:
+        with serve_json(answer) as self.url:
             yield self
-        finally:
-            server.shutdown()
-            server.server_close()
 
     def handle(
         self, method: str, target: str, body: Any, authorization: str, content_type: str | None

@@ -21,11 +21,13 @@ import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from email.message import Message
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 from maintenance_nova import MICROVERSIONS
+
+from tools.json_http import serve_json
 
 Answer = tuple[int, Any]
 
@@ -104,40 +106,11 @@ class FakeNova:
 
     @contextmanager
     def serve(self) -> Iterator[FakeNova]:
-        fake = self
+        def answer(method: str, path: str, body: Any, headers: Message) -> tuple[int, Any]:
+            return self.handle(method, path, body, headers.get("OpenStack-API-Version", ""))
 
-        class Handler(BaseHTTPRequestHandler):
-            def _answer(self, method: str) -> None:
-                length = int(self.headers.get("Content-Length") or 0)
-                body = json.loads(self.rfile.read(length)) if length else None
-                status, answer = fake.handle(method, self.path, body, self.headers.get("OpenStack-API-Version", ""))
-                data = json.dumps(answer).encode() if answer is not None else b""
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-            def do_GET(self) -> None:
-                self._answer("GET")
-
-            def do_PUT(self) -> None:
-                self._answer("PUT")
-
-            def do_POST(self) -> None:
-                self._answer("POST")
-
-            def log_message(self, format: str, *args: object) -> None:
-                pass
-
-        server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True).start()
-        self.url = f"http://127.0.0.1:{server.server_address[1]}"
-        try:
+        with serve_json(answer) as self.url:
             yield self
-        finally:
-            server.shutdown()
-            server.server_close()
 
     def handle(self, method: str, target: str, body: Any, version: str) -> Answer:
         with self._lock:
