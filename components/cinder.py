@@ -99,7 +99,6 @@ def cinder(settings: Settings) -> ServiceSpec:
         name="cinder",
         config_dir=CONFIG_DIR,
         render=render,
-        databases=("cinder",),
         messaging=True,
         catalog=(CatalogEntry("volumev3", "cinderv3", "cinder-api", PORT, path="/v3/%(project_id)s"),),
         steps=(

@@ -1,25 +1,40 @@
-"""Builds the whole cloud from settings: infrastructure, Keystone, then the enabled services."""
+"""Builds the whole cloud from settings: the deploy graph first, then its resources in its order."""
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 import pulumi
 import pulumi_kubernetes as k8s
 
+from components import maintenance, oslo
+from components.cloud_graph import INFRASTRUCTURE, CloudGraph, Node, cloud_graph
 from components.credentials import Credentials
 from components.graph import DeployGraph
 from components.isolation import DataStoreIsolation
-from components.maintenance import MaintenanceAccess
-from components.maintenance import enabled as maintenance_enabled
 from components.mariadb import MariaDB
 from components.memcached import Memcached
 from components.meta import labels
 from components.openstack_service import BuildContext, OpenStackService
 from components.rabbitmq import RabbitMQ
-from components.services import service_specs
 from components.settings import Settings
 
+# The components that build the infrastructure nodes of the graph, by node name.
+Builder = Callable[[BuildContext, pulumi.ResourceOptions], pulumi.Resource]
 
-def build(settings: Settings) -> DeployGraph:
+
+def _infrastructure_builders(settings: Settings) -> dict[str, Builder]:
+    return {
+        oslo.MARIADB: lambda ctx, opts: MariaDB(settings, ctx.credentials, ctx.graph, opts),
+        oslo.RABBITMQ: lambda ctx, opts: RabbitMQ(settings, ctx.graph, opts),
+        oslo.MEMCACHED: lambda ctx, opts: Memcached(settings, ctx.graph, opts),
+        maintenance.cluster_name(settings): lambda ctx, opts: maintenance.MaintenanceAccess(settings, ctx.graph, opts),
+    }
+
+
+def build(settings: Settings) -> CloudGraph:
+    """Create every resource of the stack's graph, each after what it needs; returns the graph."""
+    graph = cloud_graph(settings)
     namespace = k8s.core.v1.Namespace(
         "namespace",
         metadata={
@@ -34,15 +49,26 @@ def build(settings: Settings) -> DeployGraph:
         },
     )
     in_namespace = pulumi.ResourceOptions(depends_on=[namespace])
-    graph = DeployGraph()
-    credentials = Credentials("credentials")
-    MariaDB(settings, credentials, graph, in_namespace)
-    RabbitMQ(settings, graph, in_namespace)
-    Memcached(settings, graph, in_namespace)
+    services: dict[str, OpenStackService] = {}
+    ctx = BuildContext(settings, Credentials("credentials"), DeployGraph(), services)
+    services |= {spec.name: OpenStackService(spec, ctx, in_namespace) for spec in graph.specs}
+    infrastructure = _infrastructure_builders(settings)
+    for node in graph.order():
+        _emit(node, ctx, services, infrastructure, in_namespace)
+    for service in services.values():
+        service.finish()
     DataStoreIsolation(settings, in_namespace)
-    ctx = BuildContext(settings, credentials, graph)
-    for spec in service_specs(settings):
-        OpenStackService(spec, ctx, in_namespace)
-        if spec.name == "nova" and maintenance_enabled(settings):
-            MaintenanceAccess(settings, graph, in_namespace)
     return graph
+
+
+def _emit(
+    node: Node,
+    ctx: BuildContext,
+    services: dict[str, OpenStackService],
+    infrastructure: dict[str, Builder],
+    opts: pulumi.ResourceOptions,
+) -> None:
+    if node.owner == INFRASTRUCTURE:
+        infrastructure[node.name](ctx, opts)  # registers itself in ctx.graph under node.name
+    else:
+        services[node.owner].emit(node)

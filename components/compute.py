@@ -13,25 +13,23 @@ import dataclasses
 from components import libvirt, maintenance, oslo
 from components.api import HEALTH_SCRIPT, connected_to
 from components.bootstrap import client_env
+from components.compute_pods import compute_pods
 from components.inifile import render_ini
 from components.neutron import agent_sections, ovs_agent_sections
-from components.nova import host_discovery, nova_sections
-from components.nova import render as render_nova
+from components.nova import nova_sections
 from components.roles import (
-    ISCSID_POD,
-    NodeKind,
     NodePod,
     Role,
     Topology,
-    compute_node_pods,
     network_node_pods,
 )
 from components.settings import NodeGroup, Settings
 from components.spec import Process, RenderContext, ServiceSpec
 from components.workload import Manifest, Probe, env
 
-# The passwords of the services whose processes run on the nodes. The database password
-# and the metadata secret only go into the nova.conf of host discovery, which no node mounts.
+# The passwords of the services whose processes run on the nodes. The database password and
+# the metadata secret only fill nova's shared sections, which a node group's nova.conf drops
+# (_nova_compute_conf); host discovery is Nova's Job and reads nova-etc (components/nova.py).
 COMPUTE_SECRETS = (
     "nova-keystone",
     "nova-rabbitmq",
@@ -69,11 +67,6 @@ def node_address_env() -> tuple[Manifest, ...]:
     return (NODE_IP, *(env(option, "$(NODE_IP)") for option in NODE_ADDRESS_OPTIONS))
 
 
-def group_suffix(group: NodeGroup) -> str:
-    """DaemonSets of the group 'default' carry no suffix; names never change with the group count."""
-    return "" if group.name == "default" else f"-{group.name}"
-
-
 def _nova_compute_conf(nova_ctx: RenderContext, group: NodeGroup) -> str:
     sections = nova_sections(nova_ctx)
     # Compute nodes reach the databases only through nova-conductor, and the metadata
@@ -108,7 +101,6 @@ def render(ctx: RenderContext) -> dict[str, str]:
         },
     )
     files = {
-        "nova.conf": render_nova(nova_ctx)["nova.conf"],
         "neutron.conf": render_ini(agent_sections(neutron_ctx)),
         "openvswitch_agent.ini": render_ini(ovs_agent_sections(neutron_ctx)),
     }
@@ -262,27 +254,24 @@ def _pod_process(pod: NodePod, containers: _Containers, settings: Settings, name
     )
 
 
-def _iscsi_pods(settings: Settings) -> tuple[NodePod, ...]:
-    iscsi = settings.services.cinder and settings.cinder.backend == "lvm"
-    return (ISCSID_POD,) if iscsi and not settings.hypervisor_isolation.host_runs_hypervisor else ()
-
-
 def compute(settings: Settings) -> ServiceSpec:
     topology = settings.hypervisor_isolation
     processes: list[Process] = []
-    for group in settings.compute.node_groups:
-        containers = _Containers(settings, topology, group)
-        for pod in compute_node_pods(topology) + _iscsi_pods(settings):
-            processes.append(
-                _pod_process(
-                    pod,
-                    containers,
-                    settings,
-                    f"{pod.name}{group_suffix(group)}",
-                    node_selector=dict(group.node_selector),
-                    extra_labels={"openstack.org/node-group": group.name},
-                )
+    containers_of: dict[str, _Containers] = {}
+    for group, pod, name in compute_pods(settings):
+        if group.name not in containers_of:
+            containers_of[group.name] = _Containers(settings, topology, group)
+        containers = containers_of[group.name]
+        processes.append(
+            _pod_process(
+                pod,
+                containers,
+                settings,
+                name,
+                node_selector=dict(group.node_selector),
+                extra_labels={"openstack.org/node-group": group.name},
             )
+        )
     network_containers = _Containers(settings, topology, None)
     for pod in network_node_pods(topology):
         if pod.name.startswith("network-"):
@@ -290,7 +279,6 @@ def compute(settings: Settings) -> ServiceSpec:
             processes.append(
                 _pod_process(pod, network_containers, settings, pod.name, avoid_nodes=settings.node_selectors.compute)
             )
-    daemonsets = tuple(p.object_name for p in processes if p.node_pod and p.node_pod.node is NodeKind.COMPUTE)
     if maintenance.enabled(settings):
         processes.append(maintenance.maintenance_process(settings, _nova_credentials(settings)))
     return ServiceSpec(
@@ -302,9 +290,5 @@ def compute(settings: Settings) -> ServiceSpec:
         config_dir="/etc/nova",
         render=render,
         shared_secrets=COMPUTE_SECRETS,
-        steps=(
-            # Host discovery maps the compute hosts into cell1 once their services registered.
-            host_discovery(needs=("nova-db-sync", *daemonsets)),
-        ),
         processes=tuple(processes),
     )

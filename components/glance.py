@@ -77,7 +77,6 @@ def glance(settings: Settings) -> ServiceSpec:
         name="glance",
         config_dir=CONFIG_DIR,
         render=render,
-        databases=("glance",),
         catalog=(CatalogEntry("image", "glance", "glance-api", PORT),),
         steps=(
             db_sync(

@@ -1,8 +1,8 @@
-"""The deploy graph: every resource that something may wait for, by its Kubernetes name.
+"""The resources created so far by the walk of the deploy graph, by Kubernetes name.
 
-Components register what they create; anything that waits names what it waits for, and
-the graph turns names into `depends_on`. So every edge is data that reads like the
-runbook ("glance-api waits for glance-db-sync") and is resolved in one place.
+`components.cloud_graph` decides what waits for what, before any resource exists; as
+`components.cloud` walks it in order, each created resource is registered here, and a
+node's needs are turned into `depends_on` on what is registered under those names.
 """
 
 from __future__ import annotations

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from components.catalog import image_users
+
 
 @dataclass(frozen=True)
 class ImageProfile:
@@ -27,27 +29,12 @@ _KOLLA_UIDS = {
     "placement": 42482,
     "ansible": 42401,  # kolla-toolbox's user
 }
-
-_IMAGE_USER = {
-    "keystone": "keystone",
-    "glance-api": "glance",
-    "placement-api": "placement",
-    "nova-api": "nova",
-    "nova-scheduler": "nova",
-    "nova-conductor": "nova",
-    "nova-novncproxy": "nova",
-    "neutron-server": "neutron",
-    "cinder-api": "cinder",
-    "cinder-scheduler": "cinder",
-    "cinder-volume": "cinder",
-    "horizon": "horizon",
-    "memcached": "memcached",
-    "kolla-toolbox": "ansible",
-}
+# Which user each image runs as: the service catalog's (components/catalog.py).
+_IMAGE_USER = image_users()
 
 
 def profile(image: str) -> ImageProfile:
     user = _IMAGE_USER.get(image)
     if user is None:
-        raise KeyError(f"no user known for Kolla image {image!r}; add it to components/images.py")
+        raise KeyError(f"no user known for Kolla image {image!r}; add it to its service in components/catalog.py")
     return ImageProfile(image, _KOLLA_UIDS[user])

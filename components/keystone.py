@@ -160,7 +160,6 @@ def keystone(settings: Settings) -> ServiceSpec:
         name="keystone",
         config_dir=CONFIG_DIR,
         render=render,
-        databases=("keystone",),
         public_hosts=(PUBLIC_HOST,),
         extra_secrets={
             "keystone-admin": {"password": "keystone-admin"},

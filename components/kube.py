@@ -129,7 +129,12 @@ def daemonset(
 
 
 def job(
-    name: str, namespace: str, pod: PodSpec, parent: pulumi.Resource, depends_on: Sequence[pulumi.Resource]
+    name: str,
+    namespace: str,
+    pod: PodSpec,
+    parent: pulumi.Resource,
+    depends_on: Sequence[pulumi.Resource],
+    aliases: Sequence[pulumi.Alias] = (),
 ) -> k8s.batch.v1.Job:
     return k8s.batch.v1.Job(
         name,
@@ -142,6 +147,7 @@ def job(
             depends_on,
             delete_before_replace=True,
             custom_timeouts=pulumi.CustomTimeouts(create=JOB_TIMEOUT, update=JOB_TIMEOUT),
+            aliases=list(aliases) or None,
         ),
     )
 

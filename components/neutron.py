@@ -145,7 +145,6 @@ def neutron(settings: Settings) -> ServiceSpec:
         name="neutron",
         config_dir=CONFIG_DIR,
         render=render,
-        databases=("neutron",),
         messaging=True,
         shared_secrets=("metadata-proxy-shared-secret",),
         catalog=(CatalogEntry("network", "neutron", "neutron-server", PORT),),

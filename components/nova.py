@@ -10,6 +10,7 @@ import dataclasses
 
 from components import oslo
 from components.api import registered_api_needs, rpc_daemon, uwsgi_file, wsgi_api
+from components.compute_pods import compute_daemonsets
 from components.inifile import render_ini
 from components.settings import Settings
 from components.spec import CatalogEntry, Process, RenderContext, ServiceSpec, Step
@@ -133,15 +134,15 @@ def nova(settings: Settings) -> ServiceSpec:
         name="nova",
         config_dir=CONFIG_DIR,
         render=render,
-        databases=("nova_api", "nova_cell0", "nova"),
         messaging=True,
         shared_secrets=("metadata-proxy-shared-secret",),
         catalog=(CatalogEntry("compute", "nova", "nova-api", API_PORT, path="/v2.1"),),
         public_hosts=(VNC_PUBLIC_HOST,),
         steps=(
             _script_step("nova-db-sync", "nova_db_sync.sh", ("nova-db-init",), config_files=(*NOVA_CONF, CELL0_CONF)),
-            # Host discovery: the Job of this name runs once the compute DaemonSets are up
-            # (components/compute.py); this CronJob keeps mapping hosts added later.
+            # Host discovery maps the compute hosts into cell1: the Job once the compute
+            # DaemonSets are up, the CronJob keeps mapping hosts added later.
+            dataclasses.replace(host_discovery(("nova-db-sync", *compute_daemonsets(settings))), moved_from="compute"),
             host_discovery(("nova-db-sync",), schedule="*/5 * * * *"),
             *housekeeping(settings),
         ),

@@ -1,27 +1,30 @@
-"""Turns a `ServiceSpec` into Kubernetes objects: the one mechanism every service uses.
+"""Turns the nodes of a service's part of the deploy graph into Kubernetes objects.
 
-For a service it declares: a Secret with its rendered config files and one with its
-passwords, a ConfigMap with the scripts its Jobs run, the bootstrap Jobs (standard and
-its own) and its processes with Services and disruption budgets. Each Job and process
-waits for exactly what its `needs` name, resolved through the deploy graph.
+The one mechanism every service uses. For a service it creates, as `components.cloud` walks
+the graph: a Secret with its rendered config files and one with its passwords, a ConfigMap
+with the scripts its Jobs run (`components.service_configs` names them), the bootstrap Jobs
+(standard and its own) and its processes with Services and disruption budgets. Each waits
+for exactly the graph's needs of its node, resolved to the resources created before it.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from importlib import resources
 from typing import Any
 
 import pulumi
 
 from components import kube, oslo
-from components.bootstrap import passwords_secret, standard_steps
+from components.cloud_graph import Node, steps_of
 from components.credentials import Credentials
 from components.graph import DeployGraph
 from components.images import profile
 from components.meta import checksum
 from components.nodepod import avoid, container_security, host_path_mounts, host_path_volumes, pod_overrides
 from components.roles import NodeKind, NodePod
+from components.service_configs import OWN_PASSWORDS, ConfigObject, Holds, config_path, node_etc, node_keys, scripts_of
 from components.settings import Settings
 from components.spec import Process, RenderContext, ServiceSpec, Step
 from components.workload import (
@@ -41,12 +44,9 @@ SCRIPTS_DIR = "/scripts"
 class BuildContext:
     settings: Settings
     credentials: Credentials
-    graph: DeployGraph
-
-
-def node_etc(service: str) -> str:
-    """The Secret of a service's files that its node pods mount (and nothing else)."""
-    return f"{service}-node-etc"
+    graph: DeployGraph  # what is created so far, by name
+    # The service components by spec name (a moved Job's alias names its former parent).
+    services: Mapping[str, pulumi.Resource] = field(default_factory=dict)
 
 
 def script_text(name: str) -> str:
@@ -58,19 +58,25 @@ class OpenStackService(pulumi.ComponentResource):
         super().__init__(f"openstack:service:{spec.name.capitalize()}", spec.name, None, opts)
         self.spec, self.ctx = spec, ctx
         settings = ctx.settings
-        secrets = self._secrets()
+        self.secrets = self._secrets()
         self.files: pulumi.Output[dict[str, str]] = pulumi.Output.secret(
-            pulumi.Output.all(**secrets).apply(lambda resolved: spec.render(RenderContext(settings, resolved)))
+            pulumi.Output.all(**self.secrets).apply(lambda resolved: spec.render(RenderContext(settings, resolved)))
         )
-        steps = standard_steps(spec, settings) + spec.steps
-        self.config_objects = self._config_objects(steps, secrets)
-        # A step that waits for this service's own processes (host discovery waits for the
-        # compute DaemonSets) is declared after them; every other step before.
-        own = {p.object_name for p in spec.processes}
-        later = [step for step in steps if own & set(step.needs)]
-        self.jobs = {step.name: self._job(step) for step in steps if step not in later}
-        self.workloads = {process.object_name: self._process(process) for process in spec.processes}
-        self.jobs |= {step.name: self._job(step) for step in later}
+
+    def emit(self, node: Node) -> pulumi.Resource:
+        """Create the node's object, waiting for what the graph says it needs."""
+        source = node.source
+        if isinstance(source, ConfigObject):
+            resource = self._config_object(source)
+        elif isinstance(source, Step):
+            resource = self._job(source, self.ctx.graph.resolve((n.name for n in node.needs), waiter=node.key))
+        elif isinstance(source, Process):
+            resource = self._process(source, self.ctx.graph.resolve((n.name for n in node.needs), waiter=node.key))
+        else:
+            raise TypeError(f"{node.kind} {node.name}: service {self.spec.name} cannot build {source!r}")
+        return self.ctx.graph.add(node.name, resource) if node.waitable else resource
+
+    def finish(self) -> None:
         self.register_outputs({})
 
     def _secrets(self) -> dict[str, pulumi.Output[str]]:
@@ -87,40 +93,27 @@ class OpenStackService(pulumi.ComponentResource):
             own[shared] = creds.shared(shared)
         return own
 
-    def _config_objects(self, steps: tuple[Step, ...], secrets: dict[str, pulumi.Output[str]]) -> list[pulumi.Resource]:
-        settings, name = self.ctx.settings, self.spec.name
-        objects: list[pulumi.Resource] = [kube.secret(f"{name}-etc", settings.namespace, name, self.files, self)]
-        own_passwords = {k: v for k, v in secrets.items() if k in ("database", "rabbitmq", "keystone")}
-        if own_passwords:
-            objects.append(kube.secret(passwords_secret(name), settings.namespace, name, own_passwords, self))
-        for secret_name, keys in self.spec.extra_secrets.items():
+    def _config_object(self, config: ConfigObject) -> pulumi.Resource:
+        settings, name, ns = self.ctx.settings, self.spec.name, self.ctx.settings.namespace
+        if config.holds is Holds.FILES:
+            return kube.secret(config.name, ns, name, self.files, self)
+        if config.holds is Holds.PASSWORDS:
+            own = {k: v for k, v in self.secrets.items() if k in OWN_PASSWORDS}
+            return kube.secret(config.name, ns, name, own, self)
+        if config.holds is Holds.OWNED:
+            keys = self.spec.extra_secrets[config.name]
             values = {key: self.ctx.credentials.shared(shared) for key, shared in keys.items()}
-            initial_only = secret_name in self.spec.cluster_owned_data
-            objects.append(
-                kube.secret(secret_name, settings.namespace, name, values, self, initial_data_only=initial_only)
-            )
-        processes = [p for top in self.spec.processes for p in (top, *top.sidecars, *top.init_containers)]
-        node_keys = self._node_keys()
-        if node_keys:
-            # Node pods get a Secret of their own with only the files they mount: the kubelet of a
-            # node may read every Secret its pods reference, whole, and a compromised hypervisor
-            # must not learn what the control plane's files hold (database passwords).
-            node_files = pulumi.Output.secret(self.files.apply(lambda f: {k: f[k] for k in node_keys}))
-            objects.append(kube.secret(node_etc(name), settings.namespace, name, node_files, self))
-        self.scripts = sorted({s for step in steps for s in step.scripts} | {s for p in processes for s in p.scripts})
-        if self.scripts:
-            data = {script: script_text(script) for script in self.scripts}
-            objects.append(kube.config_map(f"{name}-bin", settings.namespace, name, data, self))
-        return objects
-
-    def _node_keys(self) -> list[str]:
-        node = [p for top in self.spec.processes if top.node_pod for p in (top, *top.sidecars, *top.init_containers)]
-        return sorted({self._config_path(entry)[0] for p in node for entry in p.config_files})
+            initial_only = config.name in self.spec.cluster_owned_data
+            return kube.secret(config.name, ns, name, values, self, initial_data_only=initial_only)
+        if config.holds is Holds.NODE_FILES:
+            keys = node_keys(self.spec)
+            node_files = pulumi.Output.secret(self.files.apply(lambda f: {k: f[k] for k in keys}))
+            return kube.secret(config.name, ns, name, node_files, self)
+        data = {script: script_text(script) for script in scripts_of(self.spec, steps_of(self.spec, settings))}
+        return kube.config_map(config.name, ns, name, data, self)
 
     def _config_path(self, entry: str) -> tuple[str, str]:
-        """A config entry is a rendered file's name, or 'name=/absolute/path' to mount it elsewhere."""
-        key, _, path = entry.partition("=")
-        return key, path or f"{self.spec.config_dir}/{key}"
+        return config_path(self.spec, entry)
 
     def _mounts(self, config_files: tuple[str, ...], scripts: tuple[str, ...]) -> tuple[Mount, ...]:
         config = tuple(Mount("etc", path, sub_path=key) for key, path in map(self._config_path, config_files))
@@ -143,13 +136,10 @@ class OpenStackService(pulumi.ComponentResource):
         keys = [self._config_path(entry)[0] for entry in config_files]
         return pulumi.Output.unsecret(self.files.apply(lambda f: checksum({k: f[k] for k in keys}, texts)))
 
-    def _waits_for(self, waiter: str, needs: tuple[str, ...]) -> list[pulumi.Resource]:
-        return [*self.ctx.graph.resolve(needs, waiter=waiter), *self.config_objects]
-
     def _component(self, name: str, service: str | None = None) -> str:
         return name.removeprefix(f"{service or self.spec.name}-") or name
 
-    def _job(self, step: Step) -> pulumi.Resource:
+    def _job(self, step: Step, waits: list[pulumi.Resource]) -> pulumi.Resource:
         settings = self.ctx.settings
         container = Container(
             name=step.name,
@@ -178,12 +168,11 @@ class OpenStackService(pulumi.ComponentResource):
             annotations={CHECKSUM_ANNOTATION: self._checksum(step.config_files, step.scripts)},
             service_account=step.name if step.api_access else None,
         )
-        waits = self._waits_for(step.name, step.needs) + account
+        waits = waits + account
         if step.schedule:
-            # A repeating step is nothing anything waits for, so it stays out of the graph.
             return kube.cron_job(step.name, settings.namespace, pod, step.schedule, self, waits)
-        job = kube.job(step.name, settings.namespace, pod, self, waits)
-        return self.ctx.graph.add(step.name, job)
+        moved = [pulumi.Alias(parent=self.ctx.services[step.moved_from])] if step.moved_from else []
+        return kube.job(step.name, settings.namespace, pod, self, waits, aliases=moved)
 
     def _container(self, process: Process, node_pod: NodePod | None) -> Container:
         settings = self.ctx.settings
@@ -254,20 +243,19 @@ class OpenStackService(pulumi.ComponentResource):
             **common,
         )
 
-    def _process(self, process: Process) -> pulumi.Resource:
+    def _process(self, process: Process, waits: list[pulumi.Resource]) -> pulumi.Resource:
         settings, name, ns = self.ctx.settings, self.spec.name, self.ctx.settings.namespace
         pod = self._pod(process)
         for claim in process.claims:
             storage = settings.storage
             kube.volume_claim(claim.name, ns, name, claim.size, storage.storage_class, claim.shared, self)
-        waits = self._waits_for(process.object_name, process.needs)
         if process.node_pod is not None:
             workload = kube.daemonset(process.object_name, ns, pod, self, waits, on_delete=process.on_delete)
-            return self.ctx.graph.add(process.object_name, workload)
+            return workload
         replicas = 1 if process.singleton else settings.replicas_of(process.name)
         workload = kube.deployment(process.name, ns, pod, replicas, self, waits, recreate=process.singleton)
         if process.port:
             kube.service(process.name, ns, pod.service, pod.component, {"api": process.port}, self)
         if settings.ha and replicas > 1:
             kube.disruption_budget(process.name, ns, pod.service, pod.component, self)
-        return self.ctx.graph.add(process.name, workload)
+        return workload

@@ -30,7 +30,6 @@ def placement(settings: Settings) -> ServiceSpec:
         name="placement",
         config_dir=CONFIG_DIR,
         render=render,
-        databases=("placement",),
         catalog=(CatalogEntry("placement", "placement", "placement-api", PORT),),
         steps=(
             db_sync(

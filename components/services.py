@@ -1,13 +1,15 @@
-"""The OpenStack services a stack declares, as data (no Pulumi runtime needed).
+"""The service spec of every service of the catalog (no Pulumi runtime needed).
 
 The program builds each one through `OpenStackService`; settings validation reads the same
-specs to know which workloads, images and public hosts the stack has.
+specs to know which workloads, images and public hosts the stack has. Which services a stack
+deploys is the catalog's (components/catalog.py); the order they deploy in is the graph's.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
+from components import catalog
 from components.cinder import cinder
 from components.compute import compute
 from components.glance import glance
@@ -16,24 +18,23 @@ from components.keystone import keystone
 from components.neutron import neutron
 from components.nova import nova
 from components.placement import placement
-from components.settings import OPTIONAL_SERVICES, Settings
+from components.settings import Settings
 from components.spec import ServiceSpec
 
-# In an order where whatever a service waits for is declared before it.
-SERVICES: dict[str, Callable[[Settings], ServiceSpec]] = {
+SPECS: dict[str, Callable[[Settings], ServiceSpec]] = {
+    "keystone": keystone,
     "glance": glance,
     "placement": placement,
     "nova": nova,
     "neutron": neutron,
     "cinder": cinder,
     "horizon": horizon,
+    "compute": compute,
 }
-assert set(SERVICES) == set(OPTIONAL_SERVICES), "settings.OPTIONAL_SERVICES and SERVICES must name the same services"
+if set(SPECS) != set(catalog.BY_NAME):
+    raise AssertionError("components/services.py needs a spec for exactly the services of components/catalog.py")
 
 
 def service_specs(settings: Settings) -> tuple[ServiceSpec, ...]:
-    """Keystone, the enabled services, then the compute nodes (when Nova is enabled)."""
-    specs = [keystone(settings), *(SERVICES[name](settings) for name in settings.services.enabled())]
-    if settings.services.nova:
-        specs.append(compute(settings))
-    return tuple(specs)
+    """The specs of the services this stack deploys, in the catalog's order."""
+    return tuple(SPECS[name](settings) for name in catalog.deployed(settings.services.enabled()))

@@ -27,7 +27,7 @@ from pydantic import (
 )
 from pydantic.alias_generators import to_camel, to_snake
 
-from components import cron
+from components import catalog, cron
 from components.memory import SHARES as MEMORY_SHARES
 from components.memory import value_of
 from components.roles import Topology
@@ -62,16 +62,9 @@ RELEASES: dict[str, str] = {"2026.1": "2026.1-ubuntu-noble"}
 KUBERNETES_VERSIONS = tuple(f"1.{minor}" for minor in range(25, 38))
 # The label the README proposes for node groups: one key, a value per group, so groups are disjoint.
 NODE_GROUP_LABEL = "openstack-compute-group"
-OPTIONAL_SERVICES = ("glance", "placement", "nova", "neutron", "cinder", "horizon")
+OPTIONAL_SERVICES = catalog.optional_services()
 # What each service needs of the others at run time; settings refuse a cloud without them.
-SERVICE_NEEDS: dict[str, tuple[str, ...]] = {
-    "nova": ("glance", "placement", "neutron"),
-    "cinder": (),
-    "horizon": (),
-    "glance": (),
-    "placement": (),
-    "neutron": (),
-}
+SERVICE_NEEDS = catalog.service_needs()
 
 
 def _topology(value: object) -> Topology:
@@ -151,6 +144,12 @@ class Services(Model):
 
     def enabled(self) -> tuple[str, ...]:
         return tuple(s for s in OPTIONAL_SERVICES if getattr(self, s))
+
+
+# The settings name each optional service of the catalog: typed fields, so the program's
+# `settings.services.nova` reads are checked, and this keeps them the catalog's.
+if set(Services.model_fields) != {"keystone", *OPTIONAL_SERVICES}:
+    raise AssertionError("Services' fields and components/catalog.py's optional services differ")
 
 
 class Glance(Model):

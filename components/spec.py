@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
+from components import catalog
 from components.roles import NodeKind, NodePod
 from components.settings import Settings
 from components.workload import Manifest, Mount, Probe
@@ -61,6 +62,9 @@ class Step:
     schedule: str | None = None  # a cron schedule makes this a CronJob that repeats the step
     service: str | None = None  # its app.kubernetes.io/name, when declared outside its service
     api_access: tuple[ApiAccess, ...] = ()
+    # The service spec that declared it before it moved here: its Pulumi parent then, kept as
+    # an alias so an upgrade neither recreates the Job nor collides with its own name.
+    moved_from: str | None = None
 
 
 @dataclass(frozen=True)
@@ -131,7 +135,6 @@ class ServiceSpec:
     name: str
     config_dir: str  # e.g. /etc/glance
     render: Callable[[RenderContext], dict[str, str]]
-    databases: tuple[str, ...] = ()
     messaging: bool = False
     catalog: tuple[CatalogEntry, ...] = ()
     # Public host names (endpoints.hosts keys) beyond the catalog's: Keystone's own, consoles, dashboards.
@@ -146,3 +149,8 @@ class ServiceSpec:
     # Of those, the Secrets whose data the cluster changes after Pulumi created them (rotated
     # keys): a later `pulumi up` leaves their data alone.
     cluster_owned_data: tuple[str, ...] = ()
+
+    @property
+    def databases(self) -> tuple[str, ...]:
+        """The schemas its db-init Job creates: the service catalog's (components/catalog.py)."""
+        return catalog.entry(self.name).databases

@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from components.catalog import api_components, database_services
 from components.roles import Topology
 
 _STRING_MAP = {"type": "object", "additionalProperties": {"type": "string"}}
@@ -60,13 +61,13 @@ PROPERTIES: dict[str, dict[str, Any]] = {
     "apiComponents": {
         **_STRINGS,
         "description": "app.kubernetes.io/component values of OpenStack API workloads.",
-        "default": ["api", "server"],
+        "default": list(api_components()),
     },
     "databaseServices": {
         **_STRINGS,
         "description": "app.kubernetes.io/name values of the OpenStack services with a schema (db-sync Job).",
         # memcached's component is also "server"; it is no OpenStack service and has no schema.
-        "default": ["keystone", "glance", "placement", "nova", "neutron", "cinder"],
+        "default": list(database_services()),
     },
     "requiredRequests": {
         **_STRINGS,

@@ -1,38 +1,24 @@
 """Why one object of a plan waits for another, and where that edge is written.
 
-The reason is read from the two objects as planned (the Job that creates a database, the
-Secret a pod mounts, the generated password a checksum is computed from); the source from
-how the engine got the edge: the `needs` of the waiter's Step or Process (checked against
-the service modules' own specs), its service's config objects, an input's value, an
-explicit `depends_on`, or a parent component's dependencies, which every child inherits.
+Edges between Jobs, workloads, data stores and config objects are the deploy graph's
+(`components.cloud_graph`): its reason, and its source (the `needs` of the waiter's Step or
+Process, or its service's config objects). A Secret or ConfigMap also says how the waiter's
+pods use it, as planned. The engine's other edges are explained from the two objects: an
+input computed from a generated secret, an explicit `depends_on`, a parent's dependencies.
 """
 
 from __future__ import annotations
 
-import importlib
 from dataclasses import dataclass
 from typing import Any
 
-from components.bootstrap import standard_steps
+from components.cloud_graph import CloudGraph, Node
 from components.openstack_service import CHECKSUM_ANNOTATION
-from components.settings import Settings
-from components.spec import ServiceSpec
+from components.service_configs import ConfigObject
+from components.spec import Process, Step
 from tools.plan import Plan
 from tools.plan_graph import short_type
 from tools.runtime import Registration
-
-# What each standard Job leaves behind for the ones after it (openstack-helm's names).
-JOB_PURPOSES = (
-    ("-db-init", "needs the database and its user that {name} creates"),
-    ("-db-sync", "needs the schema that {name} migrates"),
-    ("-rabbit-init", "waits for the RabbitMQ user and vhost that {name} creates"),
-    ("-ks-user", "waits for the Keystone user that {name} creates"),
-    ("-ks-service", "waits for the catalog service that {name} registers in Keystone"),
-    ("-ks-endpoints", "waits for the endpoints that {name} registers in Keystone"),
-    ("keystone-bootstrap", "waits for Keystone's admin user, region and identity endpoints ({name})"),
-    ("-fernet-setup", "waits for {name} to check the Fernet key repository"),
-    ("-credential-setup", "waits for {name} to check the credential key repository"),
-)
 
 
 @dataclass(frozen=True)
@@ -46,28 +32,20 @@ class Needs:
         return f"`needs` of {self.declared_as} {self.name} (service {self.service})"
 
 
-def _specs(settings: Settings) -> list[ServiceSpec]:
-    names = ["keystone", *settings.services.enabled(), *(["compute"] if settings.services.nova else [])]
-    return [getattr(importlib.import_module(f"components.{name}"), name)(settings) for name in names]
+def graph_node(graph: CloudGraph, r: Registration) -> Node | None:
+    """The deploy graph's node of a planned object, if it is one."""
+    key = f"{r.k8s_name} (CronJob)" if r.kind == "CronJob" else r.k8s_name or ""
+    node = graph.nodes.get(key)
+    return node if node is not None and node.kind == short_type(r) else None
 
 
-_NEEDS: dict[str, dict[tuple[str, str], Needs]] = {}
-
-
-def declared_needs(settings: Settings) -> dict[tuple[str, str], Needs]:
-    """(kind, name) → the `needs` its service module declares, for every Job and process."""
-    key = settings.model_dump_json()
-    if key not in _NEEDS:
-        found: dict[tuple[str, str], Needs] = {}
-        for spec in _specs(settings):
-            for step in (*standard_steps(spec, settings), *spec.steps):
-                kind = "CronJob" if step.schedule else "Job"
-                found[(kind, step.name)] = Needs("Step", step.name, spec.name, step.needs)
-            for process in spec.processes:
-                kind = "DaemonSet" if process.node_pod else "Deployment"
-                found[(kind, process.object_name)] = Needs("Process", process.name, spec.name, process.needs)
-        _NEEDS[key] = found
-    return _NEEDS[key]
+def declared_needs(node: Node) -> Needs | None:
+    """What its Step or Process declares it needs (without its service's configs)."""
+    if isinstance(node.source, Step):
+        return Needs("Step", node.source.name, node.owner, node.source.needs)
+    if isinstance(node.source, Process):
+        return Needs("Process", node.source.name, node.owner, node.source.needs)
+    return None
 
 
 def _pod(r: Registration) -> dict[str, Any]:
@@ -102,14 +80,9 @@ def _uses(waiter: Registration, dep: Registration) -> list[str]:
     return uses
 
 
-def reason(waiter: Registration, dep: Registration) -> str:
-    """Why `waiter` waits for `dep`, as far as the two objects tell."""
+def plan_reason(waiter: Registration, dep: Registration) -> str:
+    """Why `waiter` waits for `dep` where the deploy graph has no such edge, as the objects tell."""
     kind, name = short_type(dep), dep.k8s_name or dep.name
-    if kind == "Job":
-        for ending, why in JOB_PURPOSES:
-            if name.endswith(ending):
-                return why.format(name=name)
-        return f"waits for Job {name} to complete"
     if kind in ("Secret", "ConfigMap"):
         uses = _uses(waiter, dep)
         return "; ".join(uses) if uses else "a config object of its service, which it does not read itself"
@@ -118,19 +91,6 @@ def reason(waiter: Registration, dep: Registration) -> str:
         if CHECKSUM_ANNOTATION in ((template.get("metadata") or {}).get("annotations") or {}):
             return f"its config checksum is computed from files that hold this generated secret ({name})"
         return f"an input is computed from this generated secret ({name})"
-    if kind == "Deployment":
-        return f"waits for {name} to be ready (its pods pass their readiness probe)"
-    if kind == "DaemonSet":
-        annotations = (dep.inputs.get("metadata") or {}).get("annotations") or {}
-        if annotations.get("pulumi.com/skipAwait") == "true":
-            return f"waits for DaemonSet {name} to be created (not awaited: OnDelete, pulumi.com/skipAwait)"
-        return f"waits for the {name} pods to be ready on their nodes"
-    if kind == "StatefulSet":
-        return f"waits for {name} to be ready (every replica)"
-    if kind == "MariaDB":
-        return "waits for the MariaDB server to be Ready (mariadb-operator)"
-    if kind == "RabbitmqCluster":
-        return "waits for RabbitMQ to have all its replicas ready (RabbitMQ Cluster Operator)"
     if kind == "Namespace":
         return f"lives in namespace {name}"
     if dep.remote:
@@ -148,7 +108,27 @@ class EdgeSources:
         for r in plan.registrations:
             self.children.setdefault(r.parent, []).append(r.urn)
         self.custom = {r.urn for r in plan.custom}
-        self.needs = declared_needs(plan.settings)
+        self.graph = plan.graph
+
+    def node(self, r: Registration) -> Node | None:
+        return graph_node(self.graph, r)
+
+    def graph_reason(self, waiter: Registration, dep: Registration) -> str | None:
+        """The deploy graph's reason for this edge, if it is one of the graph's edges."""
+        node, target = self.node(waiter), self.node(dep)
+        if node is None or target is None:
+            return None
+        return next((need.reason for need in node.needs if need.name == target.name), None)
+
+    def reason(self, waiter: Registration, dep: Registration) -> str:
+        """Why `waiter` waits for `dep`: the graph's reason, and for a config object how it is used."""
+        why = self.graph_reason(waiter, dep)
+        if why is None:
+            return plan_reason(waiter, dep)
+        if short_type(dep) in ("Secret", "ConfigMap"):
+            uses = _uses(waiter, dep)
+            return f"{why}; {'; '.join(uses)}" if uses else why
+        return why
 
     def leaves(self, urns: list[str]) -> set[str]:
         """The custom resources an edge to each of `urns` stands for (a component: all inside it)."""
@@ -165,11 +145,15 @@ class EdgeSources:
         """Where the edge from `waiter` to `dep` is declared."""
         parent = self.by_urn.get(waiter.parent)
         if dep.urn in self.leaves(waiter.dependencies):
-            needs = self.needs.get((waiter.kind or "", waiter.k8s_name or ""))
-            if needs and dep.kind not in ("Secret", "ConfigMap") and (dep.k8s_name or dep.name) in needs.needs:
-                return str(needs)
-            if dep.kind in ("Secret", "ConfigMap") and parent and dep.parent == parent.urn and needs:
-                return f"the configs of service {parent.name}: its Jobs and processes wait for all of them"
+            node, target = self.node(waiter), self.node(dep)
+            if node is not None and target is not None and self.graph_reason(waiter, dep) is not None:
+                if isinstance(target.source, ConfigObject):
+                    return (
+                        f"the deploy graph: every Job and process of service {node.owner} waits for its configs "
+                        "(components/service_configs.py)"
+                    )
+                needs = declared_needs(node)
+                return f"the deploy graph: {needs}" if needs else "the deploy graph"
             if short_type(dep) in ("RandomPassword", "RandomBytes"):
                 return "an input's value: Pulumi waits for what an input is computed from"
             where = f" in component {parent.type} {parent.name}" if parent else ""

@@ -12,7 +12,7 @@ import difflib
 import sys
 from dataclasses import dataclass
 
-from tools.edge_reasons import EdgeSources, declared_needs, reason
+from tools.edge_reasons import EdgeSources, declared_needs
 from tools.plan import Plan
 from tools.plan_graph import service_of, short_type, wave_numbers
 from tools.runtime import Registration
@@ -125,7 +125,8 @@ def explain_one(plan: Plan, r: Registration, sources: EdgeSources, waves: dict[s
     lines += [f"  image      {image}" for image in images(r)]
     lines.append(f"  wave       {waves[r.urn]} of {max(waves.values())}")
     lines.append(f"  urn        {r.urn}")
-    needs = declared_needs(plan.settings).get((r.kind or "", r.k8s_name or ""))
+    node = sources.node(r)
+    needs = declared_needs(node) if node else None
     if needs:
         lines.append(f"  needs      {', '.join(needs.needs) or '(nothing)'}: {needs}")
     component = labels.get("app.kubernetes.io/component")
@@ -135,17 +136,18 @@ def explain_one(plan: Plan, r: Registration, sources: EdgeSources, waves: dict[s
     deps = sorted((by_urn[d] for d in plan.dependencies[r.urn]), key=_order)
     lines.append(f"waits for ({len(deps)}):" if deps else "waits for nothing")
     generated = [d for d in deps if short_type(d) in GENERATED]
-    lines += [_row(_what(d), reason(r, d), sources.source(r, d)) for d in deps if d not in generated]
+    lines += [_row(_what(d), sources.reason(r, d), sources.source(r, d)) for d in deps if d not in generated]
     if generated:
         # One row for them all: each gives the same reason, an input computed from its value.
-        why = reason(r, generated[0]).replace(f" ({generated[0].name})", "").replace("this generated secret", "them")
+        why = sources.reason(r, generated[0]).replace(f" ({generated[0].name})", "")
+        why = why.replace("this generated secret", "them")
         lines.append(_row(f"{len(generated)} generated secrets", why, sources.source(r, generated[0])))
         lines.append(f"  {'':<42}   ({', '.join(d.name for d in generated)})")
     waiters = [x for x in plan.custom if r.urn in plan.dependencies[x.urn]]
     every = _descendants(plan, r.urn)
     if waiters:
         lines.append(f"waited for by ({len(waiters)} directly, {len(every)} in all):")
-        lines += [_row(_what(w), reason(w, r), sources.source(w, r)) for w in waiters]
+        lines += [_row(_what(w), sources.reason(w, r), sources.source(w, r)) for w in waiters]
     else:
         lines.append("nothing waits for it")
     return "\n".join(lines)

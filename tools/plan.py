@@ -26,6 +26,7 @@ from typing import Any
 
 import kubernetes_validate
 
+from components.cloud_graph import CloudGraph, cloud_graph
 from components.settings import Settings, SettingsError
 from components.stack_config import settings_from_config
 from policies.report import check_resources, load_config
@@ -42,6 +43,11 @@ class Plan:
     settings: Settings
     registrations: list[Registration]
     dependencies: dict[str, list[str]]  # urn → custom resources the engine waits for
+
+    @cached_property
+    def graph(self) -> CloudGraph:
+        """The deploy graph the program walked to create these resources."""
+        return cloud_graph(self.settings)
 
     @cached_property
     def custom(self) -> list[Registration]:
@@ -205,8 +211,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     views.add_arguments(parser)
     args = parser.parse_args(argv)
-    if not args.out and not args.explain:
-        parser.error("--out is required (unless --explain)")
+    if not args.out and not args.explain and not args.graph:
+        parser.error("--out is required (unless --explain or --graph)")
     with young_collections_only():
         return _plan(args)
 
@@ -234,6 +240,9 @@ def _plan(args: argparse.Namespace) -> int:
         plan = build_plan(args.stack, stack_path=args.stack_file)
         if args.explain:
             return explain.main(plan, args.explain)
+        if args.graph:
+            print(views.graph_text(plan), end="")
+            return 0
         violations = policy_report(plan)
     except (SettingsError, FileNotFoundError, ConfigError) as error:
         print(f"error: stack {args.stack}: {error}", file=sys.stderr)

@@ -51,6 +51,8 @@ class Registration:
     retain_on_delete: bool = False
     # Input properties a later update leaves as they are in the cluster (ignoreChanges).
     ignore_changes: list[str] = field(default_factory=list)
+    # Where the engine also looks for this resource's state (URNs or alias specs): a moved one.
+    aliases: list[Any] = field(default_factory=list)
 
     @property
     def generated_secrets(self) -> list[str]:
@@ -136,6 +138,10 @@ class RecordingMonitor(mocks.MockMonitor):
                     custom_timeouts=json_format.MessageToDict(request.customTimeouts),
                     retain_on_delete=request.retainOnDelete,
                     ignore_changes=list(request.ignoreChanges),
+                    aliases=[
+                        *request.aliasURNs,
+                        *(json_format.MessageToDict(a, preserving_proto_field_name=True) for a in request.aliases),
+                    ],
                 )
             )
         return response

@@ -1,7 +1,8 @@
 """What `make plan` writes besides plan.json and manifests.yaml, and --explain.
 
 The plan tool calls `write` once its own files are written: configs.json (the config
-files, secrets masked), graph.svg and graph.md (the deploy graph) and, with --against DIR,
+files, secrets masked), graph.svg and graph.md (the deploy graph drawn), graph.txt (the
+graph with every edge's reason, as `--graph` prints it) and, with --against DIR,
 diff.md and diff.json (what changes against that earlier plan).
 """
 
@@ -32,11 +33,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--explain", metavar="NAME", help="explain one object (or Kind/NAME): what it waits for and why"
     )
     parser.add_argument(
+        "--graph",
+        action="store_true",
+        help="print the deploy graph (components/cloud_graph.py): per wave, each object and why it waits",
+    )
+    parser.add_argument(
         "--against",
         type=_plan_directory,
         metavar="DIR",
         help="an earlier plan's output directory: write diff.md and diff.json of what changes against it",
     )
+
+
+def graph_text(plan: Plan) -> str:
+    return "\n".join(plan.graph.lines()) + "\n"
 
 
 def write(plan: Plan, out: Path, against: Path | None = None) -> list[Path]:
@@ -47,6 +57,7 @@ def write(plan: Plan, out: Path, against: Path | None = None) -> list[Path]:
         "configs.json": json.dumps(configs(plan), indent=1, sort_keys=True) + "\n",
         "graph.svg": graph_draw.svg(graph, title),
         "graph.md": graph_draw.markdown(graph, plan.stack),
+        "graph.txt": graph_text(plan),
     }
     if against is not None:
         result = plan_diff.diff(plan_diff.load(against), plan_diff.view_of(plan))

@@ -1,0 +1,34 @@
+"""Which DaemonSets run on compute nodes, by name: for each node group, its topology's pods.
+
+Nova's host discovery waits for them (components/nova.py) and components/compute.py builds
+them; both read the names here, so neither module needs the other's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from components.roles import ISCSID_POD, NodePod, compute_node_pods
+from components.settings import NodeGroup, Settings
+
+
+def group_suffix(group: NodeGroup) -> str:
+    """DaemonSets of the group 'default' carry no suffix; names never change with the group count."""
+    return "" if group.name == "default" else f"-{group.name}"
+
+
+def iscsi_pods(settings: Settings) -> tuple[NodePod, ...]:
+    """iscsid runs as a pod where LVM volumes attach over iSCSI and the host runs no iscsid itself."""
+    iscsi = settings.services.cinder and settings.cinder.backend == "lvm"
+    return (ISCSID_POD,) if iscsi and not settings.hypervisor_isolation.host_runs_hypervisor else ()
+
+
+def compute_pods(settings: Settings) -> Iterator[tuple[NodeGroup, NodePod, str]]:
+    """(node group, pod, DaemonSet name) of every DaemonSet on compute nodes."""
+    for group in settings.compute.node_groups:
+        for pod in compute_node_pods(settings.hypervisor_isolation) + iscsi_pods(settings):
+            yield group, pod, f"{pod.name}{group_suffix(group)}"
+
+
+def compute_daemonsets(settings: Settings) -> tuple[str, ...]:
+    return tuple(name for _, _, name in compute_pods(settings))
