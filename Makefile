@@ -6,7 +6,7 @@ VENV := .venv
 STACK ?= dev
 BIN := $(VENV)/bin
 
-.PHONY: plan bench test test-quick test-cloud system-packages openstack-venv lint clean
+.PHONY: plan policy-config bench test test-quick test-cloud system-packages openstack-venv lint clean
 
 $(BIN)/.installed: requirements.txt requirements-dev.txt policies/requirements.txt
 	$(PYTHON) -m venv $(VENV)
@@ -16,6 +16,10 @@ $(BIN)/.installed: requirements.txt requirements-dev.txt policies/requirements.t
 
 plan: $(BIN)/.installed
 	$(BIN)/python -m tools.plan --stack $(STACK) --out build/$(STACK)
+
+# policies/config/<stack>.json of every stack file, from its settings (tools/policy_config.py); commit them.
+policy-config: $(BIN)/.installed
+	$(BIN)/python -m tools.policy_config --write
 
 # How long the plan takes: prod, and prod with 1/10/100/500 compute node groups (tools/bench.py).
 bench: $(BIN)/.installed

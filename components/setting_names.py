@@ -3,13 +3,14 @@
 `replicas.<workload>`, `resources.<container>`, `endpoints.hosts.<host>` and
 `images.overrides.<image>` are maps whose keys name things of the program. A misspelt key
 would otherwise be ignored without a word (the default applies), so every key is checked
-against the services' specs, the same data the program builds its objects from.
+against the services' specs, the same data the program builds its objects from; and
+`policyEnforcement.<policy>` against the policy pack's rules (policies/registry.py).
 """
 
 from __future__ import annotations
 
 import difflib
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
 from components import mariadb, memcached, rabbitmq
@@ -18,8 +19,14 @@ from components.oslo import MARIADB, MEMCACHED, RABBITMQ
 from components.services import service_specs
 from components.settings import OPTIONAL_SERVICES, Problem, Settings, problem
 from components.spec import Process, ServiceSpec
+from policies.registry import RULES
+from policies.settings import ENFORCEMENT_LEVELS
 
 DEFAULT_RESOURCES = "default"  # resources.default: what every container's entry does not set
+# The pack's rules and levels, for `policyEnforcement`, from the program's own checkout. The pack's
+# modules but pack.py need only the standard library and components/roles.py (policies/__init__.py),
+# so the program's virtualenv imports them without pulumi-policy (tests/test_setting_names.py).
+POLICIES = frozenset(rule.name for rule in RULES)
 
 
 @dataclass(frozen=True)
@@ -73,9 +80,22 @@ def _every_service(settings: Settings) -> Settings:
 def _unknown(path: tuple[str, ...], given: Iterable[str], known: frozenset[str], what: str) -> Iterator[Problem]:
     for name in given:
         if name not in known:
-            close = difflib.get_close_matches(name, sorted(known), n=1)
-            hint = f"; did you mean {close[0]!r}?" if close else ""
-            yield problem((*path, name), name, f"unknown {what}{hint}; allowed: {', '.join(sorted(known)) or 'none'}")
+            yield problem((*path, name), name, _not_one_of(name, sorted(known), what))
+
+
+def _not_one_of(given: str, known: Sequence[str], what: str) -> str:
+    close = difflib.get_close_matches(given, known, n=1)
+    hint = f"; did you mean {close[0]!r}?" if close else ""
+    return f"unknown {what}{hint}; allowed: {', '.join(known) or 'none'}"
+
+
+def unknown_policies(settings: Settings) -> Iterator[Problem]:
+    """`policyEnforcement` keys that name no policy of the pack, and values that are no enforcement level."""
+    yield from _unknown(("policyEnforcement",), settings.policy_enforcement, POLICIES, "policy")
+    for name, level in settings.policy_enforcement.items():
+        if level not in ENFORCEMENT_LEVELS:
+            message = _not_one_of(level, ENFORCEMENT_LEVELS, "enforcement level")
+            yield problem(("policyEnforcement", name), level, message)
 
 
 def unknown_names(settings: Settings) -> Iterator[Problem]:
@@ -91,3 +111,4 @@ def unknown_names(settings: Settings) -> Iterator[Problem]:
     yield from _unknown(("resources",), containers, names.containers, "container")
     yield from _unknown(("endpoints", "hosts"), settings.endpoints.hosts, names.public_hosts, "public host")
     yield from _unknown(("images", "overrides"), settings.images.overrides, names.images, "image")
+    yield from unknown_policies(settings)

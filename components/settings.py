@@ -444,6 +444,10 @@ class Settings(Model):
     key_rotation: KeyRotation = KeyRotation()
     backup: Backup = Backup()
     housekeeping: Housekeeping = Housekeeping()
+    policy_enforcement: dict[Text, Text] = Field(
+        default_factory=dict,
+        description="policy of the pack → its enforcement level in the stack's policy config (tools/policy_config.py)",
+    )
 
     def problems(self) -> Iterator[Problem]:
         """What no single setting shows: settings that contradict each other, or the program."""

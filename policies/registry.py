@@ -32,7 +32,7 @@ RESOURCES = ("requiredRequests", "requiredLimits")
 class ResourceRule:
     name: str
     description: str
-    enforcement: str  # the default; policies/config/<stack>.json may change it
+    enforcement: str  # without config; a stack's config (tools/policy_config.py) sets every level
     check: ResourceCheck
     uses: tuple[str, ...] = ROLE_CONTEXT  # config properties (policies/settings.py)
     # "all" objects; "own": the program's own, not a third-party chart's; "chart": only those.

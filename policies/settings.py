@@ -2,8 +2,9 @@
 
 Pulumi hands each policy only its own config (`--policy-pack-config` file, one object
 per policy), so every policy declares the properties it reads and each stack's JSON file
-repeats the shared ones per policy. Defaults mirror the program's settings defaults
-(components/settings.py), so the pack without config judges a default stack.
+repeats the shared ones per policy (tools/policy_config.py writes them from the settings).
+Defaults mirror the program's settings defaults (components/settings.py), so the pack
+without config judges a default stack.
 """
 
 from __future__ import annotations

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from policies.report import CONFIG_DIR, validate_config
 from tests.conftest import STACKS, plan_of
 from tools import plan as plan_tool
 from tools.runtime import SECRET_MARK
@@ -41,6 +42,29 @@ def test_plan_writes_valid_files_for_each_stack(stack: str, tmp_path: Path, caps
     assert names.index(("Job", "keystone-db-init")) < names.index(("Job", "keystone-db-sync"))
     assert names.index(("Job", "keystone-db-sync")) < names.index(("Deployment", "keystone-api"))
     assert names[0] == ("Namespace", "openstack")
+    # The policy config the plan was judged with, derived from the settings: the committed one.
+    assert (tmp_path / "policy-config.json").read_text() == (CONFIG_DIR / f"{stack}.json").read_text()
+
+
+def test_a_new_stack_plans_with_the_policy_config_of_its_settings(tmp_path: Path) -> None:
+    """No policies/config/qa.json exists: the plan derives it, here with a namespace and a topology
+    no committed stack has, which the node pods' roles must match to pass."""
+    stack_file = tmp_path / "Pulumi.qa.yaml"
+    stack_file.write_text("config:\n  openstack:namespace: qa\n  openstack:hypervisorIsolation: baremetal-hypervisor\n")
+    assert not (CONFIG_DIR / "qa.json").exists()
+    assert plan_tool.main(["--stack", "qa", "--stack-file", str(stack_file), "--out", str(tmp_path / "out")]) == 0
+    config = json.loads((tmp_path / "out" / "policy-config.json").read_text())
+    validate_config(config, "policy-config.json")
+    assert config["host-namespaces"] == {
+        "enforcementLevel": "mandatory",
+        "namespace": "qa",
+        "hypervisorIsolation": "baremetal-hypervisor",
+        "imageRegistry": "quay.io/openstack.kolla",
+        "imageOverrides": {},
+    }
+    assert config["readiness-probes"] == {"enforcementLevel": "mandatory"}  # hygiene: mandatory unless set
+    policy = json.loads((tmp_path / "out" / "plan.json").read_text())["policy"]
+    assert [v for v in policy if v["enforcement"] == "mandatory"] == []
 
 
 def test_secrets_are_masked_unless_asked(tmp_path: Path) -> None:
@@ -101,7 +125,7 @@ def test_waves_start_everything_whose_dependencies_are_met() -> None:
 def test_plan_reports_policy_violations_and_fails_on_mandatory_ones(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
 ) -> None:
-    real_config = plan_tool.load_config("dev")
+    real_config = plan_tool.policy_config(plan_of("dev").settings)
     assert plan_tool.main(["--stack", "dev", "--out", str(tmp_path / "clean")]) == 0
     assert json.loads((tmp_path / "clean" / "plan.json").read_text())["policy"] == []
     # The same stack judged with a namespace it does not use: node pods lose their roles.
@@ -109,7 +133,7 @@ def test_plan_reports_policy_violations_and_fails_on_mandatory_ones(
         name: {**entry, "namespace": "elsewhere"} if "namespace" in entry else entry
         for name, entry in real_config.items()
     }
-    monkeypatch.setattr(plan_tool, "load_config", lambda stack: elsewhere)
+    monkeypatch.setattr(plan_tool, "policy_config", lambda settings: elsewhere)
     assert plan_tool.main(["--stack", "dev", "--out", str(tmp_path / "judged")]) == 1
     violations = json.loads((tmp_path / "judged" / "plan.json").read_text())["policy"]
     assert any(v["enforcement"] == "mandatory" and "compute-node" in v["message"] for v in violations)

@@ -1,7 +1,10 @@
-"""Map settings whose keys name nothing of the stack, and node groups that can share a node."""
+"""Map settings whose keys name nothing of the stack or its policy pack, and node groups that can share a node."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -9,6 +12,7 @@ import pytest
 from components.settings import Settings, SettingsError
 from tests.conftest import plan_of
 
+REPO = Path(__file__).resolve().parents[1]
 NO_CINDER = {"services": {"cinder": False}}
 
 # (settings, the key the error must name, a fragment the error must say)
@@ -43,6 +47,17 @@ UNKNOWN_NAMES: list[tuple[dict[str, Any], str, str]] = [
         "openstack:images.overrides.mariadb",
         "unknown image",
     ),
+    (
+        {"policyEnforcement": {"image-pined": "advisory"}},
+        "openstack:policyEnforcement.image-pined",
+        "unknown policy; did you mean 'image-pinned'?; allowed: added-capabilities, ",
+    ),
+    (
+        {"policyEnforcement": {"host-ports": "mandtory"}},
+        "openstack:policyEnforcement.host-ports",
+        "unknown enforcement level; did you mean 'mandatory'?; allowed: advisory, mandatory, remediate, disabled",
+    ),
+    ({"policyEnforcement": {"host-ports": "warn"}}, "openstack:policyEnforcement.host-ports", "allowed: advisory"),
 ]
 
 
@@ -161,3 +176,15 @@ DISJOINT = [
 @pytest.mark.parametrize("raw", DISJOINT)
 def test_node_groups_that_give_one_key_different_values_pass(raw: dict[str, Any]) -> None:
     Settings.parse(raw)
+
+
+def test_the_program_checks_policy_names_without_pulumi_policy() -> None:
+    """The program's virtualenv (requirements.txt) has no pulumi-policy; policyEnforcement's check needs none."""
+    script = (
+        "import sys; sys.modules['pulumi_policy'] = None\n"
+        "from components.settings import Settings, SettingsError\n"
+        "try:\n    Settings.parse({'policyEnforcement': {'host-port': 'advisory'}})\n"
+        "except SettingsError as error:\n    print(error)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], cwd=REPO, capture_output=True, text=True, check=True)
+    assert "openstack:policyEnforcement.host-port: unknown policy; did you mean 'host-ports'?" in done.stdout

@@ -5,9 +5,11 @@
 
 Runs the real program under the mock runtime, writes plan.json and manifests.yaml,
 validates every built-in object against the stack's Kubernetes API schema, runs the
-policy pack over the result, and prints a summary with the deploy waves. tools/views.py
-adds the deploy graph (graph.svg, graph.md), the masked config files (configs.json), the
-diff against an earlier plan (--against: diff.md, diff.json) and --explain.
+policy pack over the result with the stack's policy config (derived from its settings by
+tools/policy_config.py, and written as policy-config.json), and prints a summary with the
+deploy waves. tools/views.py adds the deploy graph (graph.svg, graph.md), the masked config
+files (configs.json), the diff against an earlier plan (--against: diff.md, diff.json) and
+--explain.
 """
 
 from __future__ import annotations
@@ -29,9 +31,10 @@ import kubernetes_validate
 from components.cloud_graph import CloudGraph, cloud_graph
 from components.settings import Settings, SettingsError
 from components.stack_config import settings_from_config
-from policies.report import check_resources, load_config
+from policies.report import check_resources
 from policies.settings import ConfigError
 from tools import manifest_yaml, schemas
+from tools.policy_config import policy_config, render
 from tools.runtime import Registration, run_program, stack_config, stack_with
 
 
@@ -175,10 +178,11 @@ def validate(plan: Plan) -> tuple[list[str], list[str]]:
     return errors, skipped
 
 
-def policy_report(plan: Plan) -> list[dict[str, Any]]:
-    """The policy pack's resource and stack rules over the planned stack, as the CLI would run them."""
+def policy_report(plan: Plan, config: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+    """The policy pack's resource and stack rules over the planned stack, as the CLI would run them
+    with `config` (by default the one derived from the stack's settings)."""
     resources = [resource_record(r, plan) for r in plan.registrations]
-    return [v.to_dict() for v in check_resources(resources, load_config(plan.stack))]
+    return [v.to_dict() for v in check_resources(resources, policy_config(plan.settings) if config is None else config)]
 
 
 def resource_record(r: Registration, plan: Plan, reveal: bool = False) -> dict[str, Any]:
@@ -207,7 +211,7 @@ def main(argv: list[str] | None = None) -> int:
         "--stack-file",
         type=Path,
         help="read the stack's settings from this file instead of stacks/Pulumi.<stack>.yaml "
-        "(the stack's name still picks its policy config, policies/config/<stack>.json)",
+        "(the policy config follows from them too)",
     )
     views.add_arguments(parser)
     args = parser.parse_args(argv)
@@ -243,7 +247,9 @@ def _plan(args: argparse.Namespace) -> int:
         if args.graph:
             print(views.graph_text(plan), end="")
             return 0
-        violations = policy_report(plan)
+        config = policy_config(plan.settings)
+        config_text = render(config)  # checked against the pack's schemas
+        violations = policy_report(plan, config)
     except (SettingsError, FileNotFoundError, ConfigError) as error:
         print(f"error: stack {args.stack}: {error}", file=sys.stderr)
         return 2
@@ -257,6 +263,7 @@ def _plan(args: argparse.Namespace) -> int:
     }
     (args.out / "plan.json").write_text(json.dumps(document, indent=2) + "\n")
     (args.out / "manifests.yaml").write_text(manifest_yaml.dump_all(manifests(plan, reveal=args.show_secrets)))
+    (args.out / "policy-config.json").write_text(config_text)
     summarize(plan, errors, skipped, violations, args.out)
     print(f"wrote {', '.join(str(p) for p in views.write(plan, args.out, args.against))}")
     mandatory = [v for v in violations if v["enforcement"] == "mandatory"]
@@ -285,7 +292,7 @@ def summarize(plan: Plan, errors: list[str], skipped: list[str], violations: lis
         print(f"  not validated: {line}")
     advisory = sum(1 for v in violations if v["enforcement"] == "advisory")
     print(f"policy: {len(violations) - advisory} mandatory, {advisory} advisory violation(s)")
-    print(f"wrote {out / 'plan.json'} and {out / 'manifests.yaml'}")
+    print(f"wrote {out / 'plan.json'}, {out / 'manifests.yaml'} and {out / 'policy-config.json'}")
 
 
 if __name__ == "__main__":

@@ -1,34 +1,81 @@
-"""policies/config/<stack>.json: valid for the pack's schemas, in step with the stack files,
-and enforcing what the README promises per environment."""
+"""policies/config/<stack>.json: generated from the stack files (tools/policy_config.py) and
+current, valid for the pack's schemas, judging as the settings say, and enforcing what the
+README promises per environment."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from components.settings import Settings
+from components.stack_config import settings_from_config
 from policies.registry import RULES
-from policies.report import check_objects, enforcement, load_config, validate_config
-from policies.settings import ConfigError, PackSettings
+from policies.report import CONFIG_DIR, check_objects, enforcement, load_config, settings_for, validate_config
+from policies.settings import PROPERTIES, ConfigError, PackSettings
+from tools import policy_config as generator
+from tools.policy_config import policy_config
+from tools.runtime import read_stack_file, stack_file
 
 from .builders import container, control_plane, k8s_object
 
-REPO = Path(__file__).resolve().parents[2]
 STACKS = ("dev", "staging", "prod")
 HYGIENE = ("resource-requests-limits", "readiness-probes", "image-pinned")
 ADVISORY_EVERYWHERE = ("third-party-chart-hygiene",)
 
 
 def stack_settings(stack: str) -> Settings:
-    document = yaml.safe_load((REPO / "stacks" / f"Pulumi.{stack}.yaml").read_text())
-    return Settings.parse({key.split(":", 1)[1]: value for key, value in document["config"].items()})
+    return settings_from_config(read_stack_file(stack_file(stack)))
 
 
-def test_a_config_file_per_stack_and_no_other() -> None:
-    assert sorted(p.stem for p in (REPO / "policies" / "config").glob("*.json")) == sorted(STACKS)
+def test_the_committed_configs_are_generated_from_the_stack_files() -> None:
+    """What CI checks: policies/config/ holds exactly `python -m tools.policy_config --write`'s output."""
+    assert sorted(p.name for p in CONFIG_DIR.glob("*.json")) == sorted(f"{stack}.json" for stack in STACKS)
+    assert generator.stale_files() == {}
+
+
+def test_check_names_stale_missing_and_orphaned_files_and_write_fixes_them(
+    tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    stacks, configs = tmp_path / "stacks", tmp_path / "config"
+    stacks.mkdir()
+    for stack in ("dev", "prod"):
+        (stacks / f"Pulumi.{stack}.yaml").write_text(stack_file(stack).read_text())
+    (stacks / "Pulumi.qa.yaml").write_text("config:\n  openstack:namespace: qa\n")
+    configs.mkdir()
+    (configs / "dev.json").write_text((CONFIG_DIR / "dev.json").read_text())
+    (configs / "prod.json").write_text((CONFIG_DIR / "dev.json").read_text())
+    (configs / "old.json").write_text("{}\n")
+    dirs = ["--stacks", str(stacks), "--config-dir", str(configs)]
+
+    assert generator.main(["--check", *dirs]) == 1
+    err = capsys.readouterr().err
+    assert f"{configs / 'prod.json'}: differs from the stack's settings" in err
+    assert f"{configs / 'qa.json'}: missing" in err
+    assert f"{configs / 'old.json'}: no stack file stacks/Pulumi.old.yaml" in err
+    assert "dev.json" not in err
+
+    assert generator.main(["--write", *dirs]) == 0
+    assert sorted(p.name for p in configs.glob("*.json")) == ["dev.json", "prod.json", "qa.json"]
+    assert (configs / "prod.json").read_text() == (CONFIG_DIR / "prod.json").read_text()
+    qa = json.loads((configs / "qa.json").read_text())
+    validate_config(qa, "qa.json")
+    assert qa["host-ports"]["namespace"] == "qa"
+    assert generator.main(["--check", *dirs]) == 0
+
+
+def test_a_stack_the_program_refuses_has_no_config(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    (tmp_path / "Pulumi.bad.yaml").write_text("config:\n  openstack:policyEnforcement:\n    host-port: advisory\n")
+    assert generator.main(["--check", "--stacks", str(tmp_path), "--config-dir", str(tmp_path)]) == 2
+    assert "stack bad" in (err := capsys.readouterr().err) and "openstack:policyEnforcement.host-port" in err
+
+
+def test_every_pack_property_is_a_setting_or_a_pack_default() -> None:
+    """A property the pack adds must be decided on: read from the settings, or the pack's default."""
+    assert not set(generator.FROM_SETTINGS) & set(generator.PACK_DEFAULTS)
+    assert set(generator.FROM_SETTINGS) | set(generator.PACK_DEFAULTS) == set(PROPERTIES)
 
 
 @pytest.mark.parametrize("stack", STACKS)
@@ -39,25 +86,50 @@ def test_every_policy_is_configured_with_every_property_it_reads(stack: str) -> 
         assert set(config[rule.name]) == {"enforcementLevel", *rule.uses}, rule.name
 
 
-@pytest.mark.parametrize("stack", STACKS)
-def test_the_config_agrees_with_the_stack_file(stack: str) -> None:
-    settings = stack_settings(stack)
-    expected: dict[str, Any] = {
-        "namespace": settings.namespace,
-        "hypervisorIsolation": settings.hypervisor_isolation.value,
-        "imageRegistry": settings.images.registry,
-        "imageOverrides": dict(settings.images.overrides),
-        "vmSafe": settings.compute.vm_safe,
-        "nodeSelectors": settings.node_selectors.model_dump(by_alias=True),
-    }
-    for name, entry in load_config(stack).items():
-        for key, value in entry.items():
-            if key in expected:
-                assert value == expected[key], f"{stack}: {name}.{key}"
+# Settings unlike every stack's and every default, so that a value read from the wrong place shows.
+UNUSUAL = {
+    "namespace": "cloud",
+    "hypervisorIsolation": "baremetal-hypervisor-shared-pod",
+    "images": {
+        "registry": "registry.example.org/kolla",
+        "overrides": {"nova-compute": "mirror.example.org/nova-compute@sha256:" + "a" * 64},
+    },
+    "nodeSelectors": {"compute": {"example.org/hypervisor": "yes"}},
+    "compute": {"vmSafe": True},
+}
+
+
+@pytest.mark.parametrize("stack", [*STACKS, "unusual"])
+def test_the_pack_reads_the_stacks_settings_from_its_config(stack: str) -> None:
+    """Each policy, reading its own part of the config as the engine hands it over, judges the stack's settings."""
+    settings = Settings.parse(UNUSUAL) if stack == "unusual" else stack_settings(stack)
+    config = load_config(stack) if stack in STACKS else policy_config(settings)
+    for rule in RULES:
+        seen = settings_for(config, rule.name)
+        if "namespace" in rule.uses:
+            assert seen.namespace == settings.namespace
+            assert seen.topology == settings.hypervisor_isolation
+            assert seen.image_registry == settings.images.registry
+            assert seen.image_overrides == settings.images.overrides
+        if "vmSafe" in rule.uses:
+            assert seen.vm_safe == settings.compute.vm_safe
+        if "nodeSelectors" in rule.uses:
+            assert seen.node_selectors == settings.node_selectors.model_dump(by_alias=True)
+
+
+def test_a_stack_enforces_every_policy_unless_its_settings_say_otherwise() -> None:
+    levels = {name: entry["enforcementLevel"] for name, entry in policy_config(Settings()).items()}
+    assert levels == {rule.name: "advisory" if rule.name in ADVISORY_EVERYWHERE else "mandatory" for rule in RULES}
+    lowered = {"host-ports": "disabled", "third-party-chart-hygiene": "remediate"}
+    changed = Settings.parse({"policyEnforcement": lowered})
+    levels = {name: entry["enforcementLevel"] for name, entry in policy_config(changed).items()}
+    assert levels["host-ports"] == "disabled" and levels["third-party-chart-hygiene"] == "remediate"
+    assert levels["host-namespaces"] == "mandatory"
 
 
 @pytest.mark.parametrize("stack", STACKS)
 def test_enforcement_per_environment(stack: str) -> None:
+    """What each stack file's `policyEnforcement` may lower: hygiene in dev, nothing that guards privileges."""
     config = load_config(stack)
     for rule in RULES:
         level = enforcement(config, rule.name, rule.enforcement)
