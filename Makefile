@@ -1,6 +1,6 @@
 # The two commands of a fresh machine:
 #   make plan STACK=dev   set up .venv and write the offline plan of a stack to build/<stack>
-#   make test             set up .venv and the Debian packages the tests need, lint, run every test
+#   make test             set up .venv and the Debian packages the tests need, lint, type-check, run every test
 PYTHON ?= python3
 VENV := .venv
 STACK ?= dev
@@ -31,6 +31,7 @@ system-packages:
 
 test: system-packages $(BIN)/.installed
 	$(BIN)/ruff check .
+	$(BIN)/mypy
 	$(BIN)/python -m pytest
 
 # Everything but the tests against real OpenStack code, servers and the running cloud.
@@ -45,8 +46,10 @@ test-cloud: system-packages $(BIN)/.installed
 openstack-venv: $(BIN)/.installed
 	$(BIN)/python -m tools.realenv.openstack_venv
 
+# ruff, then mypy (its files and settings: [tool.mypy] in pyproject.toml).
 lint: $(BIN)/.installed
 	$(BIN)/ruff check .
+	$(BIN)/mypy
 
 clean:
 	rm -rf build $(VENV)

@@ -7,6 +7,8 @@ own steps (db-sync and friends) that name these Jobs in their `needs`.
 
 from __future__ import annotations
 
+from typing import TypedDict
+
 from components import oslo
 from components.settings import Settings
 from components.spec import ServiceSpec, Step
@@ -19,6 +21,13 @@ MARIADB_ROOT_SECRET = "mariadb-root"
 RABBITMQ_ADMIN_SECRET = "rabbitmq-default-user"
 # Registering with Keystone needs its API serving and the admin user that bootstrap creates.
 KEYSTONE_READY = ("keystone-api", "keystone-bootstrap")
+
+
+class _StepCommon(TypedDict):
+    """The Step arguments the three Keystone registration Jobs share."""
+
+    image: str
+    scripts: tuple[str, ...]
 
 
 def passwords_secret(service: str) -> str:
@@ -109,7 +118,7 @@ def _keystone_steps(spec: ServiceSpec, settings: Settings) -> list[Step]:
         f"{oslo.internal_url(settings, entry.process, entry.port, entry.path) if entry.admin else ''}"
         for entry in spec.catalog
     )
-    common = dict(image=TOOLBOX, scripts=("ks_register.py",))
+    common: _StepCommon = {"image": TOOLBOX, "scripts": ("ks_register.py",)}
     return [
         Step(
             name=f"{name}-ks-user",

@@ -9,6 +9,8 @@ on the same node, without authentication.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from components.settings import NodeGroup
 from components.workload import Manifest, env, secret_env
 
@@ -23,7 +25,7 @@ AUTH_MOUNT = "libvirt-auth.conf=/root/.config/libvirt/auth.conf"
 SASL_MOUNTS = ("libvirt-sasl.conf=/etc/sasl2/libvirt.conf", AUTH_MOUNT)
 
 
-def _key_values(values: dict[str, object]) -> str:
+def _key_values(values: Mapping[str, object]) -> str:
     """libvirt's plain `key = value` files (not INI): written line by line."""
     return "".join(f"{k} = {v}\n" for k, v in values.items())
 

@@ -8,6 +8,8 @@ from their rabbit-init Jobs.
 from __future__ import annotations
 
 import copy
+from collections.abc import Mapping
+from typing import Any
 
 import pulumi
 import pulumi_kubernetes as k8s
@@ -41,7 +43,8 @@ def watch_only(namespace: str) -> pulumi.ResourceTransform:
     """
 
     def transform(args: pulumi.ResourceTransformArgs) -> pulumi.ResourceTransformResult | None:
-        props = args.props
+        # The manifest's objects arrive as plain values (dicts and lists), not as Outputs.
+        props: Mapping[str, Any] = args.props
         if args.type_ != "kubernetes:apps/v1:Deployment" or props["metadata"]["name"] != OPERATOR_DEPLOYMENT:
             return None
         props = copy.deepcopy(props)

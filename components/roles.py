@@ -101,7 +101,7 @@ _NEUTRON_STATE = HostPath("/var/lib/neutron", False, "metadata proxy socket shar
 
 
 def _libvirt(host_pid: bool) -> Role:
-    paths = (
+    paths: tuple[HostPath, ...] = (
         _MODULES,
         _LIBVIRT_RUN,
         _NOVA_STATE,

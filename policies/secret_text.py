@@ -91,13 +91,18 @@ def url_password(text: str) -> bool:
     return any(literal(match.group(1)) for match in URL_PASSWORD.finditer(text))
 
 
+def _pair(match: re.Match[str]) -> tuple[str, str]:
+    """Group 1 and 2 of a pattern below: each has exactly these two groups, and both always match."""
+    return match.group(1), match.group(2)
+
+
 def pairs(line: str) -> list[tuple[str, str]]:
     """The (name, value) pairs a line assigns, as each syntax reads it."""
-    found = [m.groups() for m in JSON_PAIR.finditer(line)]
+    found = [_pair(m) for m in JSON_PAIR.finditer(line)]
     if not found and (match := ASSIGNMENT.match(line)):
-        found.append(match.groups())
-    found += [m.groups() for m in SHELL_ASSIGNMENT.finditer(line)]
-    return found + [m.groups() for m in FLAG.finditer(line)]
+        found.append(_pair(match))
+    found += [_pair(m) for m in SHELL_ASSIGNMENT.finditer(line)]
+    return found + [_pair(m) for m in FLAG.finditer(line)]
 
 
 def problems(text: str) -> list[tuple[int, str]]:

@@ -12,21 +12,28 @@ from tools.runtime import Registration
 GRAPH_KINDS = {"Job", "Deployment", "DaemonSet", "StatefulSet", "MariaDB", "RabbitmqCluster"}
 
 
+def name_of(r: Registration) -> str:
+    """The object's metadata.name; every object the tests look up by name has one."""
+    if r.k8s_name is None:
+        raise AssertionError(f"{r.urn} has no metadata.name")
+    return r.k8s_name
+
+
 def waits_for(plan: Plan, k8s_name: str) -> set[str]:
     """The Jobs, workloads and data stores an object waits for directly, by Kubernetes name."""
     urn = next(r.urn for r in plan.custom if r.k8s_name == k8s_name and r.kind in GRAPH_KINDS)
     by_urn = {r.urn: r for r in plan.custom}
-    return {by_urn[d].k8s_name for d in plan.dependencies[urn] if by_urn[d].kind in GRAPH_KINDS}
+    return {name_of(by_urn[d]) for d in plan.dependencies[urn] if by_urn[d].kind in GRAPH_KINDS}
 
 
 def ancestors(plan: Plan, k8s_name: str) -> set[str]:
     urn = next(r.urn for r in plan.custom if r.k8s_name == k8s_name and r.kind in GRAPH_KINDS)
     by_urn = {r.urn: r for r in plan.custom}
-    return {by_urn[u].k8s_name for u in plan.ancestors(urn) if by_urn[u].kind in GRAPH_KINDS}
+    return {name_of(by_urn[u]) for u in plan.ancestors(urn) if by_urn[u].kind in GRAPH_KINDS}
 
 
 def objects(plan: Plan, kind: str) -> dict[str, Registration]:
-    return {r.k8s_name: r for r in plan.custom if r.kind == kind}
+    return {name_of(r): r for r in plan.custom if r.kind == kind}
 
 
 def pod_template(r: Registration, revealed: bool = False) -> dict[str, Any]:

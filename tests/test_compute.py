@@ -25,7 +25,7 @@ HYPERVISOR_HOST = {MODULES, ("/run/libvirt", RW), ("/var/lib/nova", RW), ("/var/
 LIBVIRT_HOST = HYPERVISOR_HOST | {("/run/openvswitch", RW), ("/etc/libvirt/qemu", RW)}
 ESCAPE = {("/sys/fs/cgroup", RW), ("/run/systemd", RW), ("/run/dbus", RW)}
 # Per container: (privileged, added capabilities, host paths with read-only flags).
-CONTAINER = {
+CONTAINER: dict[str, tuple[bool, set[str], set[tuple[str, bool]]]] = {
     "libvirt": (True, set(), LIBVIRT_HOST),
     "openvswitch-db": (False, set(), {("/run/openvswitch", RW), ("/var/lib/openvswitch", RW)}),
     # The userspace datapath needs /dev/net/tun; kolla-ansible and openstack-helm run it privileged.

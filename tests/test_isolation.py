@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from components.inifile import parse_ini
@@ -134,8 +136,9 @@ def test_rabbitmq_operator_watches_the_stacks_namespace_only() -> None:
     opts = pulumi.ResourceOptions()
     deployment = _operator_deployment()
     result = transform(pulumi.ResourceTransformArgs(True, "kubernetes:apps/v1:Deployment", "x", deployment, opts))
-    assert result is not None
-    env = result.props["spec"]["template"]["spec"]["containers"][0]["env"]
+    assert isinstance(result, pulumi.ResourceTransformResult)
+    spec: Any = result.props["spec"]  # the manifest's plain dicts and lists
+    env = spec["template"]["spec"]["containers"][0]["env"]
     assert {"name": "OPERATOR_SCOPE_NAMESPACE", "value": "openstack"} in env
     assert env[0]["name"] == "OPERATOR_NAMESPACE"  # what the manifest sets stays
     assert "OPERATOR_SCOPE_NAMESPACE" not in str(deployment)  # the manifest's object is not changed in place

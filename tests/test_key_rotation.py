@@ -9,8 +9,8 @@ later `pulumi up` leaves the rotated keys alone, and that keystone-api reads the
 from __future__ import annotations
 
 import base64
+import configparser
 import hashlib
-from typing import Any
 
 import pulumi
 import pytest
@@ -33,7 +33,7 @@ def rotation_objects(plan: Plan, kind: str) -> dict[str, Registration]:
     return {n: r for n, r in objects(plan, kind).items() if maintenance.NAME not in n}
 
 
-def _keystone_conf(plan: Plan) -> dict[str, Any]:
+def _keystone_conf(plan: Plan) -> configparser.ConfigParser:
     return parse_ini(plan.by_name("keystone-etc", "Secret").revealed["stringData"]["keystone.conf"])
 
 

@@ -49,7 +49,7 @@ def test_every_object_is_labelled_and_namespaced(stack_plan: Plan) -> None:
     namespace = stack_plan.settings.namespace
     # Only these live outside the stack's namespace: what has none, and nova-compute-maintenance's
     # Role to create Events about Nodes, which the API server keeps in `default` (components/maintenance.py).
-    elsewhere = {
+    elsewhere: dict[tuple[str, str | None], str | None] = {
         ("Namespace", namespace): None,
         ("ClusterRole", f"{namespace}-nova-compute-maintenance"): None,
         ("ClusterRoleBinding", f"{namespace}-nova-compute-maintenance"): None,

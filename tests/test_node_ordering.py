@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import plan_of
-from tests.helpers import containers, objects, waits_for
+from tests.helpers import containers, name_of, objects, waits_for
 from tools.plan import Plan
 from tools.runtime import Registration
 
@@ -28,7 +28,7 @@ CLIENTS: dict[str, tuple[set[str], str]] = {
     "openvswitch-vswitchd": ({"neutron-ovs-agent"}, "/run/openvswitch/db.sock"),
 }
 DAEMON = {"nova-compute": "nova-compute", "neutron-ovs-agent": "neutron-openvswitch-agent"}
-VM_SAFE = {
+VM_SAFE: dict[str, dict[str, Any]] = {
     "prod": {},
     "staging-vm-safe": {"compute": {"vmSafe": True}},
     "all-in-one-vm-safe": {"hypervisorIsolation": "all-in-one", "compute": {"vmSafe": True}},
@@ -112,10 +112,10 @@ def test_what_waits_for_an_on_delete_pod_also_waits_for_an_awaited_client(case: 
     for name, daemonset in _on_delete(plan).items():
         served = {c["name"] for c in containers(daemonset)} & set(CLIENTS)
         for r in plan.custom:
-            if r.kind in WORKLOAD_KINDS - {"CronJob"} and name in waits_for(plan, r.k8s_name):
+            if r.kind in WORKLOAD_KINDS - {"CronJob"} and name in waits_for(plan, name_of(r)):
                 waiters += 1
                 for role in served:
-                    assert waits_for(plan, r.k8s_name) & _awaited_clients(plan, role), (r.k8s_name, name, role)
+                    assert waits_for(plan, name_of(r)) & _awaited_clients(plan, role), (r.k8s_name, name, role)
     assert waiters  # host discovery waits for the compute DaemonSets
 
 

@@ -7,6 +7,8 @@ os-vif, horizon and libvirt code, kolla-ansible and openstack-helm); the running
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from components.inifile import parse_ini
@@ -25,7 +27,7 @@ def _container(plan: Plan, kind: str, workload: str, name: str) -> dict:
     return next(c for c in containers(plan.by_name(workload, kind)) if c["name"] == name)
 
 
-def _env(container: dict) -> dict[str, object]:
+def _env(container: dict) -> dict[str, Any]:
     return {e["name"]: e.get("value", e.get("valueFrom")) for e in container.get("env", [])}
 
 

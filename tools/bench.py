@@ -158,7 +158,7 @@ def table(results: list[Result], runs: int) -> str:
     for r in results:
         lines.append(
             f"{r.case.name:<12} {r.case.groups:>11} {r.resources:>9} {median(r.wall):>7.2f} {median(r.cpu):>7.2f} "
-            f"{ratio(r.wall, one and one.wall):>14} {ratio(r.cpu, one and one.cpu):>13}"
+            f"{ratio(r.wall, one.wall if one else None):>14} {ratio(r.cpu, one.cpu if one else None):>13}"
         )
     return "\n".join(lines)
 

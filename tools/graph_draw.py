@@ -49,13 +49,13 @@ def _layout(graph: DeployGraphView) -> tuple[dict[str, tuple[float, float]], dic
     columns = {wave: i for i, wave in enumerate(graph.waves)}
     rows = Counter((n.service, n.wave) for n in graph.nodes)
     lanes: dict[str, tuple[float, int]] = {}
-    y = TOP
+    y: float = TOP
     for service in graph.services:
         count = max(c for (s, _), c in rows.items() if s == service)
         lanes[service] = (y, count)
         y += count * ROW + LANE_GAP
     placed: Counter[tuple[str, int]] = Counter()
-    corners = {}
+    corners: dict[str, tuple[float, float]] = {}
     for node in graph.nodes:
         row = placed[(node.service, node.wave)]
         placed[(node.service, node.wave)] += 1
@@ -78,7 +78,7 @@ def svg(graph: DeployGraphView, title: str) -> str:
         drawing.append(draw.Text(service, 12, MARGIN, top + LANE_GAP / 2 + ROW / 2 + 4, font_weight="bold"))
     for i, (kind, text) in enumerate((*LEGEND, ("", "operator"))):
         fill, stroke = COLORS.get(kind, OPERATOR)
-        x = width - MARGIN - (len(LEGEND) + 1 - i) * 110
+        x: float = width - MARGIN - (len(LEGEND) + 1 - i) * 110
         drawing.append(draw.Rectangle(x, 12, 14, 14, rx=3, fill=fill, stroke=stroke))
         drawing.append(draw.Text(text, 11, x + 20, 23))
     for i, wave in enumerate(graph.waves):

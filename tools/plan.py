@@ -267,8 +267,8 @@ def _plan(args: argparse.Namespace) -> int:
     summarize(plan, errors, skipped, violations, args.out)
     print(f"wrote {', '.join(str(p) for p in views.write(plan, args.out, args.against))}")
     mandatory = [v for v in violations if v["enforcement"] == "mandatory"]
-    for error in errors:
-        print(f"invalid manifest: {error}", file=sys.stderr)
+    for invalid in errors:
+        print(f"invalid manifest: {invalid}", file=sys.stderr)
     for violation in mandatory:
         print(f"mandatory policy violation: {violation['message']}", file=sys.stderr)
     return 1 if errors or mandatory else 0

@@ -109,8 +109,8 @@ class FakeCloudMocks(pulumi.runtime.Mocks):
             return f"{args.name}-id", {**args.inputs, "base64": generated}
         return f"{args.name}-id", {}
 
-    def call(self, args: pulumi.runtime.MockCallArgs) -> tuple[dict, list] | dict:
-        return {}
+    def call(self, args: pulumi.runtime.MockCallArgs) -> tuple[dict, list[tuple[str, str]] | None]:
+        return {}, []  # no outputs, no failures
 
 
 class RecordingMonitor(mocks.MockMonitor):
@@ -228,7 +228,11 @@ def run_program(
     monitor = monitor or RecordingMonitor(FakeCloudMocks())
     set_root_resource(None)  # type: ignore[arg-type]  # a fresh Stack resource for every run
     pulumi.runtime.set_mocks(FakeCloudMocks(), project=PROJECT, stack=stack, preview=False, monitor=monitor)
-    _sync_await(run_pulumi_func(lambda: runpy.run_path(str(REPO / "__main__.py"), run_name="__main__")))
+
+    def program() -> None:
+        runpy.run_path(str(REPO / "__main__.py"), run_name="__main__")
+
+    _sync_await(run_pulumi_func(program))
     return monitor.registrations
 
 

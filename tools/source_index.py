@@ -107,11 +107,12 @@ def _pattern(fstring: ast.JoinedStr) -> re.Pattern[str] | None:
     literal = "".join(v.value for v in fstring.values if isinstance(v, ast.Constant) and isinstance(v.value, str))
     if len(literal.strip("-_./:")) < MIN_LITERAL:
         return None
-    parts = [
-        re.escape(v.value) if isinstance(v, ast.Constant) else "[A-Za-z0-9._-]+?"
-        for v in fstring.values
-        if not isinstance(v, ast.Constant) or isinstance(v.value, str)
-    ]
+    parts = []
+    for v in fstring.values:
+        if not isinstance(v, ast.Constant):
+            parts.append("[A-Za-z0-9._-]+?")
+        elif isinstance(v.value, str):
+            parts.append(re.escape(v.value))
     return re.compile("".join(parts))
 
 
@@ -167,9 +168,12 @@ def _constant_uses(constant: str) -> list[Site]:
     uses = []
     for path, text, tree, parents, functions in _indexed():
         for node in ast.walk(tree):
-            named = (isinstance(node, ast.Name) and node.id == constant) or (
-                isinstance(node, ast.Attribute) and node.attr == constant
-            )
+            if isinstance(node, ast.Name):
+                named = node.id == constant
+            elif isinstance(node, ast.Attribute):
+                named = node.attr == constant
+            else:
+                continue
             if named and isinstance(parents.get(node), ast.Call | ast.keyword):
                 site = _site(path, text, node, parents, functions)
                 if site.declares:
@@ -193,13 +197,14 @@ def _filled_in(candidate: _Candidate, name: str) -> list[Site]:
                 continue
             given = {params[i]: a for i, a in enumerate(node.args[: len(params)])}
             given |= {k.arg: k.value for k in node.keywords if k.arg}
-            values = {h.id: given.get(h.id) for h in holes if isinstance(h, ast.Name)}
-            if not all(isinstance(v, ast.Constant) and isinstance(v.value, str) for v in values.values()):
+            arguments = {h.id: given.get(h.id) for h in holes if isinstance(h, ast.Name)}
+            values = {
+                hole: v for hole, v in arguments.items() if isinstance(v, ast.Constant) and isinstance(v.value, str)
+            }
+            if len(values) != len(arguments):
                 continue
-            filled = {hole: str(value.value) for hole, value in values.items()}  # type: ignore[union-attr]
-            spelled = "".join(
-                str(v.value) if isinstance(v, ast.Constant) else filled[ast.unparse(v.value)] for v in fstring.values
-            )
+            filled = {hole: str(value.value) for hole, value in values.items()}
+            spelled = "".join(_spelled(v, filled) for v in fstring.values)
             if spelled == name:
                 first = next(iter(values.values()))
                 code = ast.get_source_segment(text, node.func) or function.name
@@ -207,6 +212,15 @@ def _filled_in(candidate: _Candidate, name: str) -> list[Site]:
                     Site(path, first.lineno, f"{code}({first.value!r}, ...)", None, _enclosing(functions, node))
                 )
     return calls
+
+
+def _spelled(part: ast.expr, filled: dict[str, str]) -> str:
+    """A part of an f-string as written out: its literal text, or the value filling its hole."""
+    if isinstance(part, ast.Constant):
+        return str(part.value)
+    if not isinstance(part, ast.FormattedValue):
+        raise TypeError(f"an f-string part is a Constant or a FormattedValue, not {ast.dump(part)}")
+    return filled[ast.unparse(part.value)]
 
 
 def _enclosing(functions: dict, node: ast.AST) -> str | None:

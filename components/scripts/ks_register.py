@@ -5,6 +5,7 @@ admin from OS_* variables (openstacksdk reads them). CATALOG lists
 `name,type,public_url,internal_url,admin_url` entries separated by ';' (admin may be empty).
 """
 
+import functools
 import os
 import sys
 from collections.abc import Callable
@@ -68,8 +69,8 @@ def ensure_user(conn: openstack.connection.Connection) -> None:
         conn.identity.update_user(user, password=password)
     for role_name in filter(None, os.environ["SERVICE_ROLES"].split(",")):
         role = find_or_create(
-            lambda name=role_name: conn.identity.find_role(name),
-            lambda name=role_name: conn.identity.create_role(name=name),
+            functools.partial(conn.identity.find_role, role_name),
+            functools.partial(conn.identity.create_role, name=role_name),
         )
         conn.identity.assign_project_role_to_user(project, user, role)
     print(f"user {name} has roles {os.environ['SERVICE_ROLES']} on project {project_name}")

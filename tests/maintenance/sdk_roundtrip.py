@@ -65,7 +65,9 @@ def keystone(nova: FakeNova) -> ThreadingHTTPServer:
             self.wfile.write(data)
 
         def do_GET(self) -> None:
-            url = f"http://127.0.0.1:{self.server.server_address[1]}/v3/"
+            address = self.server.server_address
+            assert isinstance(address, tuple)  # a TCP server's (host, port)
+            url = f"http://127.0.0.1:{address[1]}/v3/"
             self._send(200, {"version": {"id": "v3.14", "status": "stable", "links": [{"rel": "self", "href": url}]}})
 
         def do_POST(self) -> None:

@@ -7,10 +7,10 @@ one container per role, exactly its privileges, its host paths as hostPath volum
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
-from pulumi_policy import PolicyCustomTimeouts, PolicyResourceOptions, ResourceValidationArgs
+from pulumi_policy import PolicyCustomTimeouts, PolicyResourceOptions, ResourceValidationArgs, ResourceValidationPolicy
 from pulumi_policy.proxy import unknown_checking_proxy
 
 from components.roles import NodePod, Role, Topology
@@ -190,6 +190,12 @@ def run_policy(
         properties,
     )
     reported: list[str] = []
-    report: Callable[[str, str | None], None] = lambda message, _urn=None: reported.append(message)  # noqa: E731
-    POLICIES[policy].validate(args, report)
+
+    def report(message: str, _urn: str | None = None) -> None:
+        reported.append(message)
+
+    validating = POLICIES[policy]
+    if not isinstance(validating, ResourceValidationPolicy):
+        raise TypeError(f"{policy} is a stack policy; test it with test_stack_rules.run_stack_policy")
+    validating.validate(args, report)
     return reported

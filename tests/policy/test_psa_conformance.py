@@ -72,7 +72,7 @@ def check(
         path.write_text(yaml.safe_dump(pod))
     status = main([str(path)])
     lines = capsys.readouterr().out.splitlines()
-    violations = [m.groups() for line in lines if (m := LINE.match(line))]
+    violations = [(m[1], m[2], m[3]) for line in lines if (m := LINE.match(line))]
     assert len(violations) == len(lines) - 1, lines  # every line but the summary is a violation
     return status, violations
 

@@ -7,7 +7,13 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from pulumi_policy import PolicyCustomTimeouts, PolicyResource, PolicyResourceOptions, StackValidationArgs
+from pulumi_policy import (
+    PolicyCustomTimeouts,
+    PolicyResource,
+    PolicyResourceOptions,
+    StackValidationArgs,
+    StackValidationPolicy,
+)
 
 from components.roles import Topology, node_pods
 from policies.pack import build_policies
@@ -37,9 +43,16 @@ def run_stack_policy(policy: str, objects: list[tuple[dict, tuple[str, ...]]], c
         resources[obj.urn].dependencies.extend(resources[d] for d in obj.dependencies if d in resources)
     properties = {k: v for k, v in config[policy].items() if k != "enforcementLevel"}
     reported: list[tuple[str, str]] = []
-    STACK_POLICIES[policy].validate(
-        StackValidationArgs(list(resources.values()), properties), lambda m, urn=None: reported.append((urn, m))
-    )
+
+    def report(message: str, resource: str | None = None) -> None:
+        if resource is None:
+            raise AssertionError(f"stack policy {policy} reported without naming a resource: {message}")
+        reported.append((resource, message))
+
+    validating = STACK_POLICIES[policy]
+    if not isinstance(validating, StackValidationPolicy):
+        raise TypeError(f"{policy} is a resource policy; test it with builders.run_policy")
+    validating.validate(StackValidationArgs(list(resources.values()), properties), report)
     return reported
 
 

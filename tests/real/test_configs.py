@@ -40,7 +40,7 @@ def rendered_files() -> list[Rendered]:
     files = []
     for stack in STACKS:
         for r in plan_of(stack).custom:
-            if r.kind == "Secret" and (r.k8s_name or "").endswith("-etc"):
+            if r.kind == "Secret" and r.k8s_name is not None and r.k8s_name.endswith("-etc"):
                 for name, text in r.revealed["stringData"].items():
                     files.append(Rendered(stack, r.k8s_name, name, text))
     return files

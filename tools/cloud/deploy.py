@@ -141,6 +141,8 @@ class Cloud:
     # -- the cluster's view ------------------------------------------------------------------------
 
     def _add(self, r: Registration) -> None:
+        if r.kind is None:
+            raise ValueError(f"{r.urn} is not a Kubernetes object: it has no kind to run")
         spec = r.revealed["spec"]
         template = spec["jobTemplate"]["spec"]["template"] if r.kind == "CronJob" else spec["template"]
         replicas = int(spec.get("replicas", 1)) if r.kind == "StatefulSet" else 1

@@ -290,8 +290,10 @@ class _PodContext:
 
 def _security(pod: Manifest, container: Manifest, image_user: str | None, manifest: Manifest) -> Security:
     image_uid = KOLLA_USERS[image_user] if image_user else 0
-    uid = container.get("runAsUser", pod.get("runAsUser", image_uid))
-    gid = container.get("runAsGroup", pod.get("runAsGroup", uid if uid in KOLLA_USERS.values() else 0))
+    pod_uid: int = pod.get("runAsUser", image_uid)
+    uid: int = container.get("runAsUser", pod_uid)
+    pod_gid: int = pod.get("runAsGroup", uid if uid in KOLLA_USERS.values() else 0)
+    gid: int = container.get("runAsGroup", pod_gid)
     if container.get("runAsNonRoot", pod.get("runAsNonRoot")) and uid == 0:
         raise PodSpecError(f"container {manifest['name']}: runAsNonRoot is set and the container would run as root")
     groups = [*([pod["fsGroup"]] if "fsGroup" in pod else []), *pod.get("supplementalGroups", []), *user_groups(uid)]

@@ -11,6 +11,7 @@ they are the pod's.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -68,7 +69,7 @@ def _alive_lines(cloud: Cloud, instance_dir_uuid: str) -> int:
         return 0
 
 
-def restart_libvirt(cloud: Cloud, instance: str, server_id: str, log: callable) -> RestartResult:  # type: ignore[valid-type]
+def restart_libvirt(cloud: Cloud, instance: str, server_id: str, log: Callable[[str], None]) -> RestartResult:
     workload = _libvirt_workload(cloud)
     old = workload.pods[0]
     before, alive_before = _qemu_pid(instance), _alive_lines(cloud, server_id)

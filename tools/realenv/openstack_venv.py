@@ -129,7 +129,7 @@ def _build(path: Path, uv_cache: Path, log: Path) -> None:
     exempt = [arg for name in PINNED for arg in ("--exclude-newer-package", f"{name}=false")]
     env = dict(os.environ, UV_CACHE_DIR=str(uv_cache), UV_PYTHON_DOWNLOADS="never")
     uv = path / "bin" / "uv"
-    install = ["install", "--no-config", "--python", python, "--exclude-newer", RELEASE_CUTOFF, *exempt]
+    install = ["install", "--no-config", "--python", str(python), "--exclude-newer", RELEASE_CUTOFF, *exempt]
     _run([uv, "pip", *install, *requirements()], log, env)
     freeze = subprocess.run(
         [uv, "pip", "freeze", "--python", python],

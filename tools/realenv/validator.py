@@ -105,14 +105,14 @@ def validate(
     excluded = set(exclude_groups)
     ns_args = [arg for ns in namespaces for arg in ("--namespace", ns)]
 
-    cli_args = [
+    cli_args: list[str | Path] = [
         venv.bin("oslo-config-validator"),
         "--input-file",
         path,
         *ns_args,
         *[arg for g in sorted(excluded | set(aliases)) for arg in ("--exclude-group", g)],
     ]
-    values_args = [
+    values_args: list[str | Path] = [
         venv.python,
         VALUES_SCRIPT,
         "--input-file",
