@@ -106,8 +106,10 @@ class OpenStackService(pulumi.ComponentResource):
             initial_only = config.name in self.spec.cluster_owned_data
             return kube.secret(config.name, ns, name, values, self, initial_data_only=initial_only)
         if config.holds is Holds.NODE_FILES:
-            keys = node_keys(self.spec)
-            node_files = pulumi.Output.secret(self.files.apply(lambda f: {k: f[k] for k in keys}))
+            mounted = node_keys(self.spec)
+            node_files: pulumi.Output[dict[str, str]] = pulumi.Output.secret(
+                self.files.apply(lambda f: {k: f[k] for k in mounted})
+            )
             return kube.secret(config.name, ns, name, node_files, self)
         data = {script: script_text(script) for script in scripts_of(self.spec, steps_of(self.spec, settings))}
         return kube.config_map(config.name, ns, name, data, self)
@@ -210,7 +212,8 @@ class OpenStackService(pulumi.ComponentResource):
         )
         node_pod = process.node_pod
         service = process.service or name
-        common = dict(
+        # What node and control-plane pods share; each kind adds its own below.
+        common: dict[str, Any] = dict(
             service=node_pod.service if node_pod else service,
             component=node_pod.name if node_pod else self._component(process.name, service),
             containers=tuple(self._container(p, node_pod) for p in (process, *process.sidecars)),

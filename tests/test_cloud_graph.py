@@ -27,7 +27,7 @@ def _planned(plan: Plan) -> dict[str, Registration]:
     found = {}
     for r in plan.custom:
         if r.kind in GRAPH_KINDS | CONFIG_KINDS | {"ClusterRoleBinding"}:
-            key = f"{r.k8s_name} (CronJob)" if r.kind == "CronJob" else r.k8s_name
+            key = f"{r.k8s_name} (CronJob)" if r.kind == "CronJob" else str(r.k8s_name)
             found[key] = r
     return found
 
