@@ -29,6 +29,8 @@ class ServiceEntry:
 
 # In the order services are listed to users (settings, plans); the deploy order is the graph's.
 SERVICES: tuple[ServiceEntry, ...] = (
+    # The token and session cache: infrastructure, but declared and built like the services.
+    ServiceEntry("memcached", optional=False, images=("memcached",), user="memcached"),
     ServiceEntry(
         "keystone",
         optional=False,
@@ -68,8 +70,8 @@ SERVICES: tuple[ServiceEntry, ...] = (
 )
 BY_NAME: dict[str, ServiceEntry] = {entry.name: entry for entry in SERVICES}
 
-# Images every service's Jobs share, with their Kolla user, and the infrastructure's own.
-TOOL_IMAGES: dict[str, str] = {"kolla-toolbox": "ansible", "memcached": "memcached"}
+# Images every service's Jobs share, with their Kolla user.
+TOOL_IMAGES: dict[str, str] = {"kolla-toolbox": "ansible"}
 
 
 def entry(name: str) -> ServiceEntry:

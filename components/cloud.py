@@ -13,7 +13,6 @@ from components.credentials import Credentials
 from components.graph import DeployGraph
 from components.isolation import DataStoreIsolation
 from components.mariadb import MariaDB
-from components.memcached import Memcached
 from components.meta import labels
 from components.openstack_service import BuildContext, OpenStackService
 from components.rabbitmq import RabbitMQ
@@ -27,7 +26,6 @@ def _infrastructure_builders(settings: Settings) -> dict[str, Builder]:
     return {
         oslo.MARIADB: lambda ctx, opts: MariaDB(settings, ctx.credentials, ctx.graph, opts),
         oslo.RABBITMQ: lambda ctx, opts: RabbitMQ(settings, ctx.graph, opts),
-        oslo.MEMCACHED: lambda ctx, opts: Memcached(settings, ctx.graph, opts),
         maintenance.cluster_name(settings): lambda ctx, opts: maintenance.MaintenanceAccess(settings, ctx.graph, opts),
     }
 

@@ -192,7 +192,6 @@ class CloudGraph:
 def _infrastructure(settings: Settings) -> Iterator[Node]:
     yield Node(oslo.MARIADB, "MariaDB", "mariadb", INFRASTRUCTURE)
     yield Node(oslo.RABBITMQ, "RabbitmqCluster", "rabbitmq", INFRASTRUCTURE)
-    yield Node(oslo.MEMCACHED, "StatefulSet", oslo.MEMCACHED, INFRASTRUCTURE)
     if settings.services.nova and maintenance.enabled(settings):
         yield Node(maintenance.cluster_name(settings), "ClusterRoleBinding", maintenance.SERVICE, INFRASTRUCTURE)
 
@@ -213,7 +212,7 @@ def _service_nodes(spec: ServiceSpec, settings: Settings) -> Iterator[tuple[Node
         kind = "CronJob" if step.schedule else "Job"
         yield Node(step.name, kind, step.service or spec.name, spec.name, source=step), step.needs + config_names
     for process in spec.processes:
-        kind = "DaemonSet" if process.node_pod else "Deployment"
+        kind = "DaemonSet" if process.node_pod else "StatefulSet" if process.stateful else "Deployment"
         node = Node(process.object_name, kind, process.service or spec.name, spec.name, source=process)
         yield node, process.needs + config_names
 

@@ -55,6 +55,9 @@ def script_text(name: str) -> str:
 
 class OpenStackService(pulumi.ComponentResource):
     def __init__(self, spec: ServiceSpec, ctx: BuildContext, opts: pulumi.ResourceOptions | None = None):
+        if spec.former_type:
+            moved = pulumi.ResourceOptions(aliases=[pulumi.Alias(type_=spec.former_type)])
+            opts = pulumi.ResourceOptions.merge(opts, moved)
         super().__init__(f"openstack:service:{spec.name.capitalize()}", spec.name, None, opts)
         self.spec, self.ctx = spec, ctx
         settings = ctx.settings
@@ -215,10 +218,11 @@ class OpenStackService(pulumi.ComponentResource):
         # What node and control-plane pods share; each kind adds its own below.
         common: dict[str, Any] = dict(
             service=node_pod.service if node_pod else service,
-            component=node_pod.name if node_pod else self._component(process.name, service),
+            component=node_pod.name if node_pod else process.component or self._component(process.name, service),
             containers=tuple(self._container(p, node_pod) for p in (process, *process.sidecars)),
             init_containers=tuple(self._container(p, node_pod) for p in process.init_containers),
-            annotations={CHECKSUM_ANNOTATION: self._checksum(config_files, scripts)},
+            # Nothing to checksum (memcached), nothing to roll the pods for.
+            annotations={CHECKSUM_ANNOTATION: self._checksum(config_files, scripts)} if config_files or scripts else {},
             extra_labels=dict(process.extra_labels),
             termination_grace=process.termination_grace,
         )
@@ -256,9 +260,13 @@ class OpenStackService(pulumi.ComponentResource):
             workload = kube.daemonset(process.object_name, ns, pod, self, waits, on_delete=process.on_delete)
             return workload
         replicas = 1 if process.singleton else settings.replicas_of(process.name)
-        workload = kube.deployment(process.name, ns, pod, replicas, self, waits, recreate=process.singleton)
+        if process.stateful:
+            workload = kube.statefulset(process.name, ns, pod, replicas, self, waits)
+        else:
+            workload = kube.deployment(process.name, ns, pod, replicas, self, waits, recreate=process.singleton)
         if process.port:
-            kube.service(process.name, ns, pod.service, pod.component, {"api": process.port}, self)
+            ports = {process.port_name: process.port}
+            kube.service(process.name, ns, pod.service, pod.component, ports, self, headless=process.stateful)
         if settings.ha and replicas > 1:
             kube.disruption_budget(process.name, ns, pod.service, pod.component, self)
         return workload

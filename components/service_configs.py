@@ -25,11 +25,12 @@ class Holds(StrEnum):
     OWNED = "owned"  # a further Secret of the service (ServiceSpec.extra_secrets)
 
 
+# Why a Job or process waits for each: its pods start with the current content.
 REASONS = {
-    Holds.FILES: "its service's rendered config files ({name}); a changed file is written before it rolls",
-    Holds.PASSWORDS: "the passwords of its service's own users ({name})",
-    Holds.NODE_FILES: "the config files of its service that node pods mount ({name})",
-    Holds.SCRIPTS: "the scripts its service's Jobs and containers run ({name})",
+    Holds.FILES: "holds its service's rendered config files ({name})",
+    Holds.PASSWORDS: "holds the passwords of its service's own users ({name})",
+    Holds.NODE_FILES: "holds the config files of its service that node pods mount ({name})",
+    Holds.SCRIPTS: "holds the scripts its service's Jobs and containers run ({name})",
     Holds.OWNED: "a Secret its service owns ({name})",
 }
 
@@ -83,7 +84,8 @@ def config_objects(spec: ServiceSpec, steps: tuple[Step, ...]) -> tuple[ConfigOb
 
 def _objects(spec: ServiceSpec, steps: tuple[Step, ...]) -> Iterator[ConfigObject]:
     name = spec.name
-    yield ConfigObject(f"{name}-etc", "Secret", Holds.FILES)
+    if spec.config_dir:
+        yield ConfigObject(f"{name}-etc", "Secret", Holds.FILES)
     if has_own_passwords(spec):
         yield ConfigObject(passwords_secret(name), "Secret", Holds.PASSWORDS)
     for secret_name in spec.extra_secrets:

@@ -15,6 +15,7 @@ from components.compute import compute
 from components.glance import glance
 from components.horizon import horizon
 from components.keystone import keystone
+from components.memcached import memcached
 from components.neutron import neutron
 from components.nova import nova
 from components.placement import placement
@@ -22,6 +23,7 @@ from components.settings import Settings
 from components.spec import ServiceSpec
 
 SPECS: dict[str, Callable[[Settings], ServiceSpec]] = {
+    "memcached": memcached,
     "keystone": keystone,
     "glance": glance,
     "placement": placement,

@@ -91,6 +91,7 @@ class Process:
     needs: tuple[str, ...]
     config_files: tuple[str, ...] = ()
     port: int | None = None  # exposed through a Service of the same name
+    port_name: str = "api"  # the Service's name for that port
     probe: Probe | None = None
     node_pod: NodePod | None = None
     node_selector: Mapping[str, str] = field(default_factory=dict)  # added to the node kind's selector
@@ -112,6 +113,10 @@ class Process:
     service_account: str | None = None
     # One replica whatever `ha` says, and never two at once (Recreate): a controller without leader election.
     singleton: bool = False
+    # A StatefulSet behind a headless Service: clients address each replica by name.
+    stateful: bool = False
+    # Its app.kubernetes.io/component, where not its name without the service's prefix.
+    component: str | None = None
 
     @property
     def object_name(self) -> str:
@@ -149,6 +154,8 @@ class ServiceSpec:
     # Of those, the Secrets whose data the cluster changes after Pulumi created them (rotated
     # keys): a later `pulumi up` leaves their data alone.
     cluster_owned_data: tuple[str, ...] = ()
+    # The component's Pulumi type before it moved to this mechanism (an alias keeps its state).
+    former_type: str | None = None
 
     @property
     def databases(self) -> tuple[str, ...]:

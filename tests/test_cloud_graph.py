@@ -161,3 +161,13 @@ def test_the_plan_tool_prints_the_graph_and_writes_it_beside_the_plan(
     assert printed.startswith("wave 1\n  MariaDB mariadb (infrastructure)\n")
     assert plan_main(["--stack", "dev", "--out", str(tmp_path)]) == 0
     assert (tmp_path / "graph.txt").read_text() == printed
+
+
+def test_memcached_is_built_by_the_services_mechanism_and_keeps_its_former_state() -> None:
+    plan = plan_of("prod")
+    node = plan.graph["memcached"]
+    assert (node.kind, node.owner) == ("StatefulSet", "memcached")
+    component = next(r for r in plan.registrations if not r.custom and r.name == "memcached")
+    assert component.type == "openstack:service:Memcached"
+    # Its children's URNs follow from the component's, whose old type the alias names.
+    assert {"type": "openstack:infra:Memcached", "parentUrn": ""} in [a["spec"] for a in component.aliases]

@@ -148,10 +148,7 @@ class EdgeSources:
             node, target = self.node(waiter), self.node(dep)
             if node is not None and target is not None and self.graph_reason(waiter, dep) is not None:
                 if isinstance(target.source, ConfigObject):
-                    return (
-                        f"the deploy graph: every Job and process of service {node.owner} waits for its configs "
-                        "(components/service_configs.py)"
-                    )
+                    return f"the deploy graph: each Job and process of {node.owner} waits for its config objects"
                 needs = declared_needs(node)
                 return f"the deploy graph: {needs}" if needs else "the deploy graph"
             if short_type(dep) in ("RandomPassword", "RandomBytes"):
