@@ -13,6 +13,7 @@ It creates no resource: `tools.plan --graph` prints it and `--explain` reads it.
 from __future__ import annotations
 
 import difflib
+import heapq
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -127,19 +128,27 @@ class CloudGraph:
 
     def _topological_order(self) -> tuple[Node, ...]:
         """Kahn's algorithm; among nodes ready together, the one declared first goes first."""
-        position = {key: i for i, key in enumerate(self.nodes)}
-        waiting = {key: {need.name for need in node.needs} for key, node in self.nodes.items()}
-        done: set[str] = set()
+        keys = list(self.nodes)
+        position = {key: i for i, key in enumerate(keys)}
+        by_name = {node.name: key for key, node in self.nodes.items() if node.waitable}
+        waiting = {key: len({need.name for need in node.needs}) for key, node in self.nodes.items()}
+        waiters: dict[str, list[str]] = {}
+        for key, node in self.nodes.items():
+            for name in {need.name for need in node.needs}:
+                waiters.setdefault(by_name[name], []).append(key)
+        ready = [position[key] for key, count in waiting.items() if count == 0]
+        heapq.heapify(ready)
         order: list[Node] = []
-        while len(order) < len(self.nodes):
-            ready = [k for k, needs in waiting.items() if k not in done and needs <= done]
-            if not ready:
-                raise GraphError("the deploy graph has a cycle: " + " -> ".join(self._cycle(done)))
-            key = min(ready, key=position.__getitem__)
-            done.add(key)
+        while ready:
+            key = keys[heapq.heappop(ready)]
             order.append(self.nodes[key])
-            if self.nodes[key].waitable:
-                done.add(self.nodes[key].name)
+            for waiter in waiters.get(key, ()):
+                waiting[waiter] -= 1
+                if waiting[waiter] == 0:
+                    heapq.heappush(ready, position[waiter])
+        if len(order) < len(self.nodes):
+            done = {node.key for node in order} | {node.name for node in order if node.waitable}
+            raise GraphError("the deploy graph has a cycle: " + " -> ".join(self._cycle(done)))
         return tuple(order)
 
     def _cycle(self, done: set[str]) -> list[str]:
