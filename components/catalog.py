@@ -13,6 +13,8 @@ from dataclasses import dataclass
 @dataclass(frozen=True)
 class ServiceEntry:
     name: str
+    # Where its ServiceSpec is built, "module:function" (components/services.py imports it).
+    spec: str
     optional: bool = True  # a `services.<name>` setting turns it on or off; Keystone is always on
     # Services it needs at run time; settings refuse a cloud that enables it without them.
     needs: tuple[str, ...] = ()
@@ -30,21 +32,37 @@ class ServiceEntry:
 # In the order services are listed to users (settings, plans); the deploy order is the graph's.
 SERVICES: tuple[ServiceEntry, ...] = (
     # The token and session cache: infrastructure, but declared and built like the services.
-    ServiceEntry("memcached", optional=False, images=("memcached",), user="memcached"),
+    ServiceEntry(
+        "memcached", "components.memcached:memcached", optional=False, images=("memcached",), user="memcached"
+    ),
     ServiceEntry(
         "keystone",
+        "components.keystone:keystone",
         optional=False,
         databases=("keystone",),
         images=("keystone",),
         user="keystone",
         apis=("keystone-api",),
     ),
-    ServiceEntry("glance", databases=("glance",), images=("glance-api",), user="glance", apis=("glance-api",)),
     ServiceEntry(
-        "placement", databases=("placement",), images=("placement-api",), user="placement", apis=("placement-api",)
+        "glance",
+        "components.glance:glance",
+        databases=("glance",),
+        images=("glance-api",),
+        user="glance",
+        apis=("glance-api",),
+    ),
+    ServiceEntry(
+        "placement",
+        "components.placement:placement",
+        databases=("placement",),
+        images=("placement-api",),
+        user="placement",
+        apis=("placement-api",),
     ),
     ServiceEntry(
         "nova",
+        "components.nova:nova",
         needs=("glance", "placement", "neutron"),
         databases=("nova_api", "nova_cell0", "nova"),
         images=("nova-api", "nova-scheduler", "nova-conductor", "nova-novncproxy"),
@@ -53,6 +71,7 @@ SERVICES: tuple[ServiceEntry, ...] = (
     ),
     ServiceEntry(
         "neutron",
+        "components.neutron:neutron",
         databases=("neutron",),
         images=("neutron-server",),
         user="neutron",
@@ -60,13 +79,14 @@ SERVICES: tuple[ServiceEntry, ...] = (
     ),
     ServiceEntry(
         "cinder",
+        "components.cinder:cinder",
         databases=("cinder",),
         images=("cinder-api", "cinder-scheduler", "cinder-volume"),
         user="cinder",
         apis=("cinder-api",),
     ),
-    ServiceEntry("horizon", images=("horizon",), user="horizon"),
-    ServiceEntry("compute", optional=False, deployed_with="nova"),
+    ServiceEntry("horizon", "components.horizon:horizon", images=("horizon",), user="horizon"),
+    ServiceEntry("compute", "components.compute:compute", optional=False, deployed_with="nova"),
 )
 BY_NAME: dict[str, ServiceEntry] = {entry.name: entry for entry in SERVICES}
 

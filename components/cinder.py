@@ -55,7 +55,7 @@ def render(ctx: RenderContext) -> dict[str, str]:
                 "state_path": "/var/lib/cinder",
                 # Image-backed volumes are copied from Glance's internal endpoint, not the public one.
                 "glance_api_servers": oslo.internal_url(settings, "glance-api", GLANCE_PORT)
-                if settings.services.glance
+                if settings.services.on("glance")
                 else None,
             },
             "database": oslo.database(settings, "cinder", secrets["database"], "cinder"),

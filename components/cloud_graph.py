@@ -201,7 +201,7 @@ class CloudGraph:
 def _infrastructure(settings: Settings) -> Iterator[Node]:
     yield Node(oslo.MARIADB, "MariaDB", "mariadb", INFRASTRUCTURE)
     yield Node(oslo.RABBITMQ, "RabbitmqCluster", "rabbitmq", INFRASTRUCTURE)
-    if settings.services.nova and maintenance.enabled(settings):
+    if settings.services.on("nova") and maintenance.enabled(settings):
         yield Node(maintenance.cluster_name(settings), "ClusterRoleBinding", maintenance.SERVICE, INFRASTRUCTURE)
 
 

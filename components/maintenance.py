@@ -46,7 +46,7 @@ EVENT_RULES = [{"apiGroups": CORE, "resources": ["events"], "verbs": ["create"]}
 
 
 def enabled(settings: Settings) -> bool:
-    return settings.maintenance.enabled and settings.services.nova
+    return settings.maintenance.enabled and settings.services.on("nova")
 
 
 def cluster_name(settings: Settings) -> str:

@@ -13,7 +13,7 @@ import ipaddress
 import re
 from collections.abc import Collection, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import (
     AfterValidator,
@@ -22,6 +22,7 @@ from pydantic import (
     ConfigDict,
     Field,
     ValidationError,
+    create_model,
     field_validator,
     model_validator,
 )
@@ -120,36 +121,43 @@ class NodeSelectors(Model):
     storage: LabelMap = Field(default_factory=lambda: {"openstack-storage-node": "enabled"})
 
 
-class Services(Model):
+class ServiceSwitches(Model):
+    """`services.<name>`: one switch per optional service of the catalog (components/catalog.py)."""
+
     keystone: Literal[True] = Field(True, description="Keystone is always deployed")
-    glance: bool = True
-    placement: bool = True
-    nova: bool = True
-    neutron: bool = True
-    cinder: bool = True
-    horizon: bool = True
 
     @model_validator(mode="after")
-    def _needs(self) -> Services:
+    def _needs(self) -> ServiceSwitches:
         missing = [
             f"{service} needs {need}"
             for service, needs in SERVICE_NEEDS.items()
-            if getattr(self, service)
+            if self.on(service)
             for need in needs
-            if not getattr(self, need)
+            if not self.on(need)
         ]
         if missing:
             raise ValueError("; ".join(missing) + " to be enabled")
         return self
 
+    def on(self, service: str) -> bool:
+        """Whether the stack deploys this service (Keystone always)."""
+        if service != "keystone" and service not in OPTIONAL_SERVICES:
+            raise KeyError(f"no service {service!r} in components/catalog.py")
+        return bool(getattr(self, service))
+
     def enabled(self) -> tuple[str, ...]:
-        return tuple(s for s in OPTIONAL_SERVICES if getattr(self, s))
+        return tuple(s for s in OPTIONAL_SERVICES if self.on(s))
 
 
-# The settings name each optional service of the catalog: typed fields, so the program's
-# `settings.services.nova` reads are checked, and this keeps them the catalog's.
-if set(Services.model_fields) != {"keystone", *OPTIONAL_SERVICES}:
-    raise AssertionError("Services' fields and components/catalog.py's optional services differ")
+# The switches are the catalog's: a service added there gets its `services.<name>` setting.
+if TYPE_CHECKING:
+    Services = ServiceSwitches
+else:
+    Services = create_model(
+        "Services",
+        __base__=ServiceSwitches,
+        **{name: (bool, Field(True, description=f"deploy {name}")) for name in OPTIONAL_SERVICES},
+    )
 
 
 class Glance(Model):
@@ -461,12 +469,17 @@ class Settings(Model):
                     f"compute.nodeGroups {group.name!r}: bridgeInterfaces names bridges that "
                     f"neutron.bridgeMappings does not map: {', '.join(unmapped)}",
                 )
-        if self.services.glance and self.glance.backend == "cinder" and not self.services.cinder:
+        if self.services.on("glance") and self.glance.backend == "cinder" and not self.services.on("cinder"):
             yield problem(("glance", "backend"), "cinder", "backend 'cinder' needs services.cinder to be enabled")
         # Replicas on several nodes mount one claim, ReadWriteMany, which the cluster's default
         # storage class (usually block storage) does not provide: the claim would never bind.
         replicas = self.replicas_of("glance-api")
-        if self.services.glance and self.glance.backend == "file" and replicas > 1 and not self.storage.storage_class:
+        if (
+            self.services.on("glance")
+            and self.glance.backend == "file"
+            and replicas > 1
+            and not self.storage.storage_class
+        ):
             yield problem(
                 ("storage", "storageClass"),
                 self.storage.storage_class,

@@ -75,8 +75,24 @@ def test_every_control_plane_image_runs_as_its_services_kolla_user() -> None:
 
 
 def test_a_catalog_entry_that_needs_an_unknown_service_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
-    broken = (*catalog.SERVICES, catalog.ServiceEntry("heat", needs=("keystone", "barbican")))
+    broken = (*catalog.SERVICES, catalog.ServiceEntry("heat", "components.heat:heat", needs=("keystone", "barbican")))
     monkeypatch.setattr(catalog, "SERVICES", broken)
     monkeypatch.setattr(catalog, "BY_NAME", {e.name: e for e in broken})
     with pytest.raises(ValueError, match=r"heat needs unknown services \['barbican'\]"):
         catalog._check()
+
+
+def test_a_catalog_entry_whose_spec_is_no_function_is_named(monkeypatch: pytest.MonkeyPatch) -> None:
+    from components import services
+
+    heat = catalog.ServiceEntry("heat", "components.oslo:MARIADB")
+    monkeypatch.setitem(catalog.BY_NAME, "heat", heat)
+    with pytest.raises(LookupError, match=r"heat's spec 'components.oslo:MARIADB' is no function"):
+        services.spec_builder("heat")
+
+
+def test_services_switch_on_and_off_by_catalog_name_only() -> None:
+    switches = Settings().services
+    assert switches.on("keystone") and switches.on("nova")
+    with pytest.raises(KeyError, match="no service 'heat'"):
+        switches.on("heat")

@@ -131,14 +131,17 @@ def test_a_service_step_that_needs_what_the_stack_does_not_deploy_fails_before_a
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """Turning Cinder off must not leave a need on cinder-api behind (here: one put there)."""
-    original = services.SPECS["glance"]
+    builder = services.spec_builder
+    original = builder("glance")
 
     def glance_needing_cinder(settings: Settings) -> ServiceSpec:
         spec = original(settings)
         wait = Step("glance-wait", "glance-api", ("true",), needs=("cinder-api",))
         return dataclasses.replace(spec, steps=(*spec.steps, wait))
 
-    monkeypatch.setitem(services.SPECS, "glance", glance_needing_cinder)
+    monkeypatch.setattr(
+        services, "spec_builder", lambda name: glance_needing_cinder if name == "glance" else builder(name)
+    )
     settings = plan_of("dev").settings
     off = settings.model_copy(update={"services": settings.services.model_copy(update={"cinder": False})})
     with pytest.raises(GraphError, match=r"Job glance-wait \(service glance\) waits for 'cinder-api'"):

@@ -45,7 +45,7 @@ def test_the_commands_are_the_projects_own(stack_plan: Plan) -> None:
     # nova/cmd/manage.py DbCommands.archive_deleted_rows and purge.
     assert "db archive_deleted_rows --all-cells --until-complete" in script
     assert 'db purge --all-cells --before "$before"' in script
-    if stack_plan.settings.services.cinder:
+    if stack_plan.settings.services.on("cinder"):
         [cinder] = containers(cron_jobs["cinder-db-purge"])
         age = str(ages.cinder_db_purge.age_in_days)
         # cinder/cmd/manage.py DbCommands.purge takes age_in_days as its argument.
