@@ -63,6 +63,18 @@ def db_sync(service: str, image: str, command: tuple[str, ...], config_files: tu
     )
 
 
+def db_purge(service: str, image: str, command: tuple[str, ...], config_files: tuple[str, ...], schedule: str) -> Step:
+    """`<service>-db-purge` (openstack-helm's cron-job-*-db-purge): a CronJob on the migrated schema."""
+    return Step(
+        name=f"{service}-db-purge",
+        image=image,
+        command=command,
+        needs=(f"{service}-db-sync",),
+        config_files=config_files,
+        schedule=schedule,
+    )
+
+
 def standard_steps(spec: ServiceSpec, settings: Settings) -> tuple[Step, ...]:
     name = spec.name
     steps: list[Step] = []

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from components import oslo
 from components.api import registered_api_needs, rpc_daemon, uwsgi_file, wsgi_api
-from components.bootstrap import TOOLBOX, admin_env, db_sync
+from components.bootstrap import TOOLBOX, admin_env, db_purge, db_sync
 from components.glance import PORT as GLANCE_PORT
 from components.inifile import render_ini
 from components.roles import STORAGE_NODE_PODS
@@ -81,14 +81,7 @@ def housekeeping(settings: Settings) -> tuple[Step, ...]:
         return ()
     purge = settings.housekeeping.cinder_db_purge
     return (
-        Step(
-            name="cinder-db-purge",
-            image="cinder-api",
-            command=(*MANAGE, "db", "purge", str(purge.age_in_days)),
-            needs=("cinder-db-sync",),
-            config_files=CINDER_CONF,
-            schedule=purge.schedule,
-        ),
+        db_purge("cinder", "cinder-api", (*MANAGE, "db", "purge", str(purge.age_in_days)), CINDER_CONF, purge.schedule),
     )
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from components import oslo
 from components.api import registered_api_needs, uwsgi_file, wsgi_api
-from components.bootstrap import db_sync
+from components.bootstrap import db_purge, db_sync
 from components.inifile import render_ini
 from components.settings import Settings
 from components.spec import CatalogEntry, Claim, RenderContext, ServiceSpec, Step
@@ -55,13 +55,12 @@ def housekeeping(settings: Settings) -> tuple[Step, ...]:
         return ()
     purge = settings.housekeeping.glance_db_purge
     return (
-        Step(
-            name="glance-db-purge",
-            image="glance-api",
-            command=(*MANAGE, "db", "purge", "--age_in_days", str(purge.age_in_days), "--max_rows", "-1"),
-            needs=("glance-db-sync",),
-            config_files=("glance-api.conf",),
-            schedule=purge.schedule,
+        db_purge(
+            "glance",
+            "glance-api",
+            (*MANAGE, "db", "purge", "--age_in_days", str(purge.age_in_days), "--max_rows", "-1"),
+            ("glance-api.conf",),
+            purge.schedule,
         ),
     )
 
