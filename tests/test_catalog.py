@@ -10,7 +10,7 @@ import pytest
 
 from components import catalog
 from components.cloud_graph import steps_of
-from components.settings import OPTIONAL_SERVICES, Settings
+from components.settings import OPTIONAL_SERVICES, Settings, SettingsError
 from policies.settings import PackSettings
 from tests.conftest import plan_of
 from tests.helpers import objects
@@ -30,9 +30,16 @@ def test_the_catalog_imports_with_the_standard_library_alone() -> None:
     assert run.returncode == 0, run.stderr
 
 
-def test_settings_turn_on_and_off_exactly_the_catalogs_optional_services() -> None:
-    assert set(OPTIONAL_SERVICES) == {e.name for e in catalog.SERVICES if e.optional}
+def test_the_switches_are_the_catalogs_optional_services_and_refuse_anything_else() -> None:
+    """The model is made from the catalog at import; it must still refuse unknown keys and unmet needs."""
     assert set(Settings().services.model_dump()) == {"keystone", *OPTIONAL_SERVICES}
+    with pytest.raises(SettingsError, match=r"openstack:services\.heat: unknown setting"):
+        Settings.parse({"services": {"heat": True}})
+    with pytest.raises(SettingsError, match="nova needs glance to be enabled"):
+        Settings.parse({"services": {"glance": False}})
+    assert Settings.parse({"services": {"horizon": False}}).services.enabled() == tuple(
+        name for name in OPTIONAL_SERVICES if name != "horizon"
+    )
 
 
 def test_a_service_with_a_schema_runs_a_db_sync_job_and_one_without_none() -> None:
