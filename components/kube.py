@@ -12,6 +12,7 @@ from components.cron import TIME_ZONE
 from components.meta import metadata, selector
 from components.workload import Manifest, PodSpec
 
+SKIP_AWAIT = "pulumi.com/skipAwait"
 # Nova and Neutron schema migrations on a large database take longer than the default 10m.
 JOB_TIMEOUT_MINUTES = 30
 JOB_TIMEOUT = f"{JOB_TIMEOUT_MINUTES}m"
@@ -115,7 +116,7 @@ def daemonset(
     # Under all-in-one the clients share the OnDelete pod; host discovery then may run before
     # nova-compute registers, and its CronJob maps the host minutes later.
     # tests/test_node_ordering.py checks all of this on the plans.
-    awaiting = {"pulumi.com/skipAwait": "true"} if on_delete else {}
+    awaiting = {SKIP_AWAIT: "true"} if on_delete else {}
     return k8s.apps.v1.DaemonSet(
         name,
         metadata=metadata(name, namespace, pod.service, pod.component, **awaiting),
@@ -223,11 +224,22 @@ def service(
         "selector": selector(service_name, component),
         "ports": [{"name": port_name, "port": port, "targetPort": port} for port_name, port in ports.items()],
     }
+    annotations = {}
     if headless:
         # No virtual IP: DNS names each ready pod (<pod>.<name>), so clients address each one.
         spec.update(clusterIP="None", publishNotReadyAddresses=False)
+    else:
+        # pulumi-kubernetes waits up to 10 minutes for a Service with a selector to have Ready
+        # endpoints, from the moment it creates it. The Service depends on nothing, so it is
+        # created at the start of a first deploy, while its pods wait for the database, schema
+        # and registration Jobs; an API created later than 10 minutes in failed `pulumi up`
+        # (found by the lab). Readiness is awaited on the workload itself.
+        annotations[SKIP_AWAIT] = "true"
     return k8s.core.v1.Service(
-        name, metadata=metadata(name, namespace, service_name, component), spec=spec, opts=_opts(parent)
+        name,
+        metadata=metadata(name, namespace, service_name, component, **annotations),
+        spec=spec,
+        opts=_opts(parent),
     )
 
 

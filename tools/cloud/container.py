@@ -89,6 +89,7 @@ class Container:
     memory_limit: int | None = None
     cpu_limit_millis: int | None = None
     working_dir: str = "/"
+    host_ipc: bool = False
     proc: subprocess.Popen | None = field(default=None, repr=False)
     started_at: float = 0.0
 
@@ -181,11 +182,12 @@ class Container:
     def launch_script(self) -> str:
         joins = "".join(f"echo $$ > {shlex.quote(str(c))}/cgroup.procs\n" for c in self.cgroups)
         pid = "" if self.host_pid else "--pid --fork --kill-child=SIGKILL "
+        ipc = "" if self.host_ipc else "--ipc "
         setup = shlex.quote(str(self.state / "setup.sh"))
         return (
             f"#!/bin/sh\n# {self.pod}/{self.name}: joins its cgroups and namespaces, then builds its root\n"
             f"{joins}exec /usr/bin/nsenter --net={self.netns_path} -- "
-            f"/usr/bin/unshare --mount --propagation private --uts --ipc {pid}-- /bin/sh {setup}\n"
+            f"/usr/bin/unshare --mount --propagation private --uts {ipc}{pid}-- /bin/sh {setup}\n"
         )
 
     # -- lifecycle -------------------------------------------------------------------------------
@@ -251,7 +253,9 @@ class Container:
         if pid is None:
             return 1, "container not running"
         joins = "".join(f"echo $$ > {shlex.quote(str(c))}/cgroup.procs; " for c in self.cgroups)
-        enter = ["/usr/bin/nsenter", f"--target={pid}", "--mount", "--uts", "--ipc", "--net", "--root", "--wd"]
+        enter = ["/usr/bin/nsenter", f"--target={pid}", "--mount", "--uts", "--net", "--root", "--wd"]
+        if not self.host_ipc:
+            enter.append("--ipc")
         if not self.host_pid:
             enter.append("--pid")
         argv = [*enter, "--", *self.security.setpriv(), "--", *command]

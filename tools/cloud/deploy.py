@@ -1,12 +1,12 @@
-"""Deploys a plan onto the node as `pulumi up` and the cluster would: object by object, in graph order.
+"""Deploys a plan onto the lab's cluster as `pulumi up` and the cluster would: object by object, in graph order.
 
-An object starts once everything it depends on (the plan's engine dependencies) is done, and
-is done when pulumi-kubernetes would stop waiting for it: a Job when it completed, a
-Deployment or StatefulSet when its pods are Ready, a DaemonSet when its pod on this node is
-Ready (at once when it is not scheduled here or carries `pulumi.com/skipAwait`), a custom
-resource with `pulumi.com/waitFor` when the operator's pods are Ready, anything else at once.
-Deployments run one pod (this machine is one node), StatefulSets all their replicas (their
-pods have names others address), DaemonSets one pod if their selector and affinity admit the node.
+An object is created once everything it depends on (the plan's engine dependencies) is done,
+and is done when pulumi-kubernetes would stop waiting for it (tools/cloud/awaits.py), within
+the timeout pulumi-kubernetes would give it; past that the deploy fails as `pulumi up` would.
+Pods are placed as the scheduler places them (tools/cloud/scheduler.py): every replica of a
+Deployment or StatefulSet on a node that admits it, a DaemonSet's pod on every node that admits
+it. Services get their cluster address and DNS name when created, and their endpoints follow
+the pods' readiness (tools/cloud/services.py).
 """
 
 from __future__ import annotations
@@ -18,45 +18,34 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tools.cloud import awaits
+from tools.cloud.cluster import Cluster
 from tools.cloud.kubelet import JobRuntime, PodRuntime
-from tools.cloud.netpol import NetworkPolicies, PodAddress
+from tools.cloud.netpol import CniMode, NetworkPolicies, PodAddress
 from tools.cloud.node import Node
 from tools.cloud.pods import Manifest, PodFactory, PodPlan, PodSpecError, secret_data
+from tools.cloud.scheduler import SchedulingError, admits, place
+from tools.cloud.services import (
+    API_SERVER_ADDRESS,
+    DNS_ADDRESS,
+    ClusterDns,
+    Endpoint,
+    KubeProxy,
+    Port,
+    Service,
+    ServiceTable,
+)
 from tools.cloud.standins import STAND_INS, StandIn
 from tools.plan import Plan
 from tools.runtime import Registration
 
 POD_KINDS = ("Deployment", "DaemonSet", "StatefulSet")
-SKIP_AWAIT = "pulumi.com/skipAwait"
+API_SERVER_PORT = 6443
+SYNC_SECONDS = 1.0
 
 
 class DeployFailedError(RuntimeError):
     pass
-
-
-def admits(node_labels: dict[str, str], spec: Manifest) -> tuple[bool, str]:
-    """Would the scheduler place this pod on the node? (nodeSelector and required node affinity)."""
-    for key, value in (spec.get("nodeSelector") or {}).items():
-        if node_labels.get(key) != value:
-            return False, f"nodeSelector {key}={value} does not match the node"
-    required = ((spec.get("affinity") or {}).get("nodeAffinity") or {}).get(
-        "requiredDuringSchedulingIgnoredDuringExecution"
-    )
-    if required:
-        terms = required.get("nodeSelectorTerms", [])
-        if not any(all(_matches(node_labels, e) for e in term.get("matchExpressions", [])) for term in terms):
-            return False, "required node affinity excludes the node"
-    return True, ""
-
-
-def _matches(labels: dict[str, str], expression: Manifest) -> bool:
-    key, operator, values = expression["key"], expression["operator"], expression.get("values", [])
-    return {
-        "In": lambda: labels.get(key) in values,
-        "NotIn": lambda: labels.get(key) not in values,
-        "Exists": lambda: key in labels,
-        "DoesNotExist": lambda: key not in labels,
-    }[operator]()
 
 
 @dataclass
@@ -65,15 +54,19 @@ class Workload:
 
     kind: str
     name: str
+    urn: str
     template: Manifest
-    replicas: int
-    scheduled: bool = True
+    replicas: int  # Deployments, StatefulSets, stand-ins; DaemonSets: how many nodes admit it
+    planned_replicas: int = 1  # what the plan asks (the lab may run fewer of a Deployment)
+    nodes: list[Node] = field(default_factory=list)  # a DaemonSet's nodes
     skip_await: bool = False
+    stand_in: bool = False
+    pod_name: str = ""  # a stand-in's pod, named as its operator's StatefulSet names it
     why_not_scheduled: str = ""
-    ips: list[str] = field(default_factory=list)
     pods: list[PodRuntime] = field(default_factory=list)
     job: JobRuntime | None = None
     started: bool = False
+    restarts: int = 0  # pods replaced after a deletion (the controllers' successors)
 
     @property
     def host_network(self) -> bool:
@@ -85,7 +78,7 @@ class Workload:
             return False
         if self.job is not None:
             return self.job.phase == "Complete"
-        if not self.scheduled or self.skip_await:
+        if self.skip_await:
             return True
         return len(self.pods) == self.replicas and all(p.ready for p in self.pods)
 
@@ -98,45 +91,63 @@ class Workload:
 
 
 @dataclass
+class Timing:
+    """When `pulumi up` created an object and stopped waiting for it (seconds since the deploy began)."""
+
+    kind: str
+    name: str
+    created: float
+    done: float | None = None
+    timeout: float = 0.0
+
+
+@dataclass
 class Cloud:
     plan: Plan
-    node: Node
+    cluster: Cluster
     venv: Path
     out: Path  # build/cloud/<stack>: logs and report
     log: Callable[[str], None]
     # Workloads this machine cannot run, and why: they are not started and count as not run.
     cannot_run: dict[str, str] = field(default_factory=dict)
+    cni: CniMode = CniMode.NODE_IPS_NOT_IN_IPBLOCK
+    # At most this many pods of a Deployment (None: as many as the plan asks). The lab has two
+    # CPUs for every process of the cloud: three of each API is more than they start in time.
+    deployment_replicas: int | None = 1
     workloads: dict[str, Workload] = field(default_factory=dict)  # urn → workload
     cron_jobs: list[Workload] = field(default_factory=list)
-    services: dict[str, str] = field(default_factory=dict)  # host name → IP
     objects: dict[tuple[str, str], dict[str, str]] = field(default_factory=dict)
-    seconds: dict[str, float] = field(default_factory=dict)  # workload → seconds from start to done
+    timings: dict[str, Timing] = field(default_factory=dict)  # urn → its wait
+    extra_endpoints: list[Endpoint] = field(default_factory=list)  # the cluster's own pods (DNS, API)
     _done: set[str] = field(default_factory=set)
     _lock: threading.Lock = field(default_factory=threading.Lock)
+    _stopping: threading.Event = field(default_factory=threading.Event)
 
     def __post_init__(self) -> None:
+        namespace = self.plan.settings.namespace
+        self.domain = self.plan.settings.endpoints.cluster_domain
         self.network_policies = NetworkPolicies(
-            self.node, [r.revealed["spec"] for r in self.plan.custom if r.kind == "NetworkPolicy"]
-        )
-        self.factory = PodFactory(
-            self.node, self.venv, self._object, self.hosts, self.out / "logs", self.plan.settings.namespace
+            [r.revealed["spec"] for r in self.plan.custom if r.kind == "NetworkPolicy"],
+            [n.ip for n in self.cluster.nodes],
+            self.cni,
         )
         for r in self.plan.custom:
             if r.kind in ("Secret", "ConfigMap"):
                 data = secret_data(r.revealed) if r.kind == "Secret" else dict(r.revealed.get("data") or {})
                 self.objects[(r.kind, r.k8s_name or r.name)] = data
-        stand_ins: list[tuple[Registration, StandIn]] = []
+        services = [Service.from_manifest(r.revealed, namespace) for r in self.plan.custom if r.kind == "Service"]
+        services += _cluster_services()
         for r in self.plan.custom:
             if r.kind in POD_KINDS or r.kind in ("Job", "CronJob"):
                 self._add(r)
             elif r.kind in STAND_INS:
                 stand_in = STAND_INS[r.kind](r.revealed)
-                stand_ins.append((r, stand_in))
-                self.objects.update({("Secret", k): v for k, v in stand_in.secrets.items()})
-                self.objects.update({("ConfigMap", k): v for k, v in stand_in.config_maps.items()})
-                self.workloads[r.urn] = Workload(r.kind, stand_in.name, stand_in.template, 1)
-        self._address_pods()
-        self._name_services(stand_ins)
+                self._add_stand_in(r, stand_in)
+                services += [Service.from_manifest(s, namespace) for s in stand_in.services]
+        self.table = ServiceTable(services, self.domain)
+        self.factory = PodFactory(self.venv, self._object, self.out / "logs", namespace, self.domain)
+        self.dns = ClusterDns(self.cluster.control_plane, self.cluster.state / "dns", self.domain)
+        self.proxy = KubeProxy(self.cluster.nodes, self.table)
 
     # -- the cluster's view ------------------------------------------------------------------------
 
@@ -145,97 +156,136 @@ class Cloud:
             raise ValueError(f"{r.urn} is not a Kubernetes object: it has no kind to run")
         spec = r.revealed["spec"]
         template = spec["jobTemplate"]["spec"]["template"] if r.kind == "CronJob" else spec["template"]
-        replicas = int(spec.get("replicas", 1)) if r.kind == "StatefulSet" else 1
-        workload = Workload(r.kind, r.k8s_name or r.name, template, replicas)
-        workload.skip_await = (r.revealed["metadata"].get("annotations") or {}).get(SKIP_AWAIT) == "true"
-        if r.kind == "DaemonSet":
-            workload.scheduled, workload.why_not_scheduled = admits(self.node.labels, template["spec"])
+        if r.kind == "StatefulSet":
+            # The StatefulSet controller names each pod's host within its governing Service.
+            template = {**template, "spec": {**template["spec"], "subdomain": spec["serviceName"]}}
+        replicas = int(spec.get("replicas", 1)) if r.kind in ("StatefulSet", "Deployment") else 1
+        workload = Workload(r.kind, r.k8s_name or r.name, r.urn, template, replicas, planned_replicas=replicas)
+        if r.kind == "Deployment" and self.deployment_replicas is not None:
+            workload.replicas = min(replicas, self.deployment_replicas)
+        workload.skip_await = not awaits.awaited(r.kind, r.revealed) if r.kind != "CronJob" else False
         if workload.name in self.cannot_run:
-            workload.scheduled, workload.why_not_scheduled = False, self.cannot_run[workload.name]
+            workload.why_not_scheduled = self.cannot_run[workload.name]
+        elif r.kind == "DaemonSet":
+            try:
+                workload.nodes = [n for n in self.cluster.nodes if admits(n, template["spec"], daemonset=True)[0]]
+            except SchedulingError as error:
+                raise DeployFailedError(f"DaemonSet {workload.name}: {error}") from error
+            workload.replicas = len(workload.nodes)
+            if not workload.nodes:
+                workload.why_not_scheduled = "no node of the lab admits it"
         if r.kind == "CronJob":
             self.cron_jobs.append(workload)
         else:
             self.workloads[r.urn] = workload
 
-    def _address_pods(self) -> None:
-        for workload in self.workloads.values():
-            if workload.kind in ("Deployment", "StatefulSet", "MariaDB", "RabbitmqCluster"):
-                workload.ips = [
-                    self.node.ip if workload.host_network else self.node.allocate_ip() for _ in range(workload.replicas)
-                ]
-
-    def _name_services(self, stand_ins: list[tuple[Registration, StandIn]]) -> None:
-        ns, domain = self.plan.settings.namespace, self.plan.settings.endpoints.cluster_domain
-        by_name = {w.name: w for w in self.workloads.values()}
-        for r in self.plan.custom:
-            if r.kind != "Service":
-                continue
-            selector = r.revealed["spec"].get("selector") or {}
-            backing = [w for w in self.workloads.values() if w.ips and selector.items() <= _labels(w.template).items()]
-            if backing:
-                self._service(r.k8s_name or r.name, backing[0].ips[0], ns, domain)
-                # A StatefulSet's pods are named through its (headless) governing Service.
-                for w in backing:
-                    if w.kind == "StatefulSet":
-                        for index, ip in enumerate(w.ips):
-                            self._service(f"{w.name}-{index}.{r.k8s_name}", ip, ns, domain)
-        for _, stand_in in stand_ins:
-            for service in stand_in.services:
-                self._service(service, by_name[stand_in.name].ips[0], ns, domain)
-
-    def _service(self, name: str, ip: str, ns: str, domain: str) -> None:
-        for host in (name, f"{name}.{ns}", f"{name}.{ns}.svc", f"{name}.{ns}.svc.{domain}"):
-            self.services[host] = ip
-
-    def hosts(self, hostname: str, ip: str) -> str:
-        lines = ["127.0.0.1\tlocalhost", "::1\tlocalhost ip6-localhost ip6-loopback", f"{ip}\t{hostname}"]
-        by_ip: dict[str, list[str]] = {}
-        for host, address in self.services.items():
-            by_ip.setdefault(address, []).append(host)
-        lines += [f"{address}\t{' '.join(hosts)}" for address, hosts in by_ip.items()]
-        return "\n".join(lines) + "\n"
+    def _add_stand_in(self, r: Registration, stand_in: StandIn) -> None:
+        self.objects.update({("Secret", k): v for k, v in stand_in.secrets.items()})
+        self.objects.update({("ConfigMap", k): v for k, v in stand_in.config_maps.items()})
+        workload = Workload(
+            r.kind or "", stand_in.name, r.urn, stand_in.template, 1, stand_in=True, pod_name=stand_in.pod_name
+        )
+        workload.skip_await = not awaits.awaited(r.kind or "", r.revealed)
+        self.workloads[r.urn] = workload
 
     def _object(self, kind: str, name: str) -> dict[str, str]:
         if (kind, name) not in self.objects:
             raise PodSpecError(f"{kind} {name} does not exist (the pod would wait in ContainerCreating)")
         return self.objects[(kind, name)]
 
+    def endpoints(self) -> list[Endpoint]:
+        found = list(self.extra_endpoints)
+        for workload in self.workloads.values():
+            for pod in workload.pods:
+                if pod.phase in ("Pending", "Stopped"):
+                    continue
+                found.append(pod.endpoint())
+        return found
+
     # -- running -----------------------------------------------------------------------------------
+
+    def start_cluster_services(self, api_server_endpoint: Endpoint | None) -> None:
+        """DNS and kube-proxy, before any pod of the plan."""
+        self.dns.start(self.table.dns_hosts())
+        self.extra_endpoints = [
+            Endpoint("kube-dns", self.dns.ip, True, (("k8s-app", "kube-dns"),), (("dns", 53), ("dns-tcp", 53)))
+        ]
+        if api_server_endpoint is not None:
+            self.extra_endpoints.append(api_server_endpoint)
+        self.table.update(self.endpoints())
+        self.proxy.install()
+        self.dns.reload(self.table.dns_hosts())
+        threading.Thread(target=self._sync_loop, name="endpoints", daemon=True).start()
+
+    def _sync_loop(self) -> None:
+        """The endpoints controller, kube-proxy and CoreDNS: follow the pods' readiness."""
+        while not self._stopping.wait(SYNC_SECONDS):
+            self.sync()
+
+    def sync(self) -> None:
+        with self._lock:
+            if self.table.update(self.endpoints()):
+                self.proxy.apply()
+                self.dns.reload(self.table.dns_hosts())
 
     def start(self, urn: str) -> None:
         workload = self.workloads[urn]
         workload.started = True
-        self.seconds.setdefault(f"start:{workload.name}", time.monotonic())
-        if not workload.scheduled:
-            self.log(f"{workload.kind} {workload.name}: not started on {self.node.name} ({workload.why_not_scheduled})")
+        if workload.why_not_scheduled:
+            self.log(f"{workload.kind} {workload.name}: not started ({workload.why_not_scheduled})")
+            workload.replicas = 0
             return
         if workload.kind == "Job":
             workload.job = self._job(workload)
             workload.job.start()
             return
-        for index in range(workload.replicas):
-            pod = self.pod(workload, index)
-            workload.pods.append(pod)
-            pod.start()
-        self.log(f"{workload.kind} {workload.name}: started {workload.replicas} pod(s)")
+        if workload.kind == "DaemonSet":
+            for node in workload.nodes:
+                self._start_pod(workload, node, len(workload.pods))
+        else:
+            for index in range(workload.replicas):
+                self._start_pod(workload, self._schedule(workload), index)
+        where = ", ".join(sorted({p.node.name for p in workload.pods}))
+        self.log(f"{workload.kind} {workload.name}: started {len(workload.pods)} pod(s) on {where}")
 
-    def pod(self, workload: Workload, index: int, attempt: int = 0) -> PodRuntime:
-        name = self.factory.pod_name(workload.kind, workload.name, index + attempt * 100)
-        # Workloads behind Services got their addresses up front (their names resolve from the start).
-        known = workload.ips[index] if workload.ips else None
-        ip = known or (self.node.ip if workload.host_network else self.node.allocate_ip())
-        plan = self.factory.build(workload.kind, workload.name, workload.template, name, ip)
-        return PodRuntime(plan, self.node, self.log, on_network=self._enforce_policies)
+    def _schedule(self, workload: Workload) -> Node:
+        running = [(p.node.name, p.plan.labels) for w in self.workloads.values() for p in w.pods]
+        try:
+            node, why = place(workload.template["spec"], self.cluster.nodes, running)
+        except SchedulingError as error:
+            raise PodSpecError(str(error)) from error
+        if node is None:
+            raise PodSpecError(f"{workload.kind} {workload.name} stays Pending: {why}")
+        return self.cluster.node(node.name)
+
+    def _start_pod(self, workload: Workload, node: Node, index: int, attempt: int = 0) -> PodRuntime:
+        pod = self.pod(workload, node, index, attempt)
+        workload.pods.append(pod)
+        pod.start()
+        return pod
+
+    def pod(self, workload: Workload, node: Node, index: int, attempt: int = 0) -> PodRuntime:
+        unique = index + attempt * 100 + (node.index * 1000 if workload.kind == "DaemonSet" else 0)
+        name = workload.pod_name or self.factory.pod_name(workload.kind, workload.name, unique)
+        ip = node.ip if workload.host_network else node.allocate_ip()
+        plan = self.factory.build(workload.kind, workload.name, workload.template, name, ip, node, index)
+        return PodRuntime(plan, node, self.log, on_network=self._enforce_policies)
 
     def _enforce_policies(self, plan: PodPlan) -> None:
         netns = None if plan.host_network else f"pod-{plan.name}"
-        self.network_policies.add(PodAddress(plan.name, plan.ip, plan.labels, netns))
+        node = self.cluster.node(plan.node)
+        address = PodAddress(plan.name, plan.ip, plan.labels, netns, node.name, (node.ip, node.pod_gateway))
+        self.network_policies.add(address)
 
     def _job(self, workload: Workload) -> JobRuntime:
         job_spec = self._job_spec(workload)
+
+        def make_pod(attempt: int) -> PodRuntime:
+            return self.pod(workload, self._schedule(workload), 0, attempt)
+
         return JobRuntime(
             workload.name,
-            lambda attempt: self.pod(workload, 0, attempt),
+            make_pod,
             backoff_limit=int(job_spec.get("backoffLimit", 6)),
             active_deadline=job_spec.get("activeDeadlineSeconds"),
             log=self.log,
@@ -248,39 +298,62 @@ class Cloud:
                 return spec["jobTemplate"]["spec"] if r.kind == "CronJob" else spec
         return {}
 
-    def deploy(self, timeout: float) -> None:
-        """Start everything in graph order; raise at the first failed Job or pod, or after `timeout`."""
+    # -- pulumi up -----------------------------------------------------------------------------------
+
+    def _object_done(self, r: Registration) -> bool:
+        """Would pulumi-kubernetes stop waiting for this object now?"""
+        if r.urn in self.workloads:
+            return self.workloads[r.urn].done
+        if r.kind == "Service" and awaits.awaited("Service", r.revealed):
+            endpoints = self.table.endpoints.get(r.k8s_name or r.name, ())
+            return bool(endpoints) and all(e.ready for e in endpoints)
+        return True  # claims are bound at once by the lab's provisioner; the rest is created
+
+    def deploy(self) -> None:
+        """Create everything in graph order; raise at the first failed Job or pod, or a wait that times out."""
         started = time.monotonic()
-        pending = {r.urn for r in self.plan.custom}
+        pending = {r.urn: r for r in self.plan.custom}
         while pending:
-            for urn in sorted(pending):
+            now = time.monotonic() - started
+            for urn, r in sorted(pending.items()):
                 if not set(self.plan.dependencies.get(urn, ())) <= self._done:
                     continue
-                if urn in self.workloads and not self.workloads[urn].started:
-                    try:
-                        self.start(urn)
-                    except (PodSpecError, KeyError, OSError) as error:
-                        # What the kubelet would refuse, or what this harness cannot reproduce.
-                        raise DeployFailedError(f"{self.workloads[urn].name}: {error}") from error
-                if urn not in self.workloads or self.workloads[urn].done:
-                    self._done.add(urn)
-                    pending.discard(urn)
+                if urn not in self.timings:
+                    timeout = awaits.timeout_seconds(r.kind or "", r.revealed.get("metadata") or {}, r.custom_timeouts)
+                    self.timings[urn] = Timing(r.kind or r.type, r.k8s_name or r.name, now, timeout=timeout)
                     if urn in self.workloads:
-                        name = self.workloads[urn].name
-                        self.seconds[name] = time.monotonic() - self.seconds.pop(f"start:{name}", started)
+                        try:
+                            self.start(urn)
+                        except (PodSpecError, KeyError, OSError) as error:
+                            # What the kubelet would refuse, or what this harness cannot reproduce.
+                            raise DeployFailedError(f"{self.workloads[urn].name}: {error}") from error
+                timing = self.timings[urn]
+                if self._object_done(r):
+                    timing.done = time.monotonic() - started
+                    self._done.add(urn)
+                    del pending[urn]
+                elif now - timing.created > timing.timeout:
+                    raise DeployFailedError(
+                        f"{timing.kind} {timing.name}: pulumi-kubernetes stops waiting after {timing.timeout:.0f}s "
+                        f"(created at {timing.created:.0f}s of the deploy): {self._why_waiting(r)}"
+                    )
             failures = [w.failed for w in self.workloads.values() if w.failed]
             if failures:
                 raise DeployFailedError("; ".join(failures))
-            if time.monotonic() - started > timeout:
-                waiting = sorted(self.workloads[u].name for u in pending if u in self.workloads)
-                raise DeployFailedError(f"not done after {timeout:.0f}s: {', '.join(waiting)}")
             time.sleep(0.5)
 
-    def run_cron_jobs(self, timeout: float) -> None:
+    def _why_waiting(self, r: Registration) -> str:
+        if r.urn in self.workloads:
+            w = self.workloads[r.urn]
+            return f"{sum(p.ready for p in w.pods)}/{w.replicas} pods ready"
+        return "Service does not target any Pods (no Ready endpoint, or some unready)"
+
+    def run_cron_jobs(self, timeout: float, only: Callable[[Workload], bool] = lambda w: True) -> None:
         """Each CronJob's Job once, as if its schedule fired now (those this machine can run)."""
         for workload in self.cron_jobs:
-            if not workload.scheduled:
-                self.log(f"CronJob {workload.name}: not run ({workload.why_not_scheduled})")
+            if workload.why_not_scheduled or not only(workload):
+                if workload.why_not_scheduled:
+                    self.log(f"CronJob {workload.name}: not run ({workload.why_not_scheduled})")
                 continue
             workload.started = True
             workload.job = self._job(workload)
@@ -288,6 +361,24 @@ class Cloud:
         deadline = time.monotonic() + timeout
         while any(not w.job.done for w in self.cron_jobs if w.job) and time.monotonic() < deadline:
             time.sleep(0.5)
+
+    # -- controllers ---------------------------------------------------------------------------------
+
+    def delete_pod(self, name: str) -> bool:
+        """`kubectl delete pod`: the kubelet stops it; its DaemonSet or ReplicaSet starts a successor."""
+        for workload in self.workloads.values():
+            for pod in list(workload.pods):
+                if pod.plan.name != name:
+                    continue
+                pod.stop()
+                self.network_policies.remove(name)
+                workload.pods.remove(pod)
+                workload.restarts += 1
+                node = pod.node if workload.kind == "DaemonSet" else self._schedule(workload)
+                self._start_pod(workload, node, pod.plan.index, attempt=workload.restarts)
+                self.sync()
+                return True
+        return False
 
     def all_pods(self) -> list[PodRuntime]:
         pods = [p for w in [*self.workloads.values(), *self.cron_jobs] for p in w.pods]
@@ -298,8 +389,24 @@ class Cloud:
         return next(w for w in self.workloads.values() if w.name == name)
 
     def stop(self) -> None:
+        self._stopping.set()
         for pod in self.all_pods():
             pod.kill()
+        self.dns.stop()
+
+
+def _cluster_services() -> list[Service]:
+    """The Services every cluster has: the API server's and the resolver's."""
+    return [
+        Service("kubernetes", "default", (("component", "apiserver"),), (Port("https", 443, API_SERVER_PORT),),
+                cluster_ip=API_SERVER_ADDRESS),
+        Service("kube-dns", "kube-system", (("k8s-app", "kube-dns"),),
+                (Port("dns", 53, 53, "UDP"), Port("dns-tcp", 53, 53, "TCP")), cluster_ip=DNS_ADDRESS),
+    ]  # fmt: skip
+
+
+def api_server_endpoint(node: Node) -> Endpoint:
+    return Endpoint("kube-apiserver", node.ip, True, (("component", "apiserver"),), (("https", API_SERVER_PORT),))
 
 
 def _labels(template: Manifest) -> dict[str, Any]:

@@ -3,23 +3,28 @@
 Probes are evaluated as the kubelet evaluates them: from the node's network namespace, an
 httpGet to the pod's IP with that address as the Host, a TCP connect, or a command run inside
 the container's namespaces as its user; honouring initialDelaySeconds, periodSeconds,
-timeoutSeconds and the thresholds. A container whose liveness probe fails is restarted; one
-that exits is restarted with the kubelet's back-off under restartPolicy Always (and OnFailure
-when it failed). A pod is Ready when every container's readiness probe passed last time.
+timeoutSeconds and the thresholds. A startup probe holds the others back until it passed, and
+restarts the container when it fails its threshold. A container whose liveness probe fails is
+restarted; one that exits is restarted with the kubelet's back-off under restartPolicy Always
+(and OnFailure when it failed). A pod is Ready when every container runs and its readiness probe
+(if any) passed last time: a container that exited is not Ready, probe or not.
 """
 
 from __future__ import annotations
 
 import http.client
 import socket
+import ssl
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from tools.cloud.container import Container
+from tools.cloud.netns import enter_netns
 from tools.cloud.node import Node
 from tools.cloud.pods import ContainerPlan, PodPlan, Probe
+from tools.cloud.services import Endpoint
 
 BACKOFF_START, BACKOFF_CAP = 10.0, 300.0
 TICK = 0.5
@@ -31,7 +36,7 @@ class ProbeRecord:
 
     pod: str
     container: str
-    kind: str  # readiness or liveness
+    kind: str  # startup, readiness or liveness
     handler: str
     runs: int = 0
     passes: int = 0
@@ -69,6 +74,7 @@ class PodRuntime:
         self.started_at = time.monotonic()
         self.failure = ""
         self._ready: dict[str, bool] = {}
+        self._started: dict[str, bool] = {}  # a startup probe passed (or there is none)
         self._probes: list[_ProbeState] = []
         self._stopping = threading.Event()
         self._thread = threading.Thread(target=self._run, name=f"pod {plan.name}", daemon=True)
@@ -84,6 +90,18 @@ class PodRuntime:
     @property
     def ready(self) -> bool:
         return self.phase == "Running" and bool(self._ready) and all(self._ready.values())
+
+    def endpoint(self) -> Endpoint:
+        """The pod as the endpoints controller sees it."""
+        return Endpoint(
+            self.plan.name,
+            self.plan.ip,
+            self.ready,
+            tuple(sorted(self.plan.labels.items())),
+            tuple(sorted(self.plan.ports.items())),
+            self.plan.hostname,
+            self.plan.subdomain,
+        )
 
     @property
     def done(self) -> bool:
@@ -118,6 +136,8 @@ class PodRuntime:
 
     def _run(self) -> None:
         try:
+            # The kubelet's probes run in its node's network; so do the containers this thread starts.
+            enter_netns(self.node.netns_path)
             if not self._run_init_containers():
                 return
             for plan in self.plan.containers:
@@ -153,8 +173,9 @@ class PodRuntime:
     def _watch(self, plan: ContainerPlan) -> None:
         now = time.monotonic()
         name = plan.container.name
-        self._ready[name] = plan.readiness is None
-        for kind, probe in (("readiness", plan.readiness), ("liveness", plan.liveness)):
+        self._ready[name] = plan.readiness is None and plan.startup is None
+        self._started[name] = plan.startup is None
+        for kind, probe in (("startup", plan.startup), ("readiness", plan.readiness), ("liveness", plan.liveness)):
             if probe is not None:
                 record = ProbeRecord(self.plan.name, name, kind, probe.kind)
                 self._probes.append(_ProbeState(probe, record, now + probe.initial_delay))
@@ -167,6 +188,7 @@ class PodRuntime:
                 name = plan.container.name
                 if plan.container.running or name in self.exit_codes:
                     continue
+                self._ready[name] = False  # an exited container is not Ready, probe or not
                 code = plan.container.exit_code
                 restart = self.plan.restart_policy == "Always" or (self.plan.restart_policy == "OnFailure" and code)
                 if not restart:
@@ -178,13 +200,14 @@ class PodRuntime:
                     count = self.restarts[name]
                     delay = 0.0 if count == 0 else min(BACKOFF_START * 2 ** (count - 1), BACKOFF_CAP)
                     restart_at[name] = now + delay
-                    self._ready[name] = plan.readiness is None
                     self.log(f"pod {self.plan.name}: container {name} exited {code}; restart in {delay:.0f}s")
                 elif now >= restart_at[name]:
                     del restart_at[name]
                     self.restarts[name] += 1
                     plan.container.start()
                     self._reset_probes(name, now)
+                    self._ready[name] = plan.readiness is None and plan.startup is None
+                    self._started[name] = plan.startup is None
             if self.exit_codes and len(self.exit_codes) == len(self.plan.containers):
                 failed = [n for n, c in self.exit_codes.items() if c != 0]
                 self.phase = "Failed" if failed else "Succeeded"
@@ -207,6 +230,11 @@ class PodRuntime:
             plan = next(p for p in self.plan.containers if p.container.name == state.record.container)
             if now < state.next_at or not plan.container.running:
                 continue
+            name = plan.container.name
+            if state.record.kind != "startup" and not self._started[name]:
+                continue  # the kubelet holds readiness and liveness back until the startup probe passed
+            if state.record.kind == "startup" and self._started[name]:
+                continue
             ok, detail = self._probe(plan.container, state.probe)
             state.next_at = time.monotonic() + state.probe.period
             state.record.runs += 1
@@ -216,14 +244,16 @@ class PodRuntime:
                 state.successes, state.failures = state.successes + 1, 0
             else:
                 state.successes, state.failures = 0, state.failures + 1
-            name = plan.container.name
-            if state.record.kind == "readiness":
+            if state.record.kind == "startup" and ok:
+                self._started[name] = True
+                self._ready[name] = plan.readiness is None
+            elif state.record.kind == "readiness":
                 if ok and state.successes >= state.probe.success_threshold:
                     self._ready[name] = True
                 elif not ok and state.failures >= state.probe.failure_threshold:
                     self._ready[name] = False
             elif not ok and state.failures >= state.probe.failure_threshold:
-                self.log(f"pod {self.plan.name}: liveness of {name} failed {state.failures}x ({detail}); restarting")
+                self.log(f"pod {self.plan.name}: {state.record.kind} of {name} failed {state.failures}x ({detail}); restarting")
                 self._stop_container(plan)
                 state.failures = 0
 
@@ -247,8 +277,15 @@ class PodRuntime:
 
 
 def http_probe(ip: str, probe: Probe) -> tuple[bool, str]:
-    """The kubelet's httpGet: the pod IP as the Host, success for 200-399, redirects not followed."""
-    connection = http.client.HTTPConnection(ip, probe.port, timeout=probe.timeout)
+    """The kubelet's httpGet: the pod IP as the Host, success for 200-399, redirects not followed;
+    over HTTPS without verifying the certificate, as the kubelet does."""
+    connection: http.client.HTTPConnection
+    if probe.scheme == "HTTPS":
+        connection = http.client.HTTPSConnection(
+            ip, probe.port, timeout=probe.timeout, context=ssl._create_unverified_context()
+        )
+    else:
+        connection = http.client.HTTPConnection(ip, probe.port, timeout=probe.timeout)
     try:
         headers = {"Host": f"{ip}:{probe.port}", "User-Agent": "kube-probe/1.31", "Accept": "*/*"}
         headers.update(dict(probe.headers))

@@ -1,12 +1,15 @@
-"""The one node the cloud runs on: its network, its cgroups and its filesystem for hostPath volumes.
+"""One node of the lab's cluster: its network namespace, its pods' addresses, cgroups and hostPaths.
 
-Everything lives in namespaces and directories of its own, so the machine is left as it was:
-- the node's network namespace (`ip netns`) holds the node address, the pod bridge (the CNI's
-  job) and the provider network's NIC; host-network pods run in it, every other pod gets a
-  namespace of its own on the bridge with an address of the pod range;
-- the node's hostPath volumes are directories of the run's state, except the host's devices,
-  kernel modules and cgroup tree, which a node really shares with its pods;
-- each pod gets a cgroup in every v1 controller (and in the v2 tree), under `kubepods`.
+A node is what a kubelet manages on a real cluster, kept apart from the machine and from the
+other nodes:
+- its network namespace (`ip netns`) holds its address on the node network (eth0, cabled to the
+  cluster's fabric, tools/cloud/cluster.py), its pod bridge `cni0` with a pod range of its own
+  (the CNI's job), routes to the other nodes' pod ranges and, on the network node, the provider
+  network's NIC; host-network pods run in it, every other pod gets a namespace of its own on the
+  bridge;
+- its hostPath volumes are directories of its own, except the host's devices, kernel modules and
+  cgroup tree, which a node really shares with its pods (and here, the nodes with each other);
+- each pod gets a cgroup in every v1 controller (and in the v2 tree), under `kubepods/<node>`.
 """
 
 from __future__ import annotations
@@ -20,15 +23,13 @@ import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
-NODE_NAME = "node-1"
-POD_GATEWAY = "10.244.0.1"
-POD_PREFIX = 16
-# The node's own address, on the network its pods and host-network daemons use (the "InternalIP").
-NODE_CIDR = "192.168.200.10/24"
-# The provider network behind the node's second NIC: its gateway lives in a namespace of its own.
-PROVIDER_NIC = "eth1"
-PROVIDER_GATEWAY_CIDR = "172.24.4.1/24"
+# The node network: node i has NODE_NETWORK's address .(10+i); the fabric's bridge is .1.
+NODE_NETWORK = ipaddress.ip_network("192.168.200.0/24")
+FABRIC_GATEWAY = str(NODE_NETWORK.network_address + 1)
+# Node i's pods get 10.244.i.0/24, its bridge cni0 the first address.
+POD_NETWORK = ipaddress.ip_network("10.244.0.0/16")
 CGROUP_ROOT = Path("/sys/fs/cgroup")
 KUBEPODS = "kubepods"
 # Host paths that are the machine's own, not the node's state: devices, modules and cgroups.
@@ -58,61 +59,76 @@ def cgroup_controllers() -> list[Path]:
 
 @dataclass
 class Node:
-    state: Path  # the run's directory: hostPath volumes, pod directories
+    name: str  # its hostname, and so Nova's host name of a compute node
+    index: int  # 1, 2, ...: picks its addresses
+    state: Path  # the node's directory: hostPath volumes, pods
     labels: dict[str, str]
-    name: str = NODE_NAME
-    netns: str = "cloud-node"
-    provider_netns: str = "cloud-provider"
+    taints: list[dict[str, Any]] = field(default_factory=list)
+    annotations: dict[str, str] = field(default_factory=dict)
+    unschedulable: bool = False
     _next_ip: int = 2
     pod_netns: list[str] = field(default_factory=list)
 
     @property
     def ip(self) -> str:
-        return NODE_CIDR.split("/")[0]
+        return str(NODE_NETWORK.network_address + 10 + self.index)
+
+    @property
+    def netns(self) -> str:
+        return f"cloud-{self.name}"
 
     @property
     def netns_path(self) -> str:
         return f"/run/netns/{self.netns}"
 
+    @property
+    def pod_cidr(self) -> ipaddress.IPv4Network:
+        return ipaddress.ip_network(f"10.244.{self.index}.0/24")
+
+    @property
+    def pod_gateway(self) -> str:
+        return str(self.pod_cidr.network_address + 1)
+
+    def as_kubernetes(self) -> dict[str, Any]:
+        """What the API server says of the node (the fields the plan's pods and the lab read)."""
+        return {
+            "name": self.name,
+            "labels": {"kubernetes.io/hostname": self.name, **self.labels},
+            "annotations": dict(self.annotations),
+            "taints": list(self.taints),
+            "unschedulable": self.unschedulable,
+            "address": self.ip,
+        }
+
     # -- network -------------------------------------------------------------------------------
 
-    def create_layers(self) -> Path:
-        """A tmpfs for the image layers: overlayfs refuses a lower layer inside another ('/')."""
-        layers = self.state / "images"
-        layers.mkdir(parents=True, exist_ok=True)
-        run("mount", "-t", "tmpfs", "-o", "size=512m,mode=755", "image-layers", str(layers))
-        return layers
-
-    def create_network(self) -> None:
-        # Network namespaces are named by files in /run/netns: a tmpfs of this run's own (the
-        # harness runs in a mount namespace of its own), so none is left on the machine.
-        Path("/run/netns").mkdir(exist_ok=True)
-        run("mount", "-t", "tmpfs", "-o", "size=1m,mode=755", "cloud-netns", "/run/netns")
+    def create_network(self, fabric_netns: str, others: Iterable[Node]) -> None:
+        """The node's namespace, its NIC on the fabric's bridge, its pod bridge and routes."""
         run("ip", "netns", "add", self.netns)
-        run("ip", "netns", "add", self.provider_netns)
         inside = lambda *a: run(*a, netns=self.netns)  # noqa: E731
         inside("ip", "link", "set", "lo", "up")
-        # The node's primary NIC carrying the node address (a veth: this kernel has no dummy module).
-        inside("ip", "link", "add", "eth0", "type", "veth", "peer", "name", "eth0-peer")
-        inside("ip", "addr", "add", NODE_CIDR, "dev", "eth0")
+        peer = f"n-{self.name}"[:15]
+        run("ip", "link", "add", "eth0", "netns", self.netns, "type", "veth", "peer", "name", peer,
+            "netns", fabric_netns)  # fmt: skip
+        run("ip", "link", "set", peer, "master", "nodes", "up", netns=fabric_netns)
+        inside("ip", "addr", "add", f"{self.ip}/{NODE_NETWORK.prefixlen}", "dev", "eth0")
         inside("ip", "link", "set", "eth0", "up")
-        inside("ip", "link", "set", "eth0-peer", "up")
+        # Anything not on the node network or a pod range (Service addresses before their DNAT)
+        # has a route, as a real node has its default gateway.
+        inside("ip", "route", "add", "default", "via", FABRIC_GATEWAY)
         inside("ip", "link", "add", "cni0", "type", "bridge")
-        inside("ip", "addr", "add", f"{POD_GATEWAY}/{POD_PREFIX}", "dev", "cni0")
+        inside("ip", "addr", "add", f"{self.pod_gateway}/{self.pod_cidr.prefixlen}", "dev", "cni0")
         inside("ip", "link", "set", "cni0", "up")
         inside("sysctl", "-qw", "net.ipv4.ip_forward=1")
-        # The provider network's NIC, cabled to a gateway in a namespace of its own; it carries
-        # no address on the node: neutron's external bridge takes it (neutron.externalInterfaces).
-        run("ip", "link", "add", PROVIDER_NIC, "netns", self.netns, "type", "veth", "peer", "name", "uplink",
-            "netns", self.provider_netns)  # fmt: skip
-        inside("ip", "link", "set", PROVIDER_NIC, "up")
-        run("ip", "link", "set", "lo", "up", netns=self.provider_netns)
-        run("ip", "addr", "add", PROVIDER_GATEWAY_CIDR, "dev", "uplink", netns=self.provider_netns)
-        run("ip", "link", "set", "uplink", "up", netns=self.provider_netns)
+        # Pods on one bridge talk at layer 2; kube-proxy's NAT must still see their replies
+        # (br_netfilter), as every kubeadm node sets.
+        inside("sysctl", "-qw", "net.bridge.bridge-nf-call-iptables=1")
+        for other in others:
+            if other is not self:
+                inside("ip", "route", "add", str(other.pod_cidr), "via", other.ip)
 
     def allocate_ip(self) -> str:
-        network = ipaddress.ip_network(f"{POD_GATEWAY}/{POD_PREFIX}", strict=False)
-        address = str(network.network_address + self._next_ip)
+        address = str(self.pod_cidr.network_address + self._next_ip)
         self._next_ip += 1
         return address
 
@@ -120,20 +136,27 @@ class Node:
         """A pod's own network namespace with one veth on the node's pod bridge (the CNI's work)."""
         run("ip", "netns", "add", netns)
         self.pod_netns.append(netns)
-        host_side = f"veth{len(self.pod_netns):04d}"
+        host_side = f"v{self.index}p{len(self.pod_netns):04d}"
         run("ip", "link", "add", host_side, "netns", self.netns, "type", "veth", "peer", "name", "eth0",
             "netns", netns)  # fmt: skip
         run("ip", "link", "set", host_side, "master", "cni0", "up", netns=self.netns)
         for args in (
             ("ip", "link", "set", "lo", "up"),
-            ("ip", "addr", "add", f"{address}/{POD_PREFIX}", "dev", "eth0"),
+            ("ip", "addr", "add", f"{address}/{self.pod_cidr.prefixlen}", "dev", "eth0"),
             ("ip", "link", "set", "eth0", "up"),
-            ("ip", "route", "add", "default", "via", POD_GATEWAY),
+            ("ip", "route", "add", "default", "via", self.pod_gateway),
         ):
             run(*args, netns=netns)
 
+    def delete_pod_network(self, netns: str) -> None:
+        if Path(f"/run/netns/{netns}").exists():
+            _kill(_pids_in_netns(netns))
+            run("ip", "netns", "delete", netns, check=False)
+        with contextlib.suppress(ValueError):
+            self.pod_netns.remove(netns)
+
     def delete_network(self) -> None:
-        for netns in [*self.pod_netns, self.netns, self.provider_netns]:
+        for netns in [*self.pod_netns, self.netns]:
             if Path(f"/run/netns/{netns}").exists():
                 _kill(_pids_in_netns(netns))
                 run("ip", "netns", "delete", netns, check=False)
@@ -145,34 +168,35 @@ class Node:
         """Where the node keeps a hostPath volume."""
         if any(path == shared or path.startswith(shared + "/") for shared in SHARED_WITH_MACHINE):
             return Path(path)
-        return self.state / "node" / path.lstrip("/")
+        return self.state / "host" / path.lstrip("/")
 
     # -- cgroups ---------------------------------------------------------------------------------
 
     def cgroup_dirs(self, *parts: str) -> list[Path]:
-        return [controller / KUBEPODS / Path(*parts) for controller in cgroup_controllers()]
+        return [controller / KUBEPODS / self.name / Path(*parts) for controller in cgroup_controllers()]
 
-    def kill_cgroups(self) -> None:
-        """Kill every process of every pod, then remove the cgroups (deepest first)."""
-        for controller in cgroup_controllers():
-            top = controller / KUBEPODS
-            if not top.exists():
-                continue
-            for _ in range(20):
-                pids = [int(p) for f in top.rglob("cgroup.procs") for p in f.read_text().split()]
-                if not pids:
-                    break
-                _kill(pids)
-                time.sleep(0.2)
-            for directory in sorted((d for d in top.rglob("*") if d.is_dir()), key=lambda d: -len(d.parts)):
+
+def kill_cgroups() -> None:
+    """Kill every process of every pod of every node, then remove the cgroups (deepest first)."""
+    for controller in cgroup_controllers():
+        top = controller / KUBEPODS
+        if not top.exists():
+            continue
+        for _ in range(20):
+            pids = [int(p) for f in top.rglob("cgroup.procs") for p in f.read_text().split()]
+            if not pids:
+                break
+            _kill(pids)
+            time.sleep(0.2)
+        for directory in sorted((d for d in top.rglob("*") if d.is_dir()), key=lambda d: -len(d.parts)):
+            _rmdir(directory)
+        _rmdir(top)
+    # What a libvirt pod that moved out of its cgroup (option 5) leaves: empty groups of its
+    # own and of its guests, once their processes are gone (they are the node network's).
+    for controller in cgroup_controllers():
+        for pattern in ("machine.slice/libvirtd-pod", "machine/qemu-*"):
+            for directory in controller.glob(pattern):
                 _rmdir(directory)
-            _rmdir(top)
-        # What a libvirt pod that moved out of its cgroup (option 5) leaves: empty groups of its
-        # own and of its guests, once their processes are gone (they are the node network's).
-        for controller in cgroup_controllers():
-            for pattern in ("machine.slice/libvirtd-pod", "machine/qemu-*"):
-                for directory in controller.glob(pattern):
-                    _rmdir(directory)
 
 
 def _rmdir(directory: Path) -> None:
@@ -182,7 +206,7 @@ def _rmdir(directory: Path) -> None:
 
 def _pids_in_netns(netns: str) -> list[int]:
     done = run("ip", "netns", "pids", netns, check=False)
-    # The harness itself lives in the node's namespace (tools/cloud/run.py): never itself.
+    # The harness itself may have threads in a node's namespace (tools/cloud/run.py): never itself.
     return [int(p) for p in done.stdout.split() if int(p) != os.getpid()]
 
 
@@ -190,3 +214,7 @@ def _kill(pids: Iterable[int]) -> None:
     for pid in pids:
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGKILL)
+
+
+def kill_all(pids: Iterable[int]) -> None:
+    _kill(pids)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import json
 import os
 import shutil
@@ -15,11 +14,13 @@ from pathlib import Path
 from typing import Any
 
 from components import maintenance
+from tools.cloud.cluster import LAYOUTS, Cluster
 from tools.cloud.deploy import Cloud, DeployFailedError
 from tools.cloud.guest import BOOTED, Guest, build_guest
-from tools.cloud.netpol import check_isolation
-from tools.cloud.node import Node
+from tools.cloud.isolation import check_isolation
+from tools.cloud.node import kill_cgroups
 from tools.cloud.report import Report
+from tools.cloud.userpod import UserPod
 from tools.cloud.vmsafety import libvirt_listener, restart_libvirt
 from tools.plan import Plan, build_plan
 from tools.realenv.openstack_venv import ensure_venv
@@ -28,7 +29,10 @@ from tools.runtime import REPO, Registration, stack_config
 # The stacks the test starts: their stack files, changed only where this machine differs
 # from a real node (machine_overrides): no Open vSwitch kernel module, maybe no working KVM.
 TEST_STACKS = ("prod", "staging")
-DEPLOY_TIMEOUT = 1500.0
+# Which cluster each stack's lab gets (tools/cloud/cluster.py): prod the full one (a control-plane,
+# a network and two compute nodes), staging a small one (control plane with the network role, and
+# one compute node), which is enough for what staging proves (the VM dies with its libvirt pod).
+LAYOUT = {"prod": "full", "staging": "small"}
 JOB_TIMEOUT = 600.0
 KVM_PROBE_SECONDS = 20
 NO_LVM = "LVM needs device-mapper and the LIO iSCSI target configfs; this machine's kernel has neither"
@@ -42,7 +46,6 @@ NO_API = (
     "its pod calls the Kubernetes API with its ServiceAccount's token, and no API server runs here; "
     "tests/real/test_key_rotation.py runs its script against real keystone-manage and a stand-in API"
 )
-CLONE_NEWNET = 0x40000000
 
 
 def machine_overrides(stack: str, virt_type: str) -> dict[str, Any]:
@@ -63,12 +66,16 @@ def machine_overrides(stack: str, virt_type: str) -> dict[str, Any]:
     return {"compute": compute, "neutron": neutron}
 
 
-def node_labels(plan: Plan) -> dict[str, str]:
-    """One node with every role: control plane, network, compute (first node group), storage."""
+def build_cluster(plan: Plan, state: Path, layout: str) -> Cluster:
+    """The lab's nodes, labelled with the plan's own node selectors (compute: its first node group)."""
     selectors = plan.settings.node_selectors
-    labels = {**selectors.control_plane, **selectors.network, **selectors.compute, **selectors.storage}
-    labels.update(plan.settings.compute.node_groups[0].node_selector)
-    return labels
+    roles = {
+        "control_plane": selectors.control_plane,
+        "network": selectors.network,
+        "compute": selectors.compute,
+        "storage": selectors.storage,
+    }
+    return Cluster.build(state, LAYOUTS[layout], roles, plan.settings.compute.node_groups[0].node_selector)
 
 
 def cannot_run(plan: Plan) -> dict[str, str]:
@@ -140,47 +147,30 @@ def maintenance_env(cloud: Cloud) -> dict[str, str]:
     }
 
 
-def use_cloud(cloud: Cloud, venv: Path, guest: Guest, why_not: dict[str, str]) -> dict[str, Any]:
-    """Run tools/cloud/scenario.py as a user inside the cluster would (node network, cluster names)."""
+def use_cloud(cloud: Cloud, user: UserPod, venv: Path, guest: Guest, why_not: dict[str, str]) -> dict[str, Any]:
+    """Run tools/cloud/scenario.py as a user inside the cluster would: from a pod, by the cluster's names."""
     settings = cloud.plan.settings
-    hosts = cloud.node.state / "user-hosts"
-    hosts.write_text(cloud.hosts("user", cloud.node.ip))
     volume_cannot_run = next((why for name, why in why_not.items() if name.startswith("cinder-volume")), "")
     env = {
         "PATH": f"{venv / 'bin'}:/usr/sbin:/usr/bin:/sbin:/bin",
         "PYTHONPATH": str(REPO),
-        "HOME": str(cloud.node.state),
+        "HOME": str(user.home),
         **admin_env(cloud),
-        "HORIZON_ADDRESS": f"{cloud.services['horizon']}:8080",
+        "HORIZON_ADDRESS": f"horizon.{settings.namespace}.svc.{settings.endpoints.cluster_domain}:8080",
         "HORIZON_PUBLIC_HOST": settings.public_host("horizon"),
         "VOLUME_TYPE": settings.cinder.backend,
         "VOLUME_BACKEND_RUNS": "false" if volume_cannot_run else "true",
         "VOLUME_NOT_RUN": volume_cannot_run,
         **maintenance_env(cloud),
     }
-    command = [
-        "unshare", "--mount", "--propagation", "private", "--", "/bin/sh", "-c",
-        'mount --bind "$0" /etc/hosts && exec "$@"', str(hosts),
-        str(venv / "bin" / "python"), "-m", "tools.cloud.scenario", str(guest.kernel), str(guest.initramfs),
-        str(guest.disk),
-    ]  # fmt: skip
+    command = [str(venv / "bin" / "python"), "-m", "tools.cloud.scenario", str(guest.kernel), str(guest.initramfs),
+               str(guest.disk)]  # fmt: skip
     with (cloud.out / "scenario.log").open("w") as log:
-        done = subprocess.run(command, env=env, cwd=REPO, stdout=subprocess.PIPE, stderr=log, text=True, timeout=1800)
+        done = user.run(command, env=env, cwd=REPO, stdout=subprocess.PIPE, stderr=log, timeout=1800)
     try:
         return json.loads(done.stdout.strip().splitlines()[-1])
     except (IndexError, json.JSONDecodeError):
         return {"errors": {"scenario": f"exited {done.returncode} without facts; see {cloud.out / 'scenario.log'}"}}
-
-
-def enter_netns(path: str) -> None:
-    """Move this (still single-threaded) process into a network namespace; threads made later follow."""
-    libc = ctypes.CDLL("libc.so.6", use_errno=True)
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        if libc.setns(fd, CLONE_NEWNET) != 0:
-            raise OSError(ctypes.get_errno(), f"setns {path}")
-    finally:
-        os.close(fd)
 
 
 def virt_type(guest: Guest, log: Callable[[str], None]) -> str:
@@ -235,20 +225,19 @@ def run(stack: str, out: Path, keep: bool = False) -> Report:
         why = "/dev/kvm here does not boot a guest: guests run under QEMU's software emulation (TCG)"
         report.not_run.append({"what": "KVM", "why": why})
     phase("prepare", since)
-    state = Path("/var/tmp") / f"cloud-{stack}"
-    if state.exists():
-        shutil.rmtree(state)
-    node = Node(state=state, labels=node_labels(plan))
-    node.kill_cgroups()  # whatever an earlier run that was killed left behind
-    node.create_layers()
-    node.create_network()
-    enter_netns(node.netns_path)
+    cluster = build_cluster(plan, Path("/var/tmp") / f"cloud-{stack}", LAYOUT[stack])
+    kill_cgroups()  # whatever an earlier run that was killed left behind
+    cluster.create()
     why_not = cannot_run(plan)
-    cloud = Cloud(plan, node, venv.path, out, log, why_not)
+    cloud = Cloud(plan, cluster, venv.path, out, log, why_not)
+    user = UserPod(cluster.control_plane, cluster.state / "user", plan.settings.namespace,
+                   plan.settings.endpoints.cluster_domain)  # fmt: skip
     try:
         since = time.monotonic()
         try:
-            cloud.deploy(DEPLOY_TIMEOUT)
+            cloud.start_cluster_services(None)
+            user.start()
+            cloud.deploy()
             cloud.run_cron_jobs(JOB_TIMEOUT)
         except DeployFailedError as error:
             report.deploy_error = str(error)
@@ -256,16 +245,15 @@ def run(stack: str, out: Path, keep: bool = False) -> Report:
         phase("deploy", since)
         if not report.deploy_error:
             since = time.monotonic()
-            report.user = use_cloud(cloud, venv.path, guest, why_not)
+            report.user = use_cloud(cloud, user, venv.path, guest, why_not)
             log(f"user: {json.dumps(report.user)[:2000]}")
             phase("use", since)
-            report.libvirt_listener = libvirt_listener(cloud)
-            keystone = cloud.workload("keystone-api").pods[0].plan.name
-            report.network_policies = check_isolation(node, cloud.services, f"pod-{keystone}")
             server = report.user.get("server", {})
+            report.libvirt_listener = libvirt_listener(cloud, server.get("host"))
+            report.network_policies = check_isolation(cloud)
             if server.get("status") == "ACTIVE" and server.get("instance_name"):
                 since = time.monotonic()
-                result = restart_libvirt(cloud, server["instance_name"], server["id"], log)
+                result = restart_libvirt(cloud, server["host"], server["instance_name"], server["id"], log)
                 report.libvirt_restart = result.as_dict()
                 phase("libvirt_restart", since)
         report.build(cloud, why_not)
@@ -278,6 +266,6 @@ def run(stack: str, out: Path, keep: bool = False) -> Report:
                     time.sleep(3600)
     finally:
         cloud.stop()
-        node.delete_network()  # and with it whatever lives in the node's network: escaped QEMUs
-        node.kill_cgroups()
+        user.stop()
+        cluster.delete()
     return report

@@ -4,8 +4,9 @@ No operator runs here (no API server), so the `MariaDB` and `RabbitmqCluster` re
 the plan are turned into the pods and Secrets their operators would make, and run like any
 other pod of the plan: one server each (not a Galera or RabbitMQ cluster), with the CR's own
 settings where they reach the server (MariaDB's myCnf and root password Secret, RabbitMQ's
-additionalConfig), reachable under the Service names the operators create. The servers are
-Debian 12's MariaDB 10.11 and RabbitMQ 3.10, not the operators' images: reported as not run.
+additionalConfig), placed by the resource's own nodeSelector and affinity, behind the Services
+(names, ports, selectors) the operators create. The servers are Debian 12's MariaDB 10.11 and
+RabbitMQ 3.10, not the operators' images: the report counts them apart, as stand-ins.
 """
 
 from __future__ import annotations
@@ -16,10 +17,16 @@ from typing import Any
 
 Manifest = dict[str, Any]
 
-# The Services mariadb-operator (26.6) and the RabbitMQ Cluster Operator make for a resource.
-MARIADB_SERVICES = ("{name}", "{name}-internal")
-MARIADB_HA_SERVICES = ("{name}-primary", "{name}-secondary")
-RABBITMQ_SERVICES = ("{name}", "{name}-nodes")
+# The Services mariadb-operator (26.6) and the RabbitMQ Cluster Operator make for a resource:
+# name pattern, headless or not, and their ports (name, port).
+MARIADB_SERVICES = (("{name}", False), ("{name}-internal", True))
+MARIADB_HA_SERVICES = (("{name}-primary", False), ("{name}-secondary", False))
+MARIADB_PORTS = (("mariadb", 3306),)
+RABBITMQ_SERVICES = (("{name}", False), ("{name}-nodes", True))
+RABBITMQ_PORTS = {
+    False: (("amqp", 5672), ("management", 15672), ("prometheus", 15692)),
+    True: (("epmd", 4369), ("cluster-rpc", 25672)),
+}
 STANDIN_IMAGES = {"MariaDB": "debian/mariadb-server:10.11", "RabbitmqCluster": "debian/rabbitmq-server:3.10"}
 
 _MARIADB_START = r"""set -eu
@@ -55,16 +62,32 @@ class StandIn:
 
     kind: str
     name: str
+    pod_name: str  # what the operator's StatefulSet names its first pod
     template: Manifest
-    services: tuple[str, ...]
+    services: tuple[Manifest, ...]
     secrets: dict[str, dict[str, str]]
     config_maps: dict[str, dict[str, str]]
 
 
+def _service(name: str, namespace: str, headless: bool, ports: tuple[tuple[str, int], ...], selector: Manifest) -> Manifest:
+    spec: Manifest = {
+        "selector": selector,
+        "ports": [{"name": n, "port": p, "targetPort": p} for n, p in ports],
+    }
+    if headless:
+        spec["clusterIP"] = "None"
+        spec["publishNotReadyAddresses"] = True  # peers find each other before they are Ready
+    return {"metadata": {"name": name, "namespace": namespace}, "spec": spec}
+
+
 def mariadb(resource: Manifest) -> StandIn:
-    name, spec = resource["metadata"]["name"], resource["spec"]
+    name, spec, namespace = resource["metadata"]["name"], resource["spec"], resource["metadata"]["namespace"]
     ha = bool((spec.get("galera") or {}).get("enabled"))
-    services = tuple(s.format(name=name) for s in MARIADB_SERVICES + (MARIADB_HA_SERVICES if ha else ()))
+    labels = {"app.kubernetes.io/name": "mariadb", "app.kubernetes.io/instance": name}
+    services = tuple(
+        _service(pattern.format(name=name), namespace, headless, MARIADB_PORTS, labels)
+        for pattern, headless in MARIADB_SERVICES + (MARIADB_HA_SERVICES if ha else ())
+    )
     password = spec["rootPasswordSecretKeyRef"]
     config = f"{name}-operator-config"
     container = {
@@ -85,19 +108,20 @@ def mariadb(resource: Manifest) -> StandIn:
     }
     template = _template(
         # mariadb-operator's labels on its pods (pkg/builder/labels: WithMariaDBSelectorLabels).
-        {"app.kubernetes.io/name": "mariadb", "app.kubernetes.io/instance": name},
+        labels,
         container,
         [
             {"name": "storage", "persistentVolumeClaim": {"claimName": f"storage-{name}-0"}},
             {"name": "config", "configMap": {"name": config}},
         ],
-        spec.get("nodeSelector"),
+        spec,
     )
-    return StandIn("MariaDB", name, template, services, {}, {config: {"my.cnf": spec.get("myCnf", "[mariadb]\n")}})
+    my_cnf = {config: {"my.cnf": spec.get("myCnf", "[mariadb]\n")}}
+    return StandIn("MariaDB", name, f"{name}-0", template, services, {}, my_cnf)
 
 
 def rabbitmq(resource: Manifest) -> StandIn:
-    name, spec = resource["metadata"]["name"], resource["spec"]
+    name, spec, namespace = resource["metadata"]["name"], resource["spec"], resource["metadata"]["namespace"]
     user, password = f"default_user_{secrets.token_hex(6)}", secrets.token_urlsafe(24)
     host = f"{name}.{resource['metadata']['namespace']}.svc"
     default_user = {
@@ -128,36 +152,49 @@ def rabbitmq(resource: Manifest) -> StandIn:
         "readinessProbe": {"tcpSocket": {"port": 15672}, "periodSeconds": 2},
         "resources": spec.get("resources") or {},
     }
+    # The RabbitMQ Cluster Operator's labels on its pods (internal/metadata/label.go).
+    labels = {"app.kubernetes.io/name": name, "app.kubernetes.io/component": "rabbitmq",
+              "app.kubernetes.io/part-of": "rabbitmq"}  # fmt: skip
     template = _template(
-        # The RabbitMQ Cluster Operator's labels on its pods (internal/metadata/label.go).
-        {
-            "app.kubernetes.io/name": name,
-            "app.kubernetes.io/component": "rabbitmq",
-            "app.kubernetes.io/part-of": "rabbitmq",
-        },
+        labels,
         container,
         [
             {"name": "persistence", "persistentVolumeClaim": {"claimName": f"persistence-{name}-server-0"}},
             {"name": "config", "configMap": {"name": config}},
         ],
-        None,
+        spec,
     )
+    selector = {"app.kubernetes.io/name": name}
     return StandIn(
         "RabbitmqCluster",
         name,
+        f"{name}-server-0",
         template,
-        tuple(s.format(name=name) for s in RABBITMQ_SERVICES),
+        tuple(
+            _service(pattern.format(name=name), namespace, headless, RABBITMQ_PORTS[headless], selector)
+            for pattern, headless in RABBITMQ_SERVICES
+        ),
         {f"{name}-default-user": default_user},
         {config: {"rabbitmq.conf": conf, "enabled_plugins": "[rabbitmq_management].\n"}},
     )
 
 
-def _template(
-    labels: dict[str, str], container: Manifest, volumes: list[Manifest], node_selector: dict | None
-) -> Manifest:
-    spec: Manifest = {"containers": [container], "volumes": volumes, "securityContext": {"runAsUser": 0}}
-    if node_selector:
-        spec["nodeSelector"] = node_selector
+def _template(labels: dict[str, str], container: Manifest, volumes: list[Manifest], resource: Manifest) -> Manifest:
+    """The pod the operator's StatefulSet runs, placed where the resource says."""
+    spec: Manifest = {
+        "containers": [container],
+        "volumes": volumes,
+        "securityContext": {"runAsUser": 0},
+        "enableServiceLinks": False,
+        "automountServiceAccountToken": False,
+    }
+    for key in ("nodeSelector", "tolerations"):
+        if resource.get(key):
+            spec[key] = resource[key]
+    affinity = resource.get("affinity") or {}
+    # mariadb-operator's `antiAffinityEnabled` spreads Galera's pods; a stand-in is one pod.
+    if affinity.get("nodeAffinity"):
+        spec["affinity"] = {"nodeAffinity": affinity["nodeAffinity"]}
     return {"metadata": {"labels": labels}, "spec": spec}
 
 

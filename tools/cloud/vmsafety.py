@@ -17,6 +17,7 @@ from pathlib import Path
 
 from tools.cloud.deploy import Cloud, Workload
 from tools.cloud.guest import ALIVE
+from tools.cloud.kubelet import PodRuntime
 
 READY_TIMEOUT = 240.0
 # The guest prints an alive line every 10 s: wait for two more to call it running.
@@ -38,12 +39,15 @@ class RestartResult:
         return asdict(self)
 
 
-def _libvirt_workload(cloud: Cloud) -> Workload:
+def _libvirt_pod(cloud: Cloud, host: str) -> tuple[Workload, PodRuntime]:
+    """The DaemonSet pod with a libvirt container on the node `host` (Nova's host is the node's name)."""
     for workload in cloud.workloads.values():
         containers = workload.template["spec"]["containers"]
-        if workload.kind == "DaemonSet" and any(c["name"] == "libvirt" for c in containers) and workload.pods:
-            return workload
-    raise LookupError("no running pod with a libvirt container")
+        if workload.kind == "DaemonSet" and any(c["name"] == "libvirt" for c in containers):
+            for pod in workload.pods:
+                if pod.node.name == host:
+                    return workload, pod
+    raise LookupError(f"no running pod with a libvirt container on {host}")
 
 
 def _qemu_pid(instance: str) -> int | None:
@@ -61,28 +65,27 @@ def _qemu_pid(instance: str) -> int | None:
     return None
 
 
-def _alive_lines(cloud: Cloud, instance_dir_uuid: str) -> int:
-    log = cloud.node.host_path("/var/lib/nova") / "instances" / instance_dir_uuid / "console.log"
+def _alive_lines(cloud: Cloud, host: str, instance_dir_uuid: str) -> int:
+    log = cloud.cluster.node(host).host_path("/var/lib/nova") / "instances" / instance_dir_uuid / "console.log"
     try:
         return log.read_text(errors="replace").count(ALIVE)
     except OSError:
         return 0
 
 
-def restart_libvirt(cloud: Cloud, instance: str, server_id: str, log: Callable[[str], None]) -> RestartResult:
-    workload = _libvirt_workload(cloud)
-    old = workload.pods[0]
-    before, alive_before = _qemu_pid(instance), _alive_lines(cloud, server_id)
-    log(f"vm-safety: deleting pod {old.plan.name} under {instance} (QEMU pid {before})")
-    old.stop()
-    new = cloud.pod(workload, 0, attempt=1)
-    workload.pods = [new]
-    new.start()
+def restart_libvirt(
+    cloud: Cloud, host: str, instance: str, server_id: str, log: Callable[[str], None]
+) -> RestartResult:
+    workload, old = _libvirt_pod(cloud, host)
+    before, alive_before = _qemu_pid(instance), _alive_lines(cloud, host, server_id)
+    log(f"vm-safety: deleting pod {old.plan.name} on {host} under {instance} (QEMU pid {before})")
+    cloud.delete_pod(old.plan.name)
+    _, new = _libvirt_pod(cloud, host)
     deadline = time.monotonic() + READY_TIMEOUT
     while not new.ready and time.monotonic() < deadline:
         time.sleep(1)
     time.sleep(GROWTH_WAIT)
-    after, alive_after = _qemu_pid(instance), _alive_lines(cloud, server_id)
+    after, alive_after = _qemu_pid(instance), _alive_lines(cloud, host, server_id)
     survived = before is not None and after == before and alive_after > alive_before
     log(f"vm-safety: new pod {new.plan.name} ready={new.ready}; QEMU pid {after}; VM survived: {survived}")
     return RestartResult(
@@ -97,27 +100,29 @@ def restart_libvirt(cloud: Cloud, instance: str, server_id: str, log: Callable[[
     )
 
 
-def libvirt_listener(cloud: Cloud) -> dict[str, object]:
+def libvirt_listener(cloud: Cloud, host: str | None) -> dict[str, object]:
     """What a migrating peer meets on this node's libvirt TCP port: SASL, with the pod's credentials.
 
     Asked from the nova-compute container, as another node's libvirtd would connect: with the
     mounted auth.conf, and once more with no credentials at all.
     """
-    compute = next(
-        (p for w in cloud.workloads.values() for p in w.pods for c in p.plan.containers if c.container.name ==
-         "nova-compute"),
-        None,
-    )  # fmt: skip
-    if compute is None:
-        return {"not_run": "no nova-compute pod"}
+    computes = [
+        p for w in cloud.workloads.values() for p in w.pods for c in p.plan.containers
+        if c.container.name == "nova-compute"
+    ]  # fmt: skip
+    if not computes or host is None:
+        return {"not_run": "no nova-compute pod, or no server's host"}
+    # From another compute node's nova-compute when there is one, as a migration source connects.
+    compute = next((p for p in computes if p.node.name != host), computes[0])
     container = compute.container("nova-compute")
-    uri = f"qemu+tcp://{cloud.node.ip}/system"
+    uri = f"qemu+tcp://{cloud.cluster.node(host).ip}/system"
     code, output = container.exec_command(["virsh", "-c", uri, "uri"], timeout=60)
     anonymous, refusal = container.exec_command(
         ["virsh", "-c", uri, "uri"], timeout=60, env={**container.env, "LIBVIRT_AUTH_FILE": "/nonexistent"}
     )
     return {
         "uri": uri,
+        "from": compute.node.name,
         "authenticated": code == 0,
         "answer": output.strip()[-200:],
         "anonymous_refused": anonymous != 0,
