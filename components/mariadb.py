@@ -41,10 +41,9 @@ class MariaDB(pulumi.ComponentResource):
         # The CRD chart must never be uninstalled: deleting the CRDs cascade-deletes every
         # MariaDB, Database, User and Grant, and so the data (UPGRADE_26.6.0.md: "always use
         # `helm upgrade` in-place"). Pulumi would delete its objects if the chart were removed
-        # or replaced, e.g. by a change of its source; retained, they stay in the cluster.
-        crds = operator_chart(
-            "mariadb-operator-crds", CRDS_CHART, operators.mariadb_crds, ns, self, retain_on_delete=True
-        )
+        # or replaced, e.g. by a change of its source; operator_chart retains each CRD. The
+        # CRDs are the cluster's: of several stacks on one cluster, one installs them.
+        crds = operator_chart("mariadb-operator-crds", CRDS_CHART, operators.mariadb_crds, ns, self)
         # Namespace-scoped: the chart's only such mode watches its own release namespace, with a
         # Role there and no webhook or cert-controller (values.yaml currentNamespaceOnly), so the
         # operator runs in the stack's namespace. Cluster-wide remain only the CRDs.

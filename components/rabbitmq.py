@@ -14,6 +14,7 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as k8s
 
+from components.child_transforms import KEEP_DEFINITIONS, ChildTransform
 from components.graph import DeployGraph
 from components.meta import metadata
 from components.oslo import RABBITMQ
@@ -35,7 +36,7 @@ WAIT_READY = {"pulumi.com/waitFor": "condition=AllReplicasReady", "pulumi.com/ti
 OPERATOR_DEPLOYMENT = "rabbitmq-cluster-operator"  # in config/manager/manager.yaml of the release
 
 
-def watch_only(namespace: str) -> pulumi.ResourceTransform:
+def watch_only(namespace: str) -> ChildTransform:
     """A transform of the release manifest: the operator watches the stack's namespace alone.
 
     OPERATOR_SCOPE_NAMESPACE limits what the operator reads and manages (cmd/main.go); the
@@ -53,7 +54,7 @@ def watch_only(namespace: str) -> pulumi.ResourceTransform:
             container["env"] = [*env, {"name": "OPERATOR_SCOPE_NAMESPACE", "value": namespace}]
         return pulumi.ResourceTransformResult(props, args.opts)
 
-    return transform
+    return ChildTransform(f"OPERATOR_SCOPE_NAMESPACE={namespace} on Deployment {OPERATOR_DEPLOYMENT}", transform)
 
 
 def operator_manifest(
@@ -62,13 +63,15 @@ def operator_manifest(
     """None when `install: false`: the stack then relies on an operator already running.
 
     Depending on the ConfigFile waits for all its objects, the operator's Deployment ready.
+    Its CustomResourceDefinition stays in the cluster when the ConfigFile goes: deleting it
+    would delete every RabbitmqCluster of every stack.
     """
     if not operator.install:
         return None
     return k8s.yaml.v2.ConfigFile(
         name,
         file=MANIFEST.format(version=operator.version),
-        opts=pulumi.ResourceOptions(parent=parent, transforms=[watch_only(namespace)]),
+        opts=pulumi.ResourceOptions(parent=parent, transforms=[watch_only(namespace), KEEP_DEFINITIONS]),
     )
 
 
