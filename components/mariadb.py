@@ -59,10 +59,12 @@ class MariaDB(pulumi.ComponentResource):
         root = kube.secret(MARIADB_ROOT_SECRET, ns, "mariadb", {"password": credentials.password("mariadb-root")}, self)
         replicas = 3 if settings.ha else 1
         resources = settings.resources_of(oslo.MARIADB)
+        # Galera fsyncs every commit: block storage (storage.classes.database), not a shared file system.
+        database_class = settings.storage.class_for("database")
         spec: dict = {
             "rootPasswordSecretKeyRef": {"name": MARIADB_ROOT_SECRET, "key": "password", "generate": False},
             "replicas": replicas,
-            "storage": {"size": settings.storage.mariadb_size, "storageClassName": settings.storage.storage_class},
+            "storage": {"size": settings.storage.mariadb_size, "storageClassName": database_class},
             "resources": resources_manifest(resources),
             "nodeSelector": settings.node_selectors.control_plane,
             # Each service opens a pool per worker; the default of 151 runs out with a few APIs.

@@ -89,8 +89,9 @@ class RabbitMQ(pulumi.ComponentResource):
         ns = settings.namespace
         operator = operator_manifest("rabbitmq-cluster-operator", settings.operators.rabbitmq, ns, self)
         persistence = {"storage": settings.storage.rabbitmq_size}
-        if settings.storage.storage_class:
-            persistence["storageClassName"] = settings.storage.storage_class
+        queue_class = settings.storage.class_for("queue")
+        if queue_class:
+            persistence["storageClassName"] = queue_class
         spec = {
             "image": IMAGE,
             "replicas": 3 if settings.ha else 1,

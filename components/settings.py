@@ -107,11 +107,37 @@ class Resources(Model):
     limits_memory: ByteQuantity = "1Gi"
 
 
+# What the program keeps on persistent volumes, each use with a storage class of its own.
+StorageUse = Literal["database", "queue", "images", "backups"]
+
+
+class StorageClasses(Model):
+    """`storage.classes`: the storage class of each use; a use not named here takes `storage.storageClass`."""
+
+    database: DnsSubdomain | None = Field(None, description="MariaDB's volumes: block storage (Galera fsyncs)")
+    queue: DnsSubdomain | None = Field(None, description="RabbitMQ's volumes (quorum queues): block storage")
+    images: DnsSubdomain | None = Field(
+        None, description="the claim glance-images: ReadWriteMany (CephFS, NFS) when glance-api has several replicas"
+    )
+    backups: DnsSubdomain | None = Field(
+        None, description="the claim mariadb-backup, unless backup.storage.pvc.storageClass names one"
+    )
+
+
 class Storage(Model):
-    storage_class: DnsSubdomain | None = Field(None, description="None uses the cluster's default storage class")
+    storage_class: DnsSubdomain | None = Field(
+        None,
+        description="the class of every use storage.classes does not name (what it meant before there were "
+        "classes per use); None: the cluster's default storage class",
+    )
+    classes: StorageClasses = StorageClasses()
     mariadb_size: ByteQuantity = "10Gi"
     rabbitmq_size: ByteQuantity = "5Gi"
     glance_size: ByteQuantity = "20Gi"
+
+    def class_for(self, use: StorageUse) -> str | None:
+        """The storage class of a use: its own, else storageClass; None leaves it to the cluster's default."""
+        return getattr(self.classes, use) or self.storage_class
 
 
 class NodeSelectors(Model):
@@ -423,7 +449,7 @@ class BackupClaim(Model):
     """A PersistentVolumeClaim of its own, kept when the Backup or the stack is deleted."""
 
     size: ByteQuantity = "20Gi"
-    storage_class: DnsSubdomain | None = Field(None, description="None: storage.storageClass, then the default")
+    storage_class: DnsSubdomain | None = Field(None, description="None: the class of storage.classes.backups")
 
 
 class BackupBucket(Model):
@@ -542,13 +568,13 @@ class Settings(Model):
             self.services.on("glance")
             and self.glance.backend == "file"
             and replicas > 1
-            and not self.storage.storage_class
+            and not self.storage.class_for("images")
         ):
             yield problem(
-                ("storage", "storageClass"),
-                self.storage.storage_class,
+                ("storage", "classes", "images"),
+                None,
                 f"glance-api runs {replicas} replicas on the file backend, which share one ReadWriteMany volume: "
-                "name a storage class that provides ReadWriteMany (e.g. CephFS or NFS), "
+                "name a storage class that provides ReadWriteMany (e.g. CephFS or NFS) for images, "
                 "or use glance.backend 'cinder' or one glance-api replica",
             )
         yield from self._requests_within_limits()

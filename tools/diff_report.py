@@ -98,6 +98,13 @@ def render(diff: dict[str, Any], against: str) -> str:
             out += [DATA_REPLACED, ""]
         if section == "replaced" and any(o.get("retained") for o in diff[section]):
             out += [RETAINED_REPLACED, ""]
+    if diff["unapplied"]:
+        out += ["**Changes the operators do not apply to what exists**", ""]
+        out += [
+            f"- {_ref(u)}: `{u['field']}` `{_value(u['before'])}` → `{_value(u['after'])}`: {u['why']}"
+            for u in diff["unapplied"]
+        ]
+        out.append("")
     if diff["options"]:
         out += ["**Resource options** (what a later delete or replacement does)", ""]
         for o in diff["options"][:LISTED]:

@@ -44,6 +44,21 @@ FORCE_NEW: dict[str, tuple[Path_, ...]] = {
     "Service": (("spec", "clusterIP"),),
 }
 ALWAYS_NEW: tuple[Path_, ...] = (("metadata", "name"), ("metadata", "namespace"))
+# Fields of the operators' resources that Pulumi updates but the operator does not carry to the
+# volumes that exist: mariadb-operator patches only its StatefulSet's pod template, update
+# strategy and replicas (pkg/controller/statefulset, v26.6.0), and its webhook, where one runs,
+# refuses the change (`webhook:"inmutable"`); the RabbitMQ operator only resizes (v2.21.1,
+# internal/scaling). Moving the data to another class is a backup and restore.
+UNAPPLIED: dict[str, dict[Path_, str]] = {
+    "MariaDB": {
+        ("spec", "storage", "storageClassName"): "mariadb-operator leaves the existing volumes on their class "
+        "(a cluster-wide operator's webhook refuses the change); move the data with a Backup and a Restore"
+    },
+    "RabbitmqCluster": {
+        ("spec", "persistence", "storageClassName"): "the RabbitMQ operator leaves the existing volumes on their "
+        "class (it only resizes them)"
+    },
+}
 WORKLOADS = ("Deployment", "DaemonSet", "StatefulSet")
 CHECKSUM = "openstack.org/config-checksum"
 
@@ -232,7 +247,7 @@ def diff(old: PlanView, new: PlanView) -> dict[str, Any]:
     data_changes = {key: _config_changes(old, new, key) for key in common}
     config_files = [{**_ref(new.objects[k]), **c} for k in common for c in data_changes[k]]
     changed_files = {(c["name"], c["key"]) for c in config_files}
-    changed, replaced, rolls, jobs, options = [], [], [], [], []
+    changed, replaced, rolls, jobs, options, unapplied = [], [], [], [], [], []
     for key in common:
         a, b = old.objects[key], new.objects[key]
         option_changes = _option_changes(a, b)
@@ -250,6 +265,12 @@ def diff(old: PlanView, new: PlanView) -> dict[str, Any]:
             replaced.append({**entry, "immutable": [show(p) for p in forced], "retained": retained})
         else:
             changed.append(entry)
+        notes = UNAPPLIED.get(b["kind"], {})
+        unapplied += [
+            {**_ref(b), "field": show(p), "before": _at(a["inputs"], p), "after": _at(b["inputs"], p), "why": notes[p]}
+            for p in paths
+            if p in notes
+        ]
         template = [p for p in paths if _template_path(p) is not None]
         if b["kind"] in WORKLOADS and template:
             rolls.append({**_ref(b), **_rollout(b, bool(forced)), "why": _why_template(b, template, changed_files)})
@@ -269,6 +290,7 @@ def diff(old: PlanView, new: PlanView) -> dict[str, Any]:
         "replaced": replaced,
         "removed": removed,
         "options": options,
+        "unapplied": unapplied,
         "options_compared": _options_recorded(old) and _options_recorded(new),
         "configs_compared": old.configs is not None,
         "config_files": config_files,
