@@ -67,8 +67,10 @@ def housekeeping(settings: Settings) -> tuple[Step, ...]:
 
 def glance(settings: Settings) -> ServiceSpec:
     on_volume_claim = settings.glance.backend == "file"
+    # Replicas on several nodes mount one claim: ReadWriteMany (settings require a class for it).
+    replicas = settings.replicas_of("glance-api")
     claims = (
-        (Claim("glance-images", IMAGES, settings.storage.glance_size, shared=settings.replicas_of("glance-api") > 1),)
+        (Claim("glance-images", IMAGES, settings.storage.glance_size, "images", shared=replicas > 1),)
         if on_volume_claim
         else ()
     )

@@ -1,12 +1,17 @@
-"""NetworkPolicies: only the cloud's own pods reach its data stores.
+"""NetworkPolicies of the data stores: who may reach MariaDB, RabbitMQ and memcached, on which port.
 
-MariaDB, RabbitMQ and memcached authenticate weakly or not at all (memcached not at all, and
-python-memcached unpickles what it reads), so each admits only the pods of this program
-(`app.kubernetes.io/part-of=openstack`), its own peers (Galera, RabbitMQ clustering) and its
-operator. RabbitMQ's AMQP port also serves the node agents (nova-compute, neutron's agents),
-which run in the host network: Kubernetes lets a node reach the pods on it, but pods on other
-nodes only through `networkPolicies.nodeCidrs`; without it, AMQP stays open to the cluster
-(the README says so). Which pod may use the management API: the rabbit-init Jobs alone.
+Each store admits its own peers (Galera, RabbitMQ clustering) and its operator on the ports
+they use, and its clients on its client port. Its clients are the cloud's pods
+(`app.kubernetes.io/part-of=openstack`), and for MariaDB and RabbitMQ also pods in the host
+network (nova-compute, neutron's agents, cinder-volume). No selector holds for those on every
+network plugin: Kubernetes leaves open whether a plugin sees their traffic as the pod's, the
+node's or neither, Cilium leaves node addresses out of `ipBlock` unless
+`policy-cidr-match-mode=nodes`, and overlays send a node's traffic to a Service from the node's
+tunnel address, in the pod network. So a client port that a host-network pod uses is open to
+every source, and its credentials protect it (`networkPolicies.nodeCidrs` narrows it where the
+plugin shows host-network traffic from the nodes' addresses: README, "Isolation"). A store no
+host-network pod uses (memcached, which has no credentials at all) admits the cloud's pods
+only. Peer, clustering, management and Galera ports never admit a client.
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ import pulumi_kubernetes as k8s
 
 from components import oslo
 from components.meta import PART_OF, metadata
+from components.rabbitmq import OPERATOR_POD_LABELS as RABBITMQ_OPERATOR_POD_LABELS
 from components.settings import Settings
 
 Manifest = dict[str, Any]
@@ -25,13 +31,36 @@ OPENSTACK_PODS = {"podSelector": {"matchLabels": {"app.kubernetes.io/part-of": P
 # The operators' own labels on the pods they run (mariadb-operator pkg/builder/labels; RabbitMQ
 # Cluster Operator internal/metadata/label.go), and on the operator's pods (their charts).
 MARIADB_PODS = {"app.kubernetes.io/name": "mariadb", "app.kubernetes.io/instance": "mariadb"}
-MARIADB_OPERATOR = {"podSelector": {"matchLabels": {"app.kubernetes.io/name": "mariadb-operator"}}}
+MARIADB_OPERATOR_POD_LABELS = {"app.kubernetes.io/name": "mariadb-operator"}
 RABBITMQ_PODS = {"app.kubernetes.io/name": "rabbitmq", "app.kubernetes.io/part-of": "rabbitmq"}
 RABBIT_INIT_JOBS = {
     "podSelector": {"matchLabels": {"app.kubernetes.io/part-of": PART_OF, "app.kubernetes.io/component": "rabbit-init"}}
 }
 MEMCACHED_PODS = {"app.kubernetes.io/name": "memcached", "app.kubernetes.io/component": "server"}
 RABBITMQ_CLUSTERING = (4369, 25672)  # epmd and Erlang distribution between RabbitMQ nodes
+# mariadb-operator's agent beside each server under Galera: its API, which the operator calls
+# to recover the cluster, and its probe port (api/v1alpha1/base_types.go, Agent defaults).
+MARIADB_AGENT = (5555, 5566)
+NAMESPACE_NAME = "kubernetes.io/metadata.name"  # the label Kubernetes sets on every namespace
+
+# The pods in the host network that use each store, by the service whose switch deploys them:
+# what their configs name (transport_url, [database] connection). tests/test_isolation.py
+# reads the same from every stack's plan, so a new host-network client cannot go unnoticed.
+HOST_NETWORK_CLIENTS: dict[str, dict[str, tuple[str, ...]]] = {
+    oslo.MARIADB: {"cinder": ("cinder-volume",)},
+    oslo.RABBITMQ: {
+        "nova": ("nova-compute",),
+        "neutron": ("neutron-ovs-agent", "neutron-l3-agent", "neutron-dhcp-agent"),
+        "cinder": ("cinder-volume",),
+    },
+    oslo.MEMCACHED: {},
+}
+
+
+def host_network_clients(settings: Settings, store: str) -> tuple[str, ...]:
+    """The host-network workloads of this stack that connect to `store`."""
+    by_service = HOST_NETWORK_CLIENTS[store]
+    return tuple(w for service, workloads in by_service.items() if settings.services.on(service) for w in workloads)
 
 
 def _tcp(*ports: int) -> list[Manifest]:
@@ -42,34 +71,65 @@ def _peers(labels: dict[str, str]) -> Manifest:
     return {"podSelector": {"matchLabels": labels}}
 
 
+def _clients(settings: Settings, store: str, port: int) -> Manifest:
+    """The rule of a store's client port: the cloud's pods, or every source for host-network clients."""
+    rule: Manifest = {"ports": _tcp(port)}
+    if not host_network_clients(settings, store):
+        rule["from"] = [OPENSTACK_PODS]
+    elif settings.network_policies.node_cidrs:
+        # The operator's word that the plugin shows host-network clients from these addresses.
+        rule["from"] = [OPENSTACK_PODS, *({"ipBlock": {"cidr": cidr}} for cidr in settings.network_policies.node_cidrs)]
+    # else no `from`: every source, whatever the plugin makes of host-network traffic
+    return rule
+
+
+def operator_peer(namespace: str, stack_namespace: str, labels: dict[str, str], installed: bool) -> Manifest:
+    """The operator's pods: by their labels where the stack installed it, else by its namespace alone.
+
+    An operator installed another way (another chart release, OLM, kustomize) labels its pods
+    its own way (mariadb-operator's kustomize manifests: `control-plane`), so a cluster's own
+    operator in a namespace of its own is admitted by that namespace. In the stack's own
+    namespace only the labels can tell it from the rest.
+    """
+    if namespace == stack_namespace:
+        return {"podSelector": {"matchLabels": labels}}
+    peer: Manifest = {"namespaceSelector": {"matchLabels": {NAMESPACE_NAME: namespace}}}
+    if installed:
+        peer["podSelector"] = {"matchLabels": labels}
+    return peer
+
+
 def policies(settings: Settings) -> dict[str, Manifest]:
     """Each data store's NetworkPolicy spec, by the name of the store."""
-    nodes = [{"ipBlock": {"cidr": cidr}} for cidr in settings.network_policies.node_cidrs]
-    amqp_from = [OPENSTACK_PODS, *nodes] if nodes else []  # [] admits every source
-    amqp: Manifest = {"ports": _tcp(oslo.RABBITMQ_PORT)}
-    if amqp_from:
-        amqp["from"] = amqp_from
+    ns, operators = settings.namespace, settings.operators
+    mariadb, rabbitmq = operators.mariadb, operators.rabbitmq
+    mariadb_operator = operator_peer(mariadb.namespace_in(ns), ns, MARIADB_OPERATOR_POD_LABELS, mariadb.install)
+    rabbitmq_operator = operator_peer(rabbitmq.namespace, ns, RABBITMQ_OPERATOR_POD_LABELS, rabbitmq.install)
     return {
         "memcached": {
             "podSelector": {"matchLabels": MEMCACHED_PODS},
             "policyTypes": ["Ingress"],
-            "ingress": [{"from": [OPENSTACK_PODS], "ports": _tcp(oslo.MEMCACHED_PORT)}],
+            "ingress": [_clients(settings, oslo.MEMCACHED, oslo.MEMCACHED_PORT)],
         },
         "mariadb": {
             "podSelector": {"matchLabels": MARIADB_PODS},
             "policyTypes": ["Ingress"],
             "ingress": [
-                {"from": [OPENSTACK_PODS], "ports": _tcp(oslo.MARIADB_PORT)},
-                # Galera replication and state transfers, and the operator's agent and queries.
-                {"from": [_peers(MARIADB_PODS), MARIADB_OPERATOR]},
+                _clients(settings, oslo.MARIADB, oslo.MARIADB_PORT),
+                # Galera replication and state transfers, and the agents, between the servers.
+                {"from": [_peers(MARIADB_PODS)]},
+                # The operator's queries (users, grants, databases) and its calls to the agents.
+                {"from": [mariadb_operator], "ports": _tcp(oslo.MARIADB_PORT, *MARIADB_AGENT)},
             ],
         },
         "rabbitmq": {
             "podSelector": {"matchLabels": RABBITMQ_PODS},
             "policyTypes": ["Ingress"],
             "ingress": [
-                amqp,
-                {"from": [RABBIT_INIT_JOBS], "ports": _tcp(oslo.RABBITMQ_MANAGEMENT_PORT)},
+                _clients(settings, oslo.RABBITMQ, oslo.RABBITMQ_PORT),
+                # The rabbit-init Jobs create vhosts and users; the operator reads each node's
+                # quorum status and the cluster's overview (internal/rabbitmqclient of v2.21.1).
+                {"from": [RABBIT_INIT_JOBS, rabbitmq_operator], "ports": _tcp(oslo.RABBITMQ_MANAGEMENT_PORT)},
                 {"from": [_peers(RABBITMQ_PODS)], "ports": _tcp(*RABBITMQ_CLUSTERING)},
             ],
         },

@@ -41,10 +41,9 @@ class MariaDB(pulumi.ComponentResource):
         # The CRD chart must never be uninstalled: deleting the CRDs cascade-deletes every
         # MariaDB, Database, User and Grant, and so the data (UPGRADE_26.6.0.md: "always use
         # `helm upgrade` in-place"). Pulumi would delete its objects if the chart were removed
-        # or replaced, e.g. by a change of its source; retained, they stay in the cluster.
-        crds = operator_chart(
-            "mariadb-operator-crds", CRDS_CHART, operators.mariadb_crds, ns, self, retain_on_delete=True
-        )
+        # or replaced, e.g. by a change of its source; operator_chart retains each CRD. The
+        # CRDs are the cluster's: of several stacks on one cluster, one installs them.
+        crds = operator_chart("mariadb-operator-crds", CRDS_CHART, operators.mariadb_crds, ns, self)
         # Namespace-scoped: the chart's only such mode watches its own release namespace, with a
         # Role there and no webhook or cert-controller (values.yaml currentNamespaceOnly), so the
         # operator runs in the stack's namespace. Cluster-wide remain only the CRDs.
@@ -60,10 +59,12 @@ class MariaDB(pulumi.ComponentResource):
         root = kube.secret(MARIADB_ROOT_SECRET, ns, "mariadb", {"password": credentials.password("mariadb-root")}, self)
         replicas = 3 if settings.ha else 1
         resources = settings.resources_of(oslo.MARIADB)
+        # Galera fsyncs every commit: block storage (storage.classes.database), not a shared file system.
+        database_class = settings.storage.class_for("database")
         spec: dict = {
             "rootPasswordSecretKeyRef": {"name": MARIADB_ROOT_SECRET, "key": "password", "generate": False},
             "replicas": replicas,
-            "storage": {"size": settings.storage.mariadb_size, "storageClassName": settings.storage.storage_class},
+            "storage": {"size": settings.storage.mariadb_size, "storageClassName": database_class},
             "resources": resources_manifest(resources),
             "nodeSelector": settings.node_selectors.control_plane,
             # Each service opens a pool per worker; the default of 151 runs out with a few APIs.

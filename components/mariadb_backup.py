@@ -50,7 +50,7 @@ def mariadb_backup(settings: Settings, server: pulumi.Resource, parent: pulumi.R
     waits = [server]
     claim = backup.storage.claim
     if claim is not None:
-        storage_class = claim.storage_class or settings.storage.storage_class
+        storage_class = claim.storage_class or settings.storage.class_for("backups")
         # Retained when deleted from the program or the stack: it holds the only copies.
         waits.append(kube.volume_claim(NAME, ns, "mariadb", claim.size, storage_class, False, parent))
         storage: dict[str, Any] = {"volume": {"persistentVolumeClaim": {"claimName": NAME}}}

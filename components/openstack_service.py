@@ -254,8 +254,8 @@ class OpenStackService(pulumi.ComponentResource):
         settings, name, ns = self.ctx.settings, self.spec.name, self.ctx.settings.namespace
         pod = self._pod(process)
         for claim in process.claims:
-            storage = settings.storage
-            kube.volume_claim(claim.name, ns, name, claim.size, storage.storage_class, claim.shared, self)
+            storage_class = settings.storage.class_for(claim.use)
+            kube.volume_claim(claim.name, ns, name, claim.size, storage_class, claim.shared, self)
         if process.node_pod is not None:
             workload = kube.daemonset(process.object_name, ns, pod, self, waits, on_delete=process.on_delete)
             return workload

@@ -8,6 +8,7 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as k8s
 
+from components.child_transforms import KEEP_DEFINITIONS
 from components.settings import ChartOperator
 
 
@@ -19,14 +20,13 @@ def operator_chart(
     parent: pulumi.Resource,
     values: Mapping[str, Any] | None = None,
     depends_on: list[pulumi.Resource] | None = None,
-    retain_on_delete: bool = False,
 ) -> k8s.helm.v4.Chart | None:
     """None when `install: false`: the stack then relies on an operator already running.
 
-    `chart` is an OCI reference (oci://...), which needs no repository options. With
-    `retain_on_delete` the chart's objects stay in the cluster when Pulumi deletes or
-    replaces them: set on a component, the option passes to every child (Pulumi's
-    retainOnDelete documentation).
+    `chart` is an OCI reference (oci://...), which needs no repository options. Every
+    CustomResourceDefinition the chart holds stays in the cluster when Pulumi deletes or
+    replaces it (components/child_transforms.py: set on the chart, the option would not
+    reach it).
     """
     if not operator.install:
         return None
@@ -36,5 +36,5 @@ def operator_chart(
         version=operator.chart_version,
         namespace=namespace,
         values=dict(values or {}),
-        opts=pulumi.ResourceOptions(parent=parent, depends_on=depends_on or [], retain_on_delete=retain_on_delete),
+        opts=pulumi.ResourceOptions(parent=parent, depends_on=depends_on or [], transforms=[KEEP_DEFINITIONS]),
     )

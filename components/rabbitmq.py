@@ -8,16 +8,17 @@ from their rabbit-init Jobs.
 from __future__ import annotations
 
 import copy
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import pulumi
 import pulumi_kubernetes as k8s
 
+from components.child_transforms import KEEP_DEFINITIONS, ChildTransform
 from components.graph import DeployGraph
 from components.meta import metadata
 from components.oslo import RABBITMQ
-from components.settings import ManifestOperator, Settings
+from components.settings import RabbitmqOperator, Settings
 from components.workload import resources_manifest
 
 # The operator's own release manifest (Bitnami's chart pulled images Bitnami removed from
@@ -33,14 +34,20 @@ WAIT_READY = {"pulumi.com/waitFor": "condition=AllReplicasReady", "pulumi.com/ti
 
 
 OPERATOR_DEPLOYMENT = "rabbitmq-cluster-operator"  # in config/manager/manager.yaml of the release
+# The labels of the operator's pods (config/manager/manager.yaml of the release).
+OPERATOR_POD_LABELS = {"app.kubernetes.io/name": "rabbitmq-cluster-operator"}
 
 
-def watch_only(namespace: str) -> pulumi.ResourceTransform:
-    """A transform of the release manifest: the operator watches the stack's namespace alone.
+def watch_only(namespaces: Sequence[str]) -> ChildTransform:
+    """A transform of the release manifest: the operator watches these namespaces alone.
 
-    OPERATOR_SCOPE_NAMESPACE limits what the operator reads and manages (cmd/main.go); the
-    manifest's ClusterRole stays as released, so its rights remain cluster-wide (README).
+    OPERATOR_SCOPE_NAMESPACE limits what the operator reads and manages; cmd/main.go of
+    v2.21.1 splits it at each comma, without trimming spaces. The manifest's ClusterRole stays
+    as released, so its rights remain cluster-wide (README). The manifest's names are
+    cluster-wide (its Namespace, CRD, ClusterRole and ClusterRoleBinding): one stack installs
+    it, watching the namespaces of the others too (operators.rabbitmq.watchNamespaces).
     """
+    scope = ",".join(namespaces)
 
     def transform(args: pulumi.ResourceTransformArgs) -> pulumi.ResourceTransformResult | None:
         # The manifest's objects arrive as plain values (dicts and lists), not as Outputs.
@@ -50,25 +57,29 @@ def watch_only(namespace: str) -> pulumi.ResourceTransform:
         props = copy.deepcopy(props)
         for container in props["spec"]["template"]["spec"]["containers"]:
             env = [e for e in container.get("env", []) if e["name"] != "OPERATOR_SCOPE_NAMESPACE"]
-            container["env"] = [*env, {"name": "OPERATOR_SCOPE_NAMESPACE", "value": namespace}]
+            container["env"] = [*env, {"name": "OPERATOR_SCOPE_NAMESPACE", "value": scope}]
         return pulumi.ResourceTransformResult(props, args.opts)
 
-    return transform
+    return ChildTransform(f"OPERATOR_SCOPE_NAMESPACE={scope} on Deployment {OPERATOR_DEPLOYMENT}", transform)
 
 
 def operator_manifest(
-    name: str, operator: ManifestOperator, namespace: str, parent: pulumi.Resource
+    name: str, operator: RabbitmqOperator, namespace: str, parent: pulumi.Resource
 ) -> k8s.yaml.v2.ConfigFile | None:
     """None when `install: false`: the stack then relies on an operator already running.
 
     Depending on the ConfigFile waits for all its objects, the operator's Deployment ready.
+    Its CustomResourceDefinition stays in the cluster when the ConfigFile goes: deleting it
+    would delete every RabbitmqCluster of every stack.
     """
     if not operator.install:
         return None
     return k8s.yaml.v2.ConfigFile(
         name,
         file=MANIFEST.format(version=operator.version),
-        opts=pulumi.ResourceOptions(parent=parent, transforms=[watch_only(namespace)]),
+        opts=pulumi.ResourceOptions(
+            parent=parent, transforms=[watch_only(operator.scope(namespace)), KEEP_DEFINITIONS]
+        ),
     )
 
 
@@ -78,8 +89,9 @@ class RabbitMQ(pulumi.ComponentResource):
         ns = settings.namespace
         operator = operator_manifest("rabbitmq-cluster-operator", settings.operators.rabbitmq, ns, self)
         persistence = {"storage": settings.storage.rabbitmq_size}
-        if settings.storage.storage_class:
-            persistence["storageClassName"] = settings.storage.storage_class
+        queue_class = settings.storage.class_for("queue")
+        if queue_class:
+            persistence["storageClassName"] = queue_class
         spec = {
             "image": IMAGE,
             "replicas": 3 if settings.ha else 1,

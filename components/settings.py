@@ -107,11 +107,37 @@ class Resources(Model):
     limits_memory: ByteQuantity = "1Gi"
 
 
+# What the program keeps on persistent volumes, each use with a storage class of its own.
+StorageUse = Literal["database", "queue", "images", "backups"]
+
+
+class StorageClasses(Model):
+    """`storage.classes`: the storage class of each use; a use not named here takes `storage.storageClass`."""
+
+    database: DnsSubdomain | None = Field(None, description="MariaDB's volumes: block storage (Galera fsyncs)")
+    queue: DnsSubdomain | None = Field(None, description="RabbitMQ's volumes (quorum queues): block storage")
+    images: DnsSubdomain | None = Field(
+        None, description="the claim glance-images: ReadWriteMany (CephFS, NFS) when glance-api has several replicas"
+    )
+    backups: DnsSubdomain | None = Field(
+        None, description="the claim mariadb-backup, unless backup.storage.pvc.storageClass names one"
+    )
+
+
 class Storage(Model):
-    storage_class: DnsSubdomain | None = Field(None, description="None uses the cluster's default storage class")
+    storage_class: DnsSubdomain | None = Field(
+        None,
+        description="the class of every use storage.classes does not name (what it meant before there were "
+        "classes per use); None: the cluster's default storage class",
+    )
+    classes: StorageClasses = StorageClasses()
     mariadb_size: ByteQuantity = "10Gi"
     rabbitmq_size: ByteQuantity = "5Gi"
     glance_size: ByteQuantity = "20Gi"
+
+    def class_for(self, use: StorageUse) -> str | None:
+        """The storage class of a use: its own, else storageClass; None leaves it to the cluster's default."""
+        return getattr(self.classes, use) or self.storage_class
 
 
 class NodeSelectors(Model):
@@ -231,11 +257,72 @@ class ChartOperator(Model):
     chart_version: Text
 
 
+# Where a cluster's own operator runs when the stack installs none (`install: false`), unless
+# `namespace` says otherwise. mariadb-operator's docs name no namespace; its release name is the
+# one an admin is likeliest to give one. The RabbitMQ Cluster Operator's manifest fixes its own.
+MARIADB_OPERATOR_NAMESPACE = "mariadb-operator"
+RABBITMQ_OPERATOR_NAMESPACE = "rabbitmq-system"
+
+
+class MariadbOperator(ChartOperator):
+    """mariadb-operator: the one a stack installs runs in the stack's namespace and serves it alone
+    (its chart's currentNamespaceOnly); a cluster's own (`install: false`) runs in `namespace`."""
+
+    namespace: DnsLabel | None = Field(
+        None, description=f"with install: false, where the cluster's operator runs; {MARIADB_OPERATOR_NAMESPACE!r}"
+    )
+
+    @model_validator(mode="after")
+    def _namespace_of_a_running_operator(self) -> MariadbOperator:
+        if self.install and self.namespace is not None:
+            raise ValueError(
+                "namespace is where a cluster's own operator runs (install: false); the operator this stack "
+                "installs runs in the stack's namespace (the chart's currentNamespaceOnly)"
+            )
+        return self
+
+    def namespace_in(self, stack_namespace: str) -> str:
+        """Where the operator that serves this stack runs."""
+        return stack_namespace if self.install else (self.namespace or MARIADB_OPERATOR_NAMESPACE)
+
+
 class ManifestOperator(Model):
     """An operator installed from the manifest its project publishes with each release."""
 
     install: bool = Field(True, description="false when the cluster already runs this operator")
     version: Annotated[Text, Field(pattern=r"^v[0-9]+\.[0-9]+\.[0-9]+$", description="release tag, e.g. v2.21.1")]
+
+
+class RabbitmqOperator(ManifestOperator):
+    """The RabbitMQ Cluster Operator: one per cluster (its manifest's names are cluster-wide).
+
+    The stack that installs it makes it watch its own namespace and `watchNamespaces`, those of
+    the other stacks on the cluster, which set `install: false` (and `namespace`, if it is not
+    the manifest's `rabbitmq-system`).
+    """
+
+    namespace: DnsLabel = Field(RABBITMQ_OPERATOR_NAMESPACE, description="where the operator runs")
+    watch_namespaces: tuple[DnsLabel, ...] = Field(
+        (), description="with install: true, the namespaces of the other stacks this operator serves"
+    )
+
+    @model_validator(mode="after")
+    def _one_owner(self) -> RabbitmqOperator:
+        if self.install and self.namespace != RABBITMQ_OPERATOR_NAMESPACE:
+            raise ValueError(
+                f"the release manifest installs the operator into {RABBITMQ_OPERATOR_NAMESPACE!r}; namespace names "
+                "where a cluster's own operator runs (install: false)"
+            )
+        if not self.install and self.watch_namespaces:
+            raise ValueError(
+                "watchNamespaces is set by the stack that installs the operator (install: true); this stack's "
+                "namespace goes into that stack's watchNamespaces"
+            )
+        return self
+
+    def scope(self, stack_namespace: str) -> tuple[str, ...]:
+        """The namespaces the operator this stack installs watches: its own, then the others'."""
+        return tuple(dict.fromkeys((stack_namespace, *self.watch_namespaces)))
 
 
 # The RabbitMQ Cluster Operator's manifest needs cert-manager from this release on: it adds
@@ -244,13 +331,13 @@ RABBITMQ_OPERATOR_NEEDS_CERT_MANAGER = (2, 22, 0)
 
 
 class Operators(Model):
-    mariadb: ChartOperator = ChartOperator(chart_version="26.6.0")
+    mariadb: MariadbOperator = MariadbOperator(chart_version="26.6.0")
     mariadb_crds: ChartOperator = ChartOperator(chart_version="26.6.0")
-    rabbitmq: ManifestOperator = ManifestOperator(version="v2.21.1")
+    rabbitmq: RabbitmqOperator = RabbitmqOperator(version="v2.21.1")
 
     @field_validator("rabbitmq")
     @classmethod
-    def _without_cert_manager(cls, value: ManifestOperator) -> ManifestOperator:
+    def _without_cert_manager(cls, value: RabbitmqOperator) -> RabbitmqOperator:
         release = tuple(int(part) for part in value.version.removeprefix("v").split("."))
         if value.install and release >= RABBITMQ_OPERATOR_NEEDS_CERT_MANAGER:
             raise ValueError(
@@ -311,7 +398,10 @@ class NetworkPolicies(Model):
         True, description="NetworkPolicies admit only the cloud's pods to MariaDB, RabbitMQ and memcached"
     )
     node_cidrs: tuple[Annotated[Text, AfterValidator(_cidr)], ...] = Field(
-        (), description="the nodes' addresses: host-network agents reach RabbitMQ from them; unset, AMQP stays open"
+        (),
+        description="where the network plugin shows host-network pods' traffic coming from (the nodes' own "
+        "addresses, on plugins that keep them: README); set, the MariaDB and RabbitMQ client ports that "
+        "host-network pods use admit the cloud's pods and these instead of every source",
     )
 
 
@@ -359,7 +449,7 @@ class BackupClaim(Model):
     """A PersistentVolumeClaim of its own, kept when the Backup or the stack is deleted."""
 
     size: ByteQuantity = "20Gi"
-    storage_class: DnsSubdomain | None = Field(None, description="None: storage.storageClass, then the default")
+    storage_class: DnsSubdomain | None = Field(None, description="None: the class of storage.classes.backups")
 
 
 class BackupBucket(Model):
@@ -478,13 +568,13 @@ class Settings(Model):
             self.services.on("glance")
             and self.glance.backend == "file"
             and replicas > 1
-            and not self.storage.storage_class
+            and not self.storage.class_for("images")
         ):
             yield problem(
-                ("storage", "storageClass"),
-                self.storage.storage_class,
+                ("storage", "classes", "images"),
+                None,
                 f"glance-api runs {replicas} replicas on the file backend, which share one ReadWriteMany volume: "
-                "name a storage class that provides ReadWriteMany (e.g. CephFS or NFS), "
+                "name a storage class that provides ReadWriteMany (e.g. CephFS or NFS) for images, "
                 "or use glance.backend 'cinder' or one glance-api replica",
             )
         yield from self._requests_within_limits()

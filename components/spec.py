@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 from components import catalog
 from components.roles import NodeKind, NodePod
-from components.settings import Settings
+from components.settings import Settings, StorageUse
 from components.workload import Manifest, Mount, Probe
 
 
@@ -74,6 +74,7 @@ class Claim:
     name: str
     mount_path: str
     size: str
+    use: StorageUse  # whose storage class it takes (storage.classes)
     shared: bool = False  # ReadWriteMany, for replicas on several nodes
 
 

@@ -83,7 +83,7 @@ def test_backups_go_to_a_claim_that_outlives_the_backup(stack_plan: Plan) -> Non
     claim = stack_plan.by_name("mariadb-backup", "PersistentVolumeClaim")
     assert claim.inputs["spec"]["resources"]["requests"]["storage"] == "20Gi"
     assert claim.inputs["spec"]["accessModes"] == ["ReadWriteOnce"]
-    assert claim.inputs["spec"].get("storageClassName") == stack_plan.settings.storage.storage_class
+    assert claim.inputs["spec"].get("storageClassName") == stack_plan.settings.storage.class_for("backups")
     # The operator deletes a claim it made with its Backup; this one stays, also after `pulumi destroy`.
     assert claim.retain_on_delete
     by_urn = {r.urn: r for r in stack_plan.custom}
@@ -100,8 +100,9 @@ def test_the_backup_pods_pass_the_databases_network_policy(stack_plan: Plan) -> 
     admitted = [
         rule
         for rule in rules
-        for source in rule.get("from", [])
-        if source.get("podSelector", {}).get("matchLabels", {}).items() <= labels.items()
+        for source in rule.get("from") or [{}]  # no `from`: every source
+        if "namespaceSelector" not in source
+        and source.get("podSelector", {}).get("matchLabels", {}).items() <= labels.items()
         and {"protocol": "TCP", "port": 3306} in rule.get("ports", [])
     ]
     assert admitted

@@ -106,3 +106,25 @@ def test_an_unknown_name_exits_2_with_close_matches(capsys: pytest.CaptureFixtur
     captured = capsys.readouterr()
     assert "no object named 'glance-db-snyc'" in captured.err and "glance-db-sync" in captured.err
     assert captured.out == ""
+
+
+def _option_lines(head: str) -> list[str]:
+    return [line for line in head.splitlines() if line.startswith("  options ") or line.startswith("             - ")]
+
+
+def test_the_options_the_engine_acts_on_are_explained() -> None:
+    plan = plan_of("prod")
+    job = _option_lines(sections(explain(plan, "Job/keystone-db-sync"))[0])
+    assert job == ["  options    deleteBeforeReplace", "  options    customTimeouts create=30m, update=30m"]
+    claim = _option_lines(sections(explain(plan, "glance-images"))[0])
+    assert claim == ["  options    retainOnDelete"]
+    assert _option_lines(sections(explain(plan, "Deployment/keystone-api"))[0]) == []
+
+
+def test_a_chart_shows_the_transforms_its_children_go_through() -> None:
+    """Offline a chart is one resource: what it does to its CRDs is seen only through its transforms."""
+    head, _, _ = sections(explain(plan_of("prod"), "rabbitmq-cluster-operator"))
+    lines = _option_lines(head)
+    assert lines[0].startswith("  options    transforms of its children")
+    assert "             - OPERATOR_SCOPE_NAMESPACE=openstack on Deployment rabbitmq-cluster-operator" in lines
+    assert any(line.startswith("             - retainOnDelete on each CustomResourceDefinition") for line in lines)

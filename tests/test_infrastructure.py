@@ -8,8 +8,10 @@ from collections.abc import Iterator
 from typing import Any
 from unittest.mock import patch
 
+import pulumi
 import pytest
 
+from components.child_transforms import KEEP_DEFINITIONS
 from components.inifile import parse_ini
 from tests.conftest import plan_of
 from tests.helpers import containers, objects, waits_for
@@ -34,8 +36,55 @@ def test_mariadb_operator_comes_from_its_oci_charts_and_its_crds_outlive_the_cha
     assert crds.inputs["version"] == operator.inputs["version"] == "26.6.0"
     assert "repositoryOpts" not in crds.inputs and "repositoryOpts" not in operator.inputs
     # Deleting the CRDs would cascade-delete every MariaDB: Pulumi must leave them in the cluster.
-    assert crds.retain_on_delete
-    assert not operator.retain_on_delete
+    # retainOnDelete set on the chart would not reach them (pulumi-kubernetes #3065): a transform does.
+    assert KEEP_DEFINITIONS.does in crds.transforms
+
+
+def _crd(name: str) -> dict[str, Any]:
+    """A CustomResourceDefinition as the charts and the manifest carry it (abridged)."""
+    return {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": name},
+        "spec": {"group": name.split(".", 1)[1], "names": {"kind": "X", "plural": name.split(".")[0]}},
+    }
+
+
+def _child(type_: str, props: dict[str, Any], parent: pulumi.Resource | None = None) -> pulumi.ResourceTransformArgs:
+    return pulumi.ResourceTransformArgs(True, type_, "child", props, pulumi.ResourceOptions(parent=parent))
+
+
+def test_keep_definitions_retains_each_crd_and_nothing_else() -> None:
+    crd = _crd("rabbitmqclusters.rabbitmq.com")
+    result = KEEP_DEFINITIONS(_child("kubernetes:apiextensions.k8s.io/v1:CustomResourceDefinition", crd))
+    assert isinstance(result, pulumi.ResourceTransformResult)
+    assert result.opts is not None and result.opts.retain_on_delete is True
+    assert result.props == crd and result.props is crd  # the object itself is as released
+    for type_, kind in (("kubernetes:apps/v1:Deployment", "Deployment"), ("kubernetes:core/v1:Namespace", "Namespace")):
+        assert KEEP_DEFINITIONS(_child(type_, {"kind": kind, "metadata": {"name": "x"}})) is None
+
+
+def test_keep_definitions_keeps_the_options_a_child_already_has() -> None:
+    args = pulumi.ResourceTransformArgs(
+        True,
+        "kubernetes:apiextensions.k8s.io/v1:CustomResourceDefinition",
+        "mariadbs.k8s.mariadb.com",
+        _crd("mariadbs.k8s.mariadb.com"),
+        pulumi.ResourceOptions(ignore_changes=["metadata"], depends_on=[]),
+    )
+    result = KEEP_DEFINITIONS(args)
+    assert result is not None and result.opts is not None
+    assert result.opts.ignore_changes == ["metadata"] and result.opts.retain_on_delete
+
+
+@pytest.mark.parametrize("stack", ["dev", "prod"])
+def test_every_operator_chart_and_manifest_keeps_its_crds(stack: str) -> None:
+    """Whatever the program installs from an operator's chart or manifest keeps its CRDs on delete."""
+    plan = plan_of(stack)
+    installed = [r for r in plan.registrations if r.type in (HELM_CHART, CONFIG_FILE)]
+    assert {r.name for r in installed} == {"mariadb-operator-crds", "mariadb-operator", "rabbitmq-cluster-operator"}
+    for r in installed:
+        assert KEEP_DEFINITIONS.does in r.transforms, r.name
 
 
 def _manifests(plan: Plan) -> list[Registration]:

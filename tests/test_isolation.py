@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import configparser
 from typing import Any
 
 import pytest
 
 from components.inifile import parse_ini
+from components.isolation import RABBITMQ_PODS, host_network_clients
 from tests.conftest import plan_of
-from tests.helpers import objects
+from tests.helpers import objects, pod_template
 from tools.plan import Plan
 
 TOKEN_VALIDATORS = ("glance", "placement", "nova", "neutron", "cinder")
@@ -60,33 +62,227 @@ def _policy(plan: Plan, store: str) -> dict:
     return plan.by_name(f"{store}-ingress", "NetworkPolicy").inputs["spec"]
 
 
-@pytest.mark.parametrize("store", ["mariadb", "memcached"])
-def test_only_the_clouds_pods_reach_mariadb_and_memcached(store: str) -> None:
-    spec = _policy(plan_of("prod"), store)
-    assert spec["policyTypes"] == ["Ingress"]
-    [clients, *peers] = spec["ingress"]
-    assert clients["from"] == [{"podSelector": {"matchLabels": {"app.kubernetes.io/part-of": "openstack"}}}]
-    for rule in peers:  # Galera peers and the operator only
-        selectors = [peer["podSelector"]["matchLabels"] for peer in rule["from"]]
-        assert all(s.get("app.kubernetes.io/name") in ("mariadb", "mariadb-operator") for s in selectors)
+CLOUD_PODS = {"podSelector": {"matchLabels": {"app.kubernetes.io/part-of": "openstack"}}}
+CLIENT_PORTS = {"mariadb": 3306, "rabbitmq": 5672, "memcached": 11211}
 
 
-def test_rabbitmq_management_only_for_rabbit_init_and_amqp_from_nodes() -> None:
+def _rule_of_port(spec: dict, port: int) -> dict:
+    """The rule of a store's client port (the operator's rule names it among others)."""
+    [rule] = [r for r in spec["ingress"] if r.get("ports") == [{"protocol": "TCP", "port": port}]]
+    return rule
+
+
+def _mounted_files(plan: Plan, pod: dict, container: dict) -> dict[str, str]:
+    """A container's mounted config files (path → text), read from the Secrets and ConfigMaps they come from."""
+    sources = {}
+    for volume in pod.get("volumes", []):
+        if "secret" in volume:
+            sources[volume["name"]] = plan.by_name(volume["secret"]["secretName"], "Secret").revealed["stringData"]
+        elif "configMap" in volume:
+            sources[volume["name"]] = plan.by_name(volume["configMap"]["name"], "ConfigMap").revealed["data"]
+    return {
+        m["mountPath"]: sources[m["name"]][m["subPath"]]
+        for m in container.get("volumeMounts", [])
+        if m["name"] in sources and m.get("subPath")
+    }
+
+
+def stores_used(plan: Plan, pod: dict, container: dict) -> set[str]:
+    """The data stores a container connects to, as its mounted oslo.config files say.
+
+    AMQP: any transport_url; MariaDB: a [database] or [api_database] connection; memcached:
+    oslo.cache ([cache] enabled), or keystonemiddleware's token cache, which only an API's WSGI
+    pipeline loads (an API container mounts its uWSGI config).
+    """
+    ns = plan.settings.namespace
+    files = _mounted_files(plan, pod, container)
+    serves_api = any(path.endswith("uwsgi.ini") for path in files)
+    used = set()
+    for path, text in files.items():
+        if not path.endswith((".conf", ".ini")) or path.endswith("uwsgi.ini"):
+            continue
+        try:
+            ini = parse_ini(text)
+        except configparser.Error:
+            continue  # not an INI file (libvirtd.conf, qemu.conf)
+        for section in ini.sections():
+            if f"@rabbitmq.{ns}.svc" in ini[section].get("transport_url", ""):
+                used.add("rabbitmq")
+        if any("mysql+pymysql://" in ini[s].get("connection", "") for s in ("database", "api_database") if s in ini):
+            used.add("mariadb")
+        if "cache" in ini and ini["cache"].get("enabled") == "true" and ini["cache"].get("memcache_servers"):
+            used.add("memcached")
+        if serves_api and ini.has_option("keystone_authtoken", "memcached_servers"):
+            used.add("memcached")
+    return used
+
+
+def host_network_use(plan: Plan) -> dict[str, set[str]]:
+    """Store → the containers of host-network pods that connect to it."""
+    found: dict[str, set[str]] = {store: set() for store in CLIENT_PORTS}
+    for r in plan.custom:
+        if r.kind not in ("Deployment", "DaemonSet", "StatefulSet", "Job", "CronJob"):
+            continue
+        pod = pod_template(r)["spec"]
+        if not pod.get("hostNetwork"):
+            continue
+        for container in (*pod.get("initContainers", []), *pod["containers"]):
+            for store in stores_used(plan, pod, container):
+                found[store].add(container["name"])
+    return found
+
+
+def test_the_store_detection_sees_api_clients_and_agents() -> None:
+    """The config reading above finds what it should where the answer is known (else the next test proves nothing)."""
+    plan = plan_of("prod")
+    api = next(iter(objects(plan, "Deployment")["cinder-api"].inputs["spec"]["template"]["spec"]["containers"]))
+    pod = objects(plan, "Deployment")["cinder-api"].inputs["spec"]["template"]["spec"]
+    assert stores_used(plan, pod, api) == {"mariadb", "rabbitmq", "memcached"}
+    keystone = objects(plan, "Deployment")["keystone-api"].inputs["spec"]["template"]["spec"]
+    assert stores_used(plan, keystone, keystone["containers"][0]) == {"mariadb", "memcached"}  # [cache], no RPC
+    assert host_network_use(plan) == {
+        "mariadb": {"cinder-volume"},
+        "rabbitmq": {"nova-compute", "neutron-ovs-agent", "neutron-l3-agent", "neutron-dhcp-agent", "cinder-volume"},
+        "memcached": set(),
+    }
+
+
+@pytest.mark.parametrize(
+    ("stack", "overrides"),
+    [
+        ("dev", {}),  # all-in-one, no Cinder: no host-network pod writes to MariaDB
+        ("staging", {}),
+        ("prod", {}),
+        ("prod", {"services": {"cinder": False}}),
+        (
+            "staging",
+            {"hypervisorIsolation": "baremetal-hypervisor", "cinder": {"backend": "nfs", "nfsShares": ["h:/x"]}},
+        ),
+    ],
+)
+def test_host_network_clients_reach_their_stores_on_every_plugin_and_nothing_else_is_open(
+    stack: str, overrides: dict[str, Any]
+) -> None:
+    """Whatever a network plugin makes of host-network traffic, a rule without `from` admits it.
+
+    So each store a host-network pod uses has its client port open to every source, and each
+    store none uses (memcached, with no credentials at all) admits the cloud's pods only; the
+    program's table of such clients (HOST_NETWORK_CLIENTS) is what the plan shows.
+    """
+    plan = plan_of(stack, **overrides)
+    used = host_network_use(plan)
+    assert used["rabbitmq"] >= {"nova-compute", "neutron-ovs-agent"}  # every stack has compute nodes
+    for store, port in CLIENT_PORTS.items():
+        rule = _rule_of_port(_policy(plan, store), port)
+        if used[store]:
+            assert "from" not in rule, (store, used[store])
+        else:
+            assert rule["from"] == [CLOUD_PODS], store
+        assert set(host_network_clients(plan.settings, store)) == used[store], store
+    assert used["memcached"] == set()
+
+
+def test_stores_no_host_network_pod_uses_stay_closed_to_other_pods() -> None:
+    plan = plan_of("dev")  # no Cinder: MariaDB's clients are all pods of the cloud
+    assert host_network_use(plan)["mariadb"] == set()
+    assert _rule_of_port(_policy(plan, "mariadb"), 3306)["from"] == [CLOUD_PODS]
+    assert _rule_of_port(_policy(plan, "memcached"), 11211)["from"] == [CLOUD_PODS]
+
+
+def test_node_cidrs_narrow_the_client_ports_host_network_pods_use() -> None:
+    plan = plan_of("prod", networkPolicies={"nodeCidrs": ["192.168.0.0/16", "10.1.0.0/24"]})
+    nodes = [{"ipBlock": {"cidr": "192.168.0.0/16"}}, {"ipBlock": {"cidr": "10.1.0.0/24"}}]
+    assert _rule_of_port(_policy(plan, "mariadb"), 3306)["from"] == [CLOUD_PODS, *nodes]
+    assert _rule_of_port(_policy(plan, "rabbitmq"), 5672)["from"] == [CLOUD_PODS, *nodes]
+    assert _rule_of_port(_policy(plan, "memcached"), 11211)["from"] == [CLOUD_PODS]  # no host-network client
+    no_cinder = plan_of("prod", networkPolicies={"nodeCidrs": ["192.168.0.0/16"]}, services={"cinder": False})
+    assert _rule_of_port(_policy(no_cinder, "mariadb"), 3306)["from"] == [CLOUD_PODS]
+
+
+def _peers_on(spec: dict, port: int) -> list[dict]:
+    """Every peer admitted on a port: rules naming it, and rules without ports (all of them)."""
+    return [
+        peer for rule in spec["ingress"] if "ports" not in rule or _has(rule, port) for peer in rule.get("from", [])
+    ]
+
+
+def _has(rule: dict, port: int) -> bool:
+    return {"protocol": "TCP", "port": port} in rule["ports"]
+
+
+@pytest.mark.parametrize("port", [4444, 4567, 4568, 5555, 5566])
+def test_galera_and_agent_ports_admit_the_servers_and_the_operator_only(port: int) -> None:
+    spec = _policy(plan_of("prod"), "mariadb")
+    peers = _peers_on(spec, port)
+    assert all("ipBlock" not in p for p in peers) and CLOUD_PODS not in peers
+    names = {p["podSelector"]["matchLabels"]["app.kubernetes.io/name"] for p in peers}
+    assert names == ({"mariadb", "mariadb-operator"} if port in (5555, 5566) else {"mariadb"})
+
+
+def test_rabbitmq_management_and_clustering_admit_no_client() -> None:
     spec = _policy(plan_of("prod"), "rabbitmq")
-    amqp, management, clustering = spec["ingress"]
-    assert amqp["ports"] == [{"protocol": "TCP", "port": 5672}]
-    assert {"ipBlock": {"cidr": "192.168.0.0/16"}} in amqp["from"]
-    assert management["from"][0]["podSelector"]["matchLabels"]["app.kubernetes.io/component"] == "rabbit-init"
-    assert {p["port"] for p in clustering["ports"]} == {4369, 25672}
-    open_amqp = _policy(plan_of("prod", networkPolicies={"nodeCidrs": []}), "rabbitmq")["ingress"][0]
-    assert "from" not in open_amqp  # without the nodes' networks, AMQP stays reachable (README says so)
+    management = _peers_on(spec, 15672)
+    assert management[0]["podSelector"]["matchLabels"]["app.kubernetes.io/component"] == "rabbit-init"
+    assert CLOUD_PODS not in management and all("ipBlock" not in p for p in management)
+    for port in (4369, 25672):
+        assert _peers_on(spec, port) == [{"podSelector": {"matchLabels": RABBITMQ_PODS}}]
+
+
+# The operators' pods as their own manifests label them: mariadb-operator's chart
+# (selectorLabels: the chart's name) and config/manager/manager.yaml of cluster-operator v2.21.1.
+MARIADB_OPERATOR_POD = {"app.kubernetes.io/name": "mariadb-operator", "app.kubernetes.io/instance": "mariadb-operator"}
+RABBITMQ_OPERATOR_POD = {
+    "app.kubernetes.io/component": "rabbitmq-operator",
+    "app.kubernetes.io/name": "rabbitmq-cluster-operator",
+    "app.kubernetes.io/part-of": "rabbitmq",
+}
+
+
+def _admits(peer: dict, namespace: str, labels: dict[str, str], stack_namespace: str = "openstack") -> bool:
+    """Whether a NetworkPolicy peer admits a pod with these labels in this namespace."""
+    if "ipBlock" in peer:
+        return False
+    namespaces = peer.get("namespaceSelector")
+    if namespaces is None:
+        in_namespace = namespace == stack_namespace
+    else:
+        in_namespace = namespaces["matchLabels"].items() <= {"kubernetes.io/metadata.name": namespace}.items()
+    pods = (peer.get("podSelector") or {}).get("matchLabels", {})
+    return in_namespace and pods.items() <= labels.items()
+
+
+def _admitted(spec: dict, port: int, namespace: str, labels: dict[str, str]) -> bool:
+    return any(_admits(peer, namespace, labels) for peer in _peers_on(spec, port))
+
+
+@pytest.mark.parametrize("port", [3306, 5555, 5566])
+def test_mariadb_admits_its_operator_wherever_it_runs(port: int) -> None:
+    installed = _policy(plan_of("prod"), "mariadb")
+    assert _admitted(installed, port, "openstack", MARIADB_OPERATOR_POD)
+    assert not _admitted(installed, port, "mariadb-operator", MARIADB_OPERATOR_POD)
+    cluster = {"mariadb": {"install": False, "chartVersion": "26.6.0"}}
+    elsewhere = _policy(plan_of("prod", operators=cluster), "mariadb")
+    # Installed by others (OLM, kustomize: `control-plane` labels), it is known by its namespace.
+    assert _admitted(elsewhere, port, "mariadb-operator", {"control-plane": "mariadb-operator-controller-manager"})
+    assert not _admitted(elsewhere, port, "openstack", MARIADB_OPERATOR_POD)
+    named = {"mariadb": {"install": False, "chartVersion": "26.6.0", "namespace": "databases"}}
+    assert _admitted(_policy(plan_of("prod", operators=named), "mariadb"), port, "databases", MARIADB_OPERATOR_POD)
+
+
+def test_rabbitmq_management_admits_its_operator_wherever_it_runs() -> None:
+    installed = _policy(plan_of("prod"), "rabbitmq")
+    assert _admitted(installed, 15672, "rabbitmq-system", RABBITMQ_OPERATOR_POD)
+    assert not _admitted(installed, 15672, "rabbitmq-system", {"app.kubernetes.io/name": "something-else"})
+    cluster = {"rabbitmq": {"install": False, "version": "v2.21.1", "namespace": "messaging"}}
+    elsewhere = _policy(plan_of("prod", operators=cluster), "rabbitmq")
+    assert _admitted(elsewhere, 15672, "messaging", {"app": "anything"})
+    assert not _admitted(elsewhere, 15672, "rabbitmq-system", RABBITMQ_OPERATOR_POD)
 
 
 def test_the_policies_select_the_operators_pods_and_rabbit_init_pods_match() -> None:
     plan = plan_of("staging")
     rabbit_init = plan.by_name("nova-rabbit-init", "Job").inputs["spec"]["template"]["metadata"]["labels"]
-    rule = _policy(plan, "rabbitmq")["ingress"][1]["from"][0]["podSelector"]["matchLabels"]
-    assert rule.items() <= rabbit_init.items()
+    assert _admitted(_policy(plan, "rabbitmq"), 15672, "openstack", rabbit_init)
     memcached = plan.by_name("memcached", "StatefulSet").inputs["spec"]["template"]["metadata"]["labels"]
     assert _policy(plan, "memcached")["podSelector"]["matchLabels"].items() <= memcached.items()
 
@@ -127,21 +323,99 @@ def _operator_deployment() -> dict:
     }
 
 
-def test_rabbitmq_operator_watches_the_stacks_namespace_only() -> None:
+def _scope_of(transform: Any) -> str:
     import pulumi
 
-    from components.rabbitmq import watch_only
-
-    transform = watch_only("openstack")
     opts = pulumi.ResourceOptions()
     deployment = _operator_deployment()
     result = transform(pulumi.ResourceTransformArgs(True, "kubernetes:apps/v1:Deployment", "x", deployment, opts))
     assert isinstance(result, pulumi.ResourceTransformResult)
     spec: Any = result.props["spec"]  # the manifest's plain dicts and lists
     env = spec["template"]["spec"]["containers"][0]["env"]
-    assert {"name": "OPERATOR_SCOPE_NAMESPACE", "value": "openstack"} in env
     assert env[0]["name"] == "OPERATOR_NAMESPACE"  # what the manifest sets stays
     assert "OPERATOR_SCOPE_NAMESPACE" not in str(deployment)  # the manifest's object is not changed in place
+    [scope] = [e["value"] for e in env if e["name"] == "OPERATOR_SCOPE_NAMESPACE"]
+    return scope
+
+
+def test_rabbitmq_operator_watches_the_stacks_namespace_only() -> None:
+    import pulumi
+
+    from components.rabbitmq import watch_only
+
+    transform = watch_only(["openstack"])
+    assert _scope_of(transform) == "openstack"
     role = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": {"name": "x"}}
-    args = pulumi.ResourceTransformArgs(True, "kubernetes:rbac.authorization.k8s.io/v1:ClusterRole", "r", role, opts)
+    args = pulumi.ResourceTransformArgs(
+        True, "kubernetes:rbac.authorization.k8s.io/v1:ClusterRole", "r", role, pulumi.ResourceOptions()
+    )
     assert transform(args) is None
+
+
+def test_one_rabbitmq_operator_serves_several_stacks() -> None:
+    """The manifest's names are cluster-wide: the stack that installs it lists the others' namespaces.
+
+    cmd/main.go of v2.21.1 splits OPERATOR_SCOPE_NAMESPACE at each comma and trims nothing.
+    """
+    from components.rabbitmq import watch_only
+
+    assert _scope_of(watch_only(["openstack", "openstack-b", "openstack"])) == "openstack,openstack-b,openstack"
+    owner = {"rabbitmq": {"version": "v2.21.1", "watchNamespaces": ["openstack-b", "openstack"]}}
+    plan = plan_of("prod", operators=owner)
+    [manifest] = [r for r in plan.registrations if r.type == "kubernetes:yaml/v2:ConfigFile"]
+    assert (
+        "OPERATOR_SCOPE_NAMESPACE=openstack,openstack-b on Deployment rabbitmq-cluster-operator" in manifest.transforms
+    )
+    other = {"rabbitmq": {"install": False, "version": "v2.21.1"}}  # the other stack: in rabbitmq-system
+    guest = plan_of("prod", namespace="openstack-b", operators=other)
+    assert not [r for r in guest.registrations if r.type == "kubernetes:yaml/v2:ConfigFile"]
+    assert _admitted(_policy(guest, "rabbitmq"), 15672, "rabbitmq-system", RABBITMQ_OPERATOR_POD)
+
+
+@pytest.mark.parametrize(
+    ("operators", "key", "message"),
+    [
+        (
+            {"mariadb": {"chartVersion": "26.6.0", "namespace": "databases"}},
+            "openstack:operators.mariadb",
+            "runs in the stack's namespace",
+        ),
+        (
+            {"rabbitmq": {"version": "v2.21.1", "namespace": "messaging"}},
+            "openstack:operators.rabbitmq",
+            "installs the operator into 'rabbitmq-system'",
+        ),
+        (
+            {"rabbitmq": {"install": False, "version": "v2.21.1", "watchNamespaces": ["a"]}},
+            "openstack:operators.rabbitmq",
+            "set by the stack that installs the operator",
+        ),
+        (
+            {"rabbitmq": {"version": "v2.21.1", "watchNamespaces": ["Not A Namespace"]}},
+            "openstack:operators.rabbitmq.watchNamespaces.0",
+            "",
+        ),
+    ],
+)
+def test_operator_namespaces_that_cannot_be_are_settings_errors(operators: dict, key: str, message: str) -> None:
+    from components.settings import Settings, SettingsError
+
+    with pytest.raises(SettingsError) as caught:
+        Settings.parse({"operators": operators})
+    assert any(p.startswith(f"{key}: ") and message in p for p in caught.value.problems), caught.value.problems
+
+
+def test_an_operator_not_installed_runs_in_a_namespace_of_its_own_by_default() -> None:
+    from components.settings import Settings
+
+    operators = Settings.parse(
+        {
+            "operators": {
+                "mariadb": {"install": False, "chartVersion": "26.6.0"},
+                "rabbitmq": {"install": False, "version": "v2.21.1"},
+            }
+        }
+    ).operators
+    assert operators.mariadb.namespace_in("openstack") == "mariadb-operator"
+    assert operators.rabbitmq.namespace == "rabbitmq-system"
+    assert Settings.parse({}).operators.mariadb.namespace_in("openstack") == "openstack"  # installed: the stack's

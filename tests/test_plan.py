@@ -32,7 +32,18 @@ def test_plan_writes_valid_files_for_each_stack(stack: str, tmp_path: Path, caps
         "k8s_name",
         "namespace",
         "inputs",
+        "options",
     }
+    options = {(r["kind"] or r["type"], r["k8s_name"] or r["name"]): r["options"] for r in document["resources"]}
+    # What the engine does beyond the inputs is in the plan, as the program asked for it.
+    assert options[("Job", "keystone-db-sync")] == {
+        "deleteBeforeReplace": True,
+        "customTimeouts": {"create": "30m", "update": "30m"},
+    }
+    assert options[("Secret", "keystone-fernet-keys")] == {"ignoreChanges": ["data", "stringData"]}
+    assert options[("Deployment", "keystone-api")] == {}  # pulumi-kubernetes' API-version aliases left out
+    crds = options[("kubernetes:helm.sh/v4:Chart", "mariadb-operator-crds")]["transforms"]
+    assert [does.split(":")[0] for does in crds] == ["retainOnDelete on each CustomResourceDefinition"]
     out = capsys.readouterr().out
     assert "0 invalid" in out and "wave" in out
     manifests = list(yaml.safe_load_all((tmp_path / "manifests.yaml").read_text()))

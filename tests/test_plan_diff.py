@@ -249,3 +249,58 @@ def test_a_new_image_rolls_a_deployment_and_reruns_a_job() -> None:
     assert [(r["name"], r["restarts"], r["why"]) for r in diff["rolls"]] == [("web", True, ["image of container c"])]
     assert [(j["name"], j["runs"]) for j in diff["jobs"]] == [("sync", "re-runs")]
     assert refs(diff["replaced"]) == {"Job/sync"} and refs(diff["changed"]) == {"Deployment/web"}
+
+
+def test_an_option_change_shows_with_before_and_after() -> None:
+    """An earlier program that put retainOnDelete on the chart itself, which its CRDs never got (#3065)."""
+    old, new = plan_diff.view_of(plan_of("dev")), plan_diff.view_of(plan_of("dev"))
+    [key] = [k for k, o in old.objects.items() if o["name"] == "mariadb-operator-crds"]
+    old.objects[key]["options"] = {"retainOnDelete": True}
+    diff = plan_diff.diff(old, new)
+    [entry] = diff["options"]
+    assert (entry["kind"], entry["name"]) == ("Chart", "mariadb-operator-crds")
+    changes = {c["option"]: (c["before"], c["after"]) for c in entry["changes"]}
+    assert changes["retainOnDelete"] == (True, None)
+    assert changes["transforms"][0] is None and "each CustomResourceDefinition" in changes["transforms"][1][0]
+    assert not diff["changed"] and not diff["replaced"]  # the chart's inputs are the same
+    text = diff_report.render(diff, "main")
+    assert (
+        "1 with new options" in text and "**Resource options**" in text and "`retainOnDelete`: `true` → `null`" in text
+    )
+
+
+def test_an_earlier_plan_without_options_is_compared_without_them() -> None:
+    old = plan_diff.view_of(plan_of("dev"))
+    for obj in old.objects.values():
+        obj["options"] = None  # plan.json of an older tools.plan
+    diff = plan_diff.diff(old, plan_diff.view_of(plan_of("dev")))
+    assert diff["options"] == [] and diff["options_compared"] is False
+    assert "recorded no resource options" in diff_report.render(diff, "main")
+
+
+def test_replace_on_changes_replaces_and_a_retained_object_says_what_that_means() -> None:
+    before = view(
+        k8s("c", "Widget", "w", spec={"size": 1, "color": "red"}),
+        k8s("p", "PersistentVolumeClaim", "data", spec={"storageClassName": "cephfs"}),
+    )
+    after = view(
+        k8s("c", "Widget", "w", spec={"size": 2, "color": "red"}),
+        k8s("p", "PersistentVolumeClaim", "data", spec={"storageClassName": "ceph-rbd"}),
+    )
+    before.objects["c"]["options"] = after.objects["c"]["options"] = {"replaceOnChanges": ["spec.size"]}
+    before.objects["p"]["options"] = after.objects["p"]["options"] = {"retainOnDelete": True}
+    diff = plan_diff.diff(before, after)
+    replaced = {o["name"]: (o["immutable"], o["retained"]) for o in diff["replaced"]}
+    assert replaced == {"w": (["spec.size"], False), "data": (["spec.storageClassName"], True)}
+    text = diff_report.render(diff, "main")
+    assert "- PersistentVolumeClaim `data`: `spec.storageClassName` (retained)" in text
+    assert "cannot create the new one under the same name" in text
+    after.objects["c"]["inputs"]["spec"] = {"size": 1, "color": "blue"}
+    assert plan_diff.diff(before, after)["changed"][0]["fields"] == ["spec.color"]  # not under spec.size
+
+
+def test_a_removed_chart_says_which_children_stay() -> None:
+    diff = diff_of("dev", operators={"mariadbCrds": {"install": False, "chartVersion": "26.6.0"}})
+    [removed] = [o for o in diff["removed"] if o["name"] == "mariadb-operator-crds"]
+    assert any("retainOnDelete on each CustomResourceDefinition" in does for does in removed["children"])
+    assert "its children: retainOnDelete on each CustomResourceDefinition" in diff_report.render(diff, "main")

@@ -29,8 +29,8 @@ MALFORMED: list[tuple[dict[str, Any], str, str]] = [
     ({"endpoints": {"scheme": "ftp"}}, "openstack:endpoints.scheme", "'http' or 'https'"),
     ({"ha": "sometimes"}, "openstack:ha", "boolean"),
     ({"namspace": "openstack"}, "openstack:namspace", "unknown setting"),
-    ({"ha": True}, "openstack:storage.storageClass", "provides ReadWriteMany"),
-    ({"replicas": {"glance-api": 2}}, "openstack:storage.storageClass", "glance-api runs 2 replicas"),
+    ({"ha": True}, "openstack:storage.classes.images", "provides ReadWriteMany"),
+    ({"replicas": {"glance-api": 2}}, "openstack:storage.classes.images", "glance-api runs 2 replicas"),
     (
         {"resources": {"mariadb": {"limitsMemory": "200Mi"}}},
         "openstack:resources.mariadb.limitsMemory",
@@ -99,7 +99,7 @@ def test_problems_that_depend_on_other_settings_are_reported_with_theirs() -> No
         "openstack:storage.mariadbSize",
         "openstack:compute.nodeGroups.0.virtType",
         "openstack:compute.nodeGroups.0.bridgeInterfaces",
-        "openstack:storage.storageClass",
+        "openstack:storage.classes.images",
         "openstack:resources.mariadb.limitsMemory",
     ]
 
@@ -167,7 +167,7 @@ def test_replicated_glance_claims_its_shared_volume_from_the_stack_storage_class
     assert plan.settings.replicas_of("glance-api") > 1
     claim = plan.by_name("glance-images", "PersistentVolumeClaim").inputs["spec"]
     assert claim["accessModes"] == ["ReadWriteMany"]
-    assert claim["storageClassName"] == plan.settings.storage.storage_class
+    assert claim["storageClassName"] == plan.settings.storage.class_for("images") == "cephfs"
 
 
 def test_readme_labels_a_node_for_every_default_node_selector() -> None:

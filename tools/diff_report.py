@@ -15,8 +15,25 @@ DATA_REPLACED = (
 )  # objects listed per section before "... and N more"
 
 
+# What a replacement of an object Pulumi keeps on delete does: pulumi-kubernetes deletes a named
+# object before creating its replacement (provider.go, Diff); retained, the old one stays, and
+# creating the new one under its name fails while it is there.
+RETAINED_REPLACED = (
+    "Marked (retained): retainOnDelete, so the old object stays in the cluster with its data (a claim: its "
+    "volume) and `pulumi up` cannot create the new one under the same name until it is removed by hand; "
+    "move the data first."
+)
+
+
 def _ref(o: dict[str, Any]) -> str:
     return f"{o['kind']} `{o['name']}`"
+
+
+def _kept(o: dict[str, Any]) -> str:
+    """What a replaced or removed object's options keep in the cluster."""
+    notes = ["retained"] if o.get("retained") else []
+    notes += [f"its children: {does}" for does in o.get("children", [])]
+    return f" ({'; '.join(notes)})" if notes else ""
 
 
 def _listing(objects: list[dict[str, Any]], detail: str | None = None) -> list[str]:
@@ -24,7 +41,7 @@ def _listing(objects: list[dict[str, Any]], detail: str | None = None) -> list[s
     for o in objects[:LISTED]:
         extra = f": {', '.join(f'`{f}`' for f in o[detail][:4])}" if detail and o.get(detail) else ""
         more = f" (+{len(o[detail]) - 4})" if detail and len(o.get(detail) or []) > 4 else ""
-        lines.append(f"- {_ref(o)}{extra}{more}")
+        lines.append(f"- {_ref(o)}{extra}{more}{_kept(o)}")
     if len(objects) > LISTED:
         lines.append(f"- ... and {len(objects) - LISTED} more (diff.json)")
     return lines
@@ -37,9 +54,12 @@ def _value(value: Any) -> str:
 
 def render(diff: dict[str, Any], against: str) -> str:
     counts = {k: len(diff[k]) for k in ("added", "changed", "replaced", "removed")}
+    counts["with new options"] = len(diff["options"])
     out = [f"### Plan diff of stack `{diff['stack']}` against {against}", ""]
     if diff["against_stack"] != diff["stack"]:
         out += [f"(The earlier plan is of stack `{diff['against_stack']}`.)", ""]
+    if not diff["options_compared"]:
+        out += ["The earlier plan recorded no resource options (an older tools.plan): they were not compared.", ""]
     if not diff["configs_compared"]:
         out += [
             "The earlier plan has no configs.json (an older tools.plan): Secrets and config files were not compared.",
@@ -76,6 +96,21 @@ def render(diff: dict[str, Any], against: str) -> str:
             out += [f"**{section.capitalize()}**", "", *_listing(diff[section], detail), ""]
         if section == "replaced" and any(o["kind"] in ("Secret", "ConfigMap") for o in diff[section]):
             out += [DATA_REPLACED, ""]
+        if section == "replaced" and any(o.get("retained") for o in diff[section]):
+            out += [RETAINED_REPLACED, ""]
+    if diff["unapplied"]:
+        out += ["**Changes the operators do not apply to what exists**", ""]
+        out += [
+            f"- {_ref(u)}: `{u['field']}` `{_value(u['before'])}` → `{_value(u['after'])}`: {u['why']}"
+            for u in diff["unapplied"]
+        ]
+        out.append("")
+    if diff["options"]:
+        out += ["**Resource options** (what a later delete or replacement does)", ""]
+        for o in diff["options"][:LISTED]:
+            said = "; ".join(f"`{c['option']}`: `{_value(c['before'])}` → `{_value(c['after'])}`" for c in o["changes"])
+            out.append(f"- {_ref(o)}: {said}")
+        out.append("")
     return _with_configs(out, diff)
 
 

@@ -1,7 +1,8 @@
 """`python -m tools.plan --stack S --explain NAME`: one object of the plan, and why it waits.
 
 For every object of that Kubernetes name: what it is (kind, namespace, labels, images), its
-wave, where components/*.py declare its name, what it waits for and why, where each edge
+wave, the resource options the engine acts on (and the transforms a chart's children go
+through), where components/*.py declare its name, what it waits for and why, where each edge
 comes from (the `needs` of its Step or Process, its service's configs, an input computed
 from a generated secret, its parent component), and what waits for it.
 """
@@ -9,6 +10,7 @@ from a generated secret, its parent component), and what waits for it.
 from __future__ import annotations
 
 import difflib
+import json
 import sys
 from dataclasses import dataclass
 
@@ -99,6 +101,24 @@ def _declaration(found: Found, fallback: Found | None, component: str | None) ->
     return lines
 
 
+def _options(r: Registration) -> list[str]:
+    """What the engine does with it beyond its inputs, one line per option it sets."""
+    lines = []
+    for name, value in r.options().items():
+        if name == "transforms":
+            whose = "its children (charts and manifests are not expanded offline)" if r.remote else "it"
+            lines.append(f"  options    transforms of {whose}:")
+            lines += [f"             - {does}" for does in value]
+        elif value is True:
+            lines.append(f"  options    {name}")
+        elif isinstance(value, dict):
+            lines.append(f"  options    {name} " + ", ".join(f"{k}={v}" for k, v in value.items()))
+        else:
+            shown = ", ".join(json.dumps(v, sort_keys=True) if isinstance(v, dict) else str(v) for v in value)
+            lines.append(f"  options    {name} {shown}")
+    return lines
+
+
 def _descendants(plan: Plan, urn: str) -> set[str]:
     """Everything that waits for `urn`, directly or through others."""
     waiters: dict[str, list[str]] = {}
@@ -125,6 +145,7 @@ def explain_one(plan: Plan, r: Registration, sources: EdgeSources, waves: dict[s
     lines += [f"  image      {image}" for image in images(r)]
     lines.append(f"  wave       {waves[r.urn]} of {max(waves.values())}")
     lines.append(f"  urn        {r.urn}")
+    lines += _options(r)
     node = sources.node(r)
     needs = declared_needs(node) if node else None
     if needs:

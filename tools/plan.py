@@ -197,6 +197,9 @@ def resource_record(r: Registration, plan: Plan, reveal: bool = False) -> dict[s
         "k8s_name": r.k8s_name,
         "namespace": r.namespace,
         "inputs": r.revealed if reveal else r.inputs,
+        # What the engine does beyond the inputs (keep on delete, replace how, wait how long, the
+        # transforms a chart's children go through): the plan diff compares these too.
+        "options": r.options(),
     }
 
 

@@ -3,9 +3,12 @@
 Objects are matched by URN (less stack and project), as the engine matches them. A changed
 object is *replaced* when a field pulumi-kubernetes treats as immutable changed (its
 `forceNewProperties`: a Job's pod template, a selector, a PVC's spec, Secret and ConfigMap
-data, the name): a Job is then deleted and created again, which re-runs it. Workloads whose
-pod template changed roll their pods. Secrets are compared only through configs.json,
-where every secret value is masked, so nothing here can show one.
+data, the name) or one of its `replaceOnChanges`: a Job is then deleted and created again,
+which re-runs it. Workloads whose pod template changed roll their pods. A change of the
+resource options the engine acts on (retainOnDelete, protect, transforms, ...) is listed
+apart: it changes what a later delete or replacement does, not the object. Secrets are
+compared only through configs.json, where every secret value is masked, so nothing here can
+show one.
 """
 
 from __future__ import annotations
@@ -41,6 +44,21 @@ FORCE_NEW: dict[str, tuple[Path_, ...]] = {
     "Service": (("spec", "clusterIP"),),
 }
 ALWAYS_NEW: tuple[Path_, ...] = (("metadata", "name"), ("metadata", "namespace"))
+# Fields of the operators' resources that Pulumi updates but the operator does not carry to the
+# volumes that exist: mariadb-operator patches only its StatefulSet's pod template, update
+# strategy and replicas (pkg/controller/statefulset, v26.6.0), and its webhook, where one runs,
+# refuses the change (`webhook:"inmutable"`); the RabbitMQ operator only resizes (v2.21.1,
+# internal/scaling). Moving the data to another class is a backup and restore.
+UNAPPLIED: dict[str, dict[Path_, str]] = {
+    "MariaDB": {
+        ("spec", "storage", "storageClassName"): "mariadb-operator leaves the existing volumes on their class "
+        "(a cluster-wide operator's webhook refuses the change); move the data with a Backup and a Restore"
+    },
+    "RabbitmqCluster": {
+        ("spec", "persistence", "storageClassName"): "the RabbitMQ operator leaves the existing volumes on their "
+        "class (it only resizes them)"
+    },
+}
 WORKLOADS = ("Deployment", "DaemonSet", "StatefulSet")
 CHECKSUM = "openstack.org/config-checksum"
 
@@ -62,7 +80,16 @@ def _object(record: dict[str, Any]) -> dict[str, Any]:
         inputs.pop("data", None)
     name = record["k8s_name"] or record["name"]
     kind = record["kind"] or record["type"].rsplit(":", 1)[-1]
-    return {"kind": kind, "name": name, "namespace": record["namespace"], "type": record["type"], "inputs": inputs}
+    # None: a plan.json from before options were recorded, whose options are not compared.
+    options = record.get("options")
+    return {
+        "kind": kind,
+        "name": name,
+        "namespace": record["namespace"],
+        "type": record["type"],
+        "inputs": inputs,
+        "options": options,
+    }
 
 
 def _view(document: dict[str, Any], found_configs: dict | None) -> PlanView:
@@ -109,8 +136,34 @@ def show(path: Path_) -> str:
     return ".".join(f"[{p}]" if ("." in p or "/" in p) and p[:1] != "[" else p for p in path).replace(".[", "[")
 
 
-def _forces_new(kind: str, path: Path_) -> bool:
-    return any(path[: len(prefix)] == prefix for prefix in (*FORCE_NEW.get(kind, ()), *ALWAYS_NEW))
+def _forces_new(obj: dict[str, Any], path: Path_) -> bool:
+    """Whether a change at `path` replaces the object: an immutable field, or its replaceOnChanges."""
+    if any(path[: len(prefix)] == prefix for prefix in (*FORCE_NEW.get(obj["kind"], ()), *ALWAYS_NEW)):
+        return True
+    return any(_under(path, declared) for declared in (obj.get("options") or {}).get("replaceOnChanges", ()))
+
+
+def _under(path: Path_, declared: str) -> bool:
+    """Whether `path` lies under a replaceOnChanges property path (`spec.template`, `*`, `a[*].b`)."""
+    parts = declared.replace("[", ".[").split(".")
+    for index, part in enumerate(parts):
+        if part in ("*", "[*]"):
+            continue
+        if index >= len(path) or part.strip("[]\"'") != path[index].strip("[]"):
+            return False
+    return True
+
+
+def _option_changes(old: dict[str, Any], new: dict[str, Any]) -> list[dict[str, Any]]:
+    """The resource options that change (both plans recorded them), each with before and after."""
+    if old.get("options") is None or new.get("options") is None:
+        return []
+    before, after = old["options"], new["options"]
+    return [
+        {"option": name, "before": before.get(name), "after": after.get(name)}
+        for name in sorted(before.keys() | after.keys())
+        if before.get(name) != after.get(name)
+    ]
 
 
 def _config_changes(old: PlanView, new: PlanView, key: str) -> list[dict[str, Any]]:
@@ -189,25 +242,35 @@ def _why_template(obj: dict[str, Any], paths: list[Path_], changed_files: set[tu
 
 def diff(old: PlanView, new: PlanView) -> dict[str, Any]:
     added = [_ref(new.objects[k]) for k in sorted(new.objects.keys() - old.objects.keys())]
-    removed = [_ref(old.objects[k]) for k in sorted(old.objects.keys() - new.objects.keys())]
+    removed = [_removed(old.objects[k]) for k in sorted(old.objects.keys() - new.objects.keys())]
     common = sorted(old.objects.keys() & new.objects.keys())
     data_changes = {key: _config_changes(old, new, key) for key in common}
     config_files = [{**_ref(new.objects[k]), **c} for k in common for c in data_changes[k]]
     changed_files = {(c["name"], c["key"]) for c in config_files}
-    changed, replaced, rolls, jobs = [], [], [], []
+    changed, replaced, rolls, jobs, options, unapplied = [], [], [], [], [], []
     for key in common:
         a, b = old.objects[key], new.objects[key]
+        option_changes = _option_changes(a, b)
+        if option_changes:
+            options.append({**_ref(b), "changes": option_changes})
         paths = changed_paths(a["inputs"], b["inputs"])
         if b["kind"] == "Secret":  # its data is compared through configs.json only
             paths += [("stringData", c["key"]) for c in data_changes[key]]
         if not paths:
             continue
-        forced = [p for p in paths if _forces_new(b["kind"], p) or b["type"].startswith("random:")]
+        forced = [p for p in paths if _forces_new(b, p) or b["type"].startswith("random:")]
         entry = {**_ref(b), "fields": [show(p) for p in paths]}
         if forced:
-            replaced.append({**entry, "immutable": [show(p) for p in forced]})
+            retained = bool((a.get("options") or {}).get("retainOnDelete"))
+            replaced.append({**entry, "immutable": [show(p) for p in forced], "retained": retained})
         else:
             changed.append(entry)
+        notes = UNAPPLIED.get(b["kind"], {})
+        unapplied += [
+            {**_ref(b), "field": show(p), "before": _at(a["inputs"], p), "after": _at(b["inputs"], p), "why": notes[p]}
+            for p in paths
+            if p in notes
+        ]
         template = [p for p in paths if _template_path(p) is not None]
         if b["kind"] in WORKLOADS and template:
             rolls.append({**_ref(b), **_rollout(b, bool(forced)), "why": _why_template(b, template, changed_files)})
@@ -226,12 +289,25 @@ def diff(old: PlanView, new: PlanView) -> dict[str, Any]:
         "changed": changed,
         "replaced": replaced,
         "removed": removed,
+        "options": options,
+        "unapplied": unapplied,
+        "options_compared": _options_recorded(old) and _options_recorded(new),
         "configs_compared": old.configs is not None,
         "config_files": config_files,
         "rolls": rolls,
         "jobs": jobs,
         "vms": vm_impact(old, new, rolls, removed),
     }
+
+
+def _removed(obj: dict[str, Any]) -> dict[str, Any]:
+    """A removed object, and what its options keep in the cluster: itself, or some of its children."""
+    options = obj.get("options") or {}
+    return {**_ref(obj), "retained": bool(options.get("retainOnDelete")), "children": options.get("transforms", [])}
+
+
+def _options_recorded(view: PlanView) -> bool:
+    return all(o.get("options") is not None for o in view.objects.values())
 
 
 def _at(tree: Any, path: Path_) -> Any:

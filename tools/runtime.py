@@ -11,6 +11,7 @@ import base64
 import hashlib
 import json
 import runpy
+import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -53,6 +54,36 @@ class Registration:
     ignore_changes: list[str] = field(default_factory=list)
     # Where the engine also looks for this resource's state (URNs or alias specs): a moved one.
     aliases: list[Any] = field(default_factory=list)
+    protect: bool = False  # the engine refuses to delete it
+    delete_before_replace: bool = False  # a replacement deletes the old object before creating the new
+    replace_on_changes: list[str] = field(default_factory=list)  # input paths whose change replaces it
+    # What the transforms of its options do, as each says (`does`), or their names: on a chart or
+    # manifest they reach the children the mock runtime does not expand.
+    transforms: list[str] = field(default_factory=list)
+
+    def options(self) -> dict[str, Any]:
+        """The resource options the engine acts on that this resource sets (defaults left out)."""
+        found: dict[str, Any] = {
+            "protect": self.protect,
+            "retainOnDelete": self.retain_on_delete,
+            "deleteBeforeReplace": self.delete_before_replace,
+            "ignoreChanges": self.ignore_changes,
+            "replaceOnChanges": self.replace_on_changes,
+            "customTimeouts": self.custom_timeouts,
+            "aliases": [a for a in self.aliases if not self._api_version_alias(a)],
+            "transforms": self.transforms,
+        }
+        return {name: value for name, value in found.items() if value}
+
+    def _api_version_alias(self, alias: Any) -> bool:
+        """One of the aliases pulumi-kubernetes gives every object: its kind under an older API version."""
+        spec = alias.get("spec", {}) if isinstance(alias, dict) else {}
+        alias_type = spec.get("type", "")
+        return (
+            set(spec) <= {"type", "parentUrn"}
+            and alias_type.startswith("kubernetes:")
+            and alias_type.rsplit(":", 1)[-1] == self.type.rsplit(":", 1)[-1]
+        )
 
     @property
     def generated_secrets(self) -> list[str]:
@@ -113,12 +144,47 @@ class FakeCloudMocks(pulumi.runtime.Mocks):
         return {}, []  # no outputs, no failures
 
 
+def describe_transform(transform: Any) -> str:
+    """What a transform does, in its own words (`does`), or else its name."""
+    return str(getattr(transform, "does", None) or getattr(transform, "__qualname__", repr(transform)))
+
+
+class _SeeingTransforms(pulumi.runtime.Mocks):
+    """Passes every call on to `inner`, keeping the transforms of the resource being registered.
+
+    The mock monitor hands each resource's transforms (the functions themselves) to the mocks'
+    `new_resource`; it does not run them. The SDK registers resources from several threads at
+    once, each registration in one thread: what is kept is the thread's own.
+    """
+
+    def __init__(self, inner: pulumi.runtime.Mocks):
+        self.inner = inner
+        self._local = threading.local()
+
+    @property
+    def last(self) -> list[Any]:
+        return getattr(self._local, "last", [])
+
+    @last.setter
+    def last(self, transforms: list[Any]) -> None:
+        self._local.last = transforms
+
+    def new_resource(self, args: pulumi.runtime.MockResourceArgs) -> tuple[str | None, dict]:
+        self.last = list(args.transforms)
+        return self.inner.new_resource(args)
+
+    def call(self, args: pulumi.runtime.MockCallArgs) -> tuple[dict, list[tuple[str, str]] | None]:
+        return self.inner.call(args)
+
+
 class RecordingMonitor(mocks.MockMonitor):
     def __init__(self, mock: pulumi.runtime.Mocks):
-        super().__init__(mock)
+        self._seen = _SeeingTransforms(mock)
+        super().__init__(self._seen)
         self.registrations: list[Registration] = []
 
     def RegisterResource(self, request: Any) -> Any:  # noqa: N802 (gRPC method name)
+        self._seen.last = []
         response = super().RegisterResource(request)
         if request.type != "pulumi:pulumi:Stack":
             raw = json_format.MessageToDict(request.object, preserving_proto_field_name=True)
@@ -142,6 +208,10 @@ class RecordingMonitor(mocks.MockMonitor):
                         *request.aliasURNs,
                         *(json_format.MessageToDict(a, preserving_proto_field_name=True) for a in request.aliases),
                     ],
+                    protect=request.protect,
+                    delete_before_replace=request.deleteBeforeReplace,
+                    replace_on_changes=list(request.replaceOnChanges),
+                    transforms=[describe_transform(t) for t in self._seen.last],
                 )
             )
         return response
