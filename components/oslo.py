@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from components.settings import Settings
+from components.workload import Manifest, env
 
 Section = dict[str, Any]
 
@@ -72,6 +73,24 @@ def database_url(settings: Settings, user: str, password: str, database: str) ->
 
 def transport_url(settings: Settings, user: str, password: str, vhost: str) -> str:
     return f"rabbit://{user}:{password}@{settings.service_host(RABBITMQ)}:{RABBITMQ_PORT}/{vhost}"
+
+
+# The node's own address (the downward API's status.hostIP), for the pods on the host network.
+NODE_IP: Manifest = {"name": "NODE_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.hostIP"}}}
+
+
+def option_env(section: str, option: str, value: str) -> Manifest:
+    """An option given as `OS_<SECTION>__<OPTION>`, which oslo.config reads before the files.
+
+    For what only the pod knows (its node's address): one rendered file then serves every pod,
+    and the command line keeps the one `--config-file` that rootwrap filters expect.
+    """
+    return env(f"OS_{section.upper()}__{option.upper()}", value)
+
+
+def node_address_env(*options: tuple[str, str]) -> tuple[Manifest, ...]:
+    """NODE_IP, and each (section, option) set to it."""
+    return (NODE_IP, *(option_env(section, option, "$(NODE_IP)") for section, option in options))
 
 
 def logging() -> Section:

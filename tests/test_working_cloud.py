@@ -205,3 +205,18 @@ def test_rpc_daemons_are_ready_while_connected_to_rabbitmq_only() -> None:
     for workload in ("nova-conductor", "nova-scheduler", "cinder-scheduler"):
         probe = _container(plan, "Deployment", workload, workload)["readinessProbe"]["exec"]["command"]
         assert probe[-1] == "5672" and "3306" not in probe, workload
+
+
+def test_cinder_volume_takes_its_node_address_from_the_environment_and_one_config_file() -> None:
+    """cinder starts privsep-helper with cinder-volume's --config-file arguments, and cinder's filters
+    admit one (tests/real/test_cinder_volume.py runs it against them)."""
+    plan = plan_of("staging")
+    env = _env(_container(plan, "DaemonSet", "cinder-volume", "cinder-volume"))
+    assert env["NODE_IP"] == {"fieldRef": {"fieldPath": "status.hostIP"}}
+    assert env["OS_DEFAULT__MY_IP"] == env["OS_LVM__TARGET_IP_ADDRESS"] == "$(NODE_IP)"
+    script = plan.by_name("cinder-bin", "ConfigMap").inputs["data"]["cinder_volume_start.sh"]
+    [start] = [line for line in script.splitlines() if line.startswith("exec ")]
+    assert start == "exec cinder-volume --config-file /etc/cinder/cinder.conf"
+    nfs = plan_of("staging", cinder={"backend": "nfs", "nfsShares": ["nfs.example.com:/export"]})
+    nfs_env = _env(_container(nfs, "DaemonSet", "cinder-volume", "cinder-volume"))
+    assert nfs_env["OS_DEFAULT__MY_IP"] == "$(NODE_IP)" and not any(k.startswith("OS_NFS__") for k in nfs_env)
