@@ -115,8 +115,12 @@ def messaging(settings: Settings, user: str, password: str) -> dict[str, Section
     }
 
 
-def service_credentials(settings: Settings, user: str, password: str) -> Section:
-    """keystoneauth password options for calling another service as this service's user."""
+def keystone_auth(settings: Settings, user: str, password: str) -> Section:
+    """keystoneauth's password plugin options only: this service's user in the service project.
+
+    For sections that register no adapter options (no region_name), such as [service_user] and
+    nova's [cinder]; service_credentials adds the region for those that do.
+    """
     return {
         "auth_type": "password",
         "auth_url": keystone_url(settings),
@@ -125,8 +129,12 @@ def service_credentials(settings: Settings, user: str, password: str) -> Section
         "user_domain_name": "Default",
         "project_name": SERVICE_PROJECT,
         "project_domain_name": "Default",
-        "region_name": settings.region,
     }
+
+
+def service_credentials(settings: Settings, user: str, password: str) -> Section:
+    """keystoneauth password options for calling another service as this service's user."""
+    return {**keystone_auth(settings, user, password), "region_name": settings.region}
 
 
 def keystone_authtoken(settings: Settings, user: str, secrets: Mapping[str, str]) -> Section:
@@ -151,9 +159,7 @@ def service_user(settings: Settings, user: str, password: str) -> Section:
 
     Only authentication options: [service_user] has no region (keystone is found by auth_url).
     """
-    credentials = service_credentials(settings, user, password)
-    del credentials["region_name"]
-    return {"send_service_user_token": True, **credentials}
+    return {"send_service_user_token": True, **keystone_auth(settings, user, password)}
 
 
 def cache(settings: Settings) -> Section:

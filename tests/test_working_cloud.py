@@ -220,3 +220,15 @@ def test_cinder_volume_takes_its_node_address_from_the_environment_and_one_confi
     nfs = plan_of("staging", cinder={"backend": "nfs", "nfsShares": ["nfs.example.com:/export"]})
     nfs_env = _env(_container(nfs, "DaemonSet", "cinder-volume", "cinder-volume"))
     assert nfs_env["OS_DEFAULT__MY_IP"] == "$(NODE_IP)" and not any(k.startswith("OS_NFS__") for k in nfs_env)
+
+
+def test_nova_calls_cinder_without_a_user_token_as_nova() -> None:
+    """Periodic tasks and nova-compute's clean-up at start use [cinder]'s credentials (tests/real loads
+    them with nova); nova's own user, so no node learns cinder's password."""
+    plan = plan_of("prod")
+    confs = [parse_ini(_files(plan, "nova")["nova.conf"]), parse_ini(_files(plan, "compute")["nova-kvm-general.conf"])]
+    for conf in confs:
+        cinder, placement = conf["cinder"], conf["placement"]
+        assert cinder["auth_type"] == "password" and cinder["username"] == "nova"
+        assert cinder["password"] == placement["password"]
+        assert "region_name" not in cinder  # [cinder] names its region os_region_name
