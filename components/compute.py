@@ -158,6 +158,7 @@ class _Containers:
                 env("ESCAPE_POD_CGROUP", str(role.host_pid).lower()),
                 NODE_IP,
                 *libvirt.sasl_env(),
+                *libvirt.qemu_env(self.group),
             ),
             probe=Probe(command=("virsh", "-c", "qemu:///system", "uri")),
         )
