@@ -81,7 +81,13 @@ def ovs_agent_sections(ctx: RenderContext) -> dict[str, dict]:
             "datapath_type": net.datapath_type,
             "ovsdb_connection": OVSDB_CONNECTION,
         },
-        "agent": {"tunnel_types": "vxlan" if tunnelled else None, "l2_population": tunnelled},
+        # The tunnels' port is the stack's (neutron.vxlanUdpPort), not VXLAN's 4789: the agents share
+        # the nodes' network namespace with the cluster's network plugin, which may tunnel on it.
+        "agent": {
+            "tunnel_types": "vxlan" if tunnelled else None,
+            "vxlan_udp_port": net.vxlan_udp_port if tunnelled else None,
+            "l2_population": tunnelled,
+        },
         "securitygroup": {"firewall_driver": "openvswitch", "enable_security_group": True},
     }
 

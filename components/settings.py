@@ -179,6 +179,35 @@ class Cinder(Model):
         return self
 
 
+# The OVS agent's VXLAN tunnels listen in the nodes' own network namespace, where the cluster's
+# network plugin runs its tunnels too: a port bound twice fails one of them, or delivers one's
+# packets to the other. UDP ports taken there, and by whom.
+TAKEN_UDP_PORTS = {
+    4789: "IANA's VXLAN port, used by Calico, Antrea's VXLAN mode and kube-ovn (and Open vSwitch's default)",
+    4790: "VXLAN-GPE's port",
+    4791: "RoCEv2's port (RDMA NICs take its packets in hardware)",
+    6081: "Geneve's port, used by Antrea, OVN-Kubernetes and Cilium's Geneve mode",
+    8472: "Linux's own VXLAN default, used by Flannel and Cilium",
+}
+# A UDP NodePort Service on the tunnel's port would take its packets (kube-proxy forwards them).
+NODE_PORTS = range(30000, 32768)  # Kubernetes' default --service-node-port-range
+VXLAN_UDP_PORT = 4792
+
+
+def _vxlan_udp_port(port: int) -> int:
+    if port in TAKEN_UDP_PORTS:
+        raise ValueError(
+            f"UDP {port} is {TAKEN_UDP_PORTS[port]}, which the cluster's network plugin may bind in the nodes' "
+            f"network namespace too; take another, e.g. {VXLAN_UDP_PORT}"
+        )
+    if port in NODE_PORTS:
+        raise ValueError(
+            f"UDP {port} is in Kubernetes' NodePort range ({NODE_PORTS.start}-{NODE_PORTS.stop - 1}), where a "
+            f"Service could take the tunnels' packets; take another, e.g. {VXLAN_UDP_PORT}"
+        )
+    return port
+
+
 BridgeInterfaces = dict[InterfaceName, InterfaceName]
 # neutron's OVS agent owns these bridges (integration_bridge, tunnel_bridge): no provider network goes there.
 AGENT_BRIDGES = ("br-int", "br-tun")
@@ -197,6 +226,12 @@ class Neutron(Model):
     )
     tenant_network_type: Literal["vxlan", "vlan"] = "vxlan"
     vlan_ranges: tuple[VlanRange, ...] = Field((), description="'physnet:first:last' for vlan tenant networks")
+    vxlan_udp_port: Annotated[int, Field(ge=1, le=65535), AfterValidator(_vxlan_udp_port)] = Field(
+        VXLAN_UDP_PORT,
+        description="UDP port of the OVS agents' VXLAN tunnels, in the nodes' network namespace: not one of the "
+        "ports network plugins tunnel on there (4789 Calico/Antrea, 8472 Flannel/Cilium, 6081 Geneve, "
+        "4790 VXLAN-GPE), nor RoCEv2's 4791 or the NodePort range; the nodes' firewalls must pass it",
+    )
 
     @field_validator("bridge_mappings")
     @classmethod

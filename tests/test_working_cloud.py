@@ -232,3 +232,18 @@ def test_nova_calls_cinder_without_a_user_token_as_nova() -> None:
         assert cinder["auth_type"] == "password" and cinder["username"] == "nova"
         assert cinder["password"] == placement["password"]
         assert "region_name" not in cinder  # [cinder] names its region os_region_name
+
+
+def test_vxlan_tunnels_use_the_stacks_port_on_every_agent() -> None:
+    """The agents share the nodes' network namespace with the network plugin, which may tunnel on 4789."""
+    plan = plan_of("prod")
+    port = plan.settings.neutron.vxlan_udp_port
+    assert port not in (4789, 4790, 6081, 8472)
+    # compute-etc's file is every compute and network node agent's; neutron-etc renders the same.
+    for service in ("compute", "neutron"):
+        agent = parse_ini(_files(plan, service)["openvswitch_agent.ini"])["agent"]
+        assert agent["tunnel_types"] == "vxlan" and agent["vxlan_udp_port"] == str(port), service
+    chosen = plan_of("prod", neutron={"vxlanUdpPort": 4800})
+    assert parse_ini(_files(chosen, "compute")["openvswitch_agent.ini"])["agent"]["vxlan_udp_port"] == "4800"
+    vlan = plan_of("prod", neutron={"tenantNetworkType": "vlan", "vlanRanges": ["physnet1:100:199"]})
+    assert "vxlan_udp_port" not in parse_ini(_files(vlan, "compute")["openvswitch_agent.ini"])["agent"]
