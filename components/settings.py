@@ -226,6 +226,12 @@ class Neutron(Model):
     )
     tenant_network_type: Literal["vxlan", "vlan"] = "vxlan"
     vlan_ranges: tuple[VlanRange, ...] = Field((), description="'physnet:first:last' for vlan tenant networks")
+    network_node_count: int | None = Field(
+        None,
+        ge=1,
+        description="how many nodes nodeSelectors.network selects (the cluster knows, not the program); "
+        "unset: 3 under ha, else 1. Under ha, routers are HA on up to 3 of them and networks get DHCP on 2",
+    )
     vxlan_udp_port: Annotated[int, Field(ge=1, le=65535), AfterValidator(_vxlan_udp_port)] = Field(
         VXLAN_UDP_PORT,
         description="UDP port of the OVS agents' VXLAN tunnels, in the nodes' network namespace: not one of the "
@@ -522,6 +528,13 @@ class Settings(Model):
                 "name a storage class that provides ReadWriteMany (e.g. CephFS or NFS), "
                 "or use glance.backend 'cinder' or one glance-api replica",
             )
+        if self.ha and self.network_node_count() < 2:
+            yield problem(
+                ("neutron", "networkNodeCount"),
+                self.neutron.network_node_count,
+                "under ha at least 2 network nodes are needed: a router or a network's DHCP on one node goes "
+                "down with it, and HA routers and DHCP agents need a second node to fail over to",
+            )
         yield from self._requests_within_limits()
         yield from self._overlapping_node_groups()
         # Imported here: the service modules that declare those names import this module.
@@ -600,6 +613,15 @@ class Settings(Model):
         """HA raises every replicated workload to at least three, so one node can fail."""
         wanted = self.replicas.get(workload, 1)
         return max(wanted, 3) if self.ha else wanted
+
+    def network_node_count(self) -> int:
+        """How many nodes run neutron's L3 and DHCP agents (DaemonSets on nodeSelectors.network).
+
+        The cluster decides that by its labels, and the program reads no cluster (plans are made
+        offline, and a preview must not depend on the nodes of the day), so the stack says it;
+        under ha three, as for the replicas.
+        """
+        return self.neutron.network_node_count or (3 if self.ha else 1)
 
     def resources_of(self, workload: str) -> Resources:
         """What `resources.<workload>` sets, then what `resources.default` sets, then the built-in defaults."""

@@ -247,3 +247,24 @@ def test_vxlan_tunnels_use_the_stacks_port_on_every_agent() -> None:
     assert parse_ini(_files(chosen, "compute")["openvswitch_agent.ini"])["agent"]["vxlan_udp_port"] == "4800"
     vlan = plan_of("prod", neutron={"tenantNetworkType": "vlan", "vlanRanges": ["physnet1:100:199"]})
     assert "vxlan_udp_port" not in parse_ini(_files(vlan, "compute")["openvswitch_agent.ini"])["agent"]
+
+
+@pytest.mark.parametrize(
+    ("stack", "neutron", "expected"),
+    [
+        # prod: ha and three network nodes: kolla-ansible's enable_neutron_agent_ha figures.
+        ("prod", None, ("true", "3", "2")),
+        ("prod", {"networkNodeCount": 2}, ("true", "2", "2")),
+        # Without ha a router and a network's DHCP live on one agent each (neutron's defaults).
+        ("staging", {"networkNodeCount": 3}, (None, None, None)),
+    ],
+)
+def test_routers_and_dhcp_survive_a_network_node_under_ha(
+    stack: str, neutron: dict[str, int] | None, expected: tuple[str | None, ...]
+) -> None:
+    plan = plan_of(stack, neutron=neutron) if neutron else plan_of(stack)
+    server = parse_ini(_files(plan, "neutron")["neutron.conf"])["DEFAULT"]
+    options = ("l3_ha", "max_l3_agents_per_router", "dhcp_agents_per_network")
+    assert tuple(server.get(o) for o in options) == expected
+    # Scheduling is neutron-server's: the agents' own neutron.conf (and pods) do not change.
+    assert not set(options) & set(parse_ini(_files(plan, "neutron")["neutron-agent.conf"])["DEFAULT"])
