@@ -41,6 +41,22 @@ def _backend(ctx: RenderContext) -> dict[str, object]:
     }
 
 
+def node_address_options(settings: Settings) -> tuple[tuple[str, str], ...]:
+    """cinder-volume's options that name its node's address, which only the pod knows.
+
+    They reach cinder through oslo.config's environment (as nova-compute's do), not a second
+    config file: the privsep-helper command cinder has rootwrap run repeats cinder-volume's
+    `--config-file` arguments, and cinder's own filters for it (volume.filters) admit one, under
+    /etc/ (only oslo.rootwrap's own catch-all for privsep-helper would admit more).
+    my_ip is kolla-ansible's per-host value; the LVM backend's iSCSI target listens on
+    target_ip_address (by default my_ip), named here for its backend section.
+    """
+    options = [("DEFAULT", "my_ip")]
+    if settings.cinder.backend == "lvm":
+        options.append((settings.cinder.backend, "target_ip_address"))
+    return tuple(options)
+
+
 def render(ctx: RenderContext) -> dict[str, str]:
     settings, secrets = ctx.settings, ctx.secrets
     backend = settings.cinder.backend
@@ -143,7 +159,7 @@ def cinder(settings: Settings) -> ServiceSpec:
                 env=(
                     env("CINDER_BACKEND", settings.cinder.backend),
                     env("LVM_SIZE", settings.cinder.lvm_size.replace("i", "")),
-                    {"name": "NODE_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.hostIP"}}},
+                    *oslo.node_address_env(*node_address_options(settings)),
                 ),
             ),
         ),

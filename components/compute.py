@@ -50,21 +50,21 @@ COMPUTE_NEEDS = (*NOVA_CONTROL_PLANE, "placement-api", "glance-api", "neutron-se
 OVS_AGENT_NEEDS = ("neutron-server", "neutron-rabbit-init")
 
 
-NODE_IP = {"name": "NODE_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.hostIP"}}}
-# nova-compute's options that name the node's own address. oslo.config reads OS_<GROUP>__<OPTION>
-# variables before the files, so one rendered nova.conf serves every node of a group. Consoles
-# and migrations then use the node's address, never 0.0.0.0 or the pod's loopback (as
+NODE_IP = oslo.NODE_IP
+# nova-compute's options that name the node's own address, given through oslo.config's
+# environment (oslo.node_address_env), so one rendered nova.conf serves every node of a group.
+# Consoles and migrations then use the node's address, never 0.0.0.0 or the pod's loopback (as
 # kolla-ansible's api_interface_address and openstack-helm's per-node init script do).
 NODE_ADDRESS_OPTIONS = (
-    "OS_DEFAULT__MY_IP",
-    "OS_VNC__SERVER_LISTEN",
-    "OS_VNC__SERVER_PROXYCLIENT_ADDRESS",
-    "OS_LIBVIRT__LIVE_MIGRATION_INBOUND_ADDR",
+    ("DEFAULT", "my_ip"),
+    ("vnc", "server_listen"),
+    ("vnc", "server_proxyclient_address"),
+    ("libvirt", "live_migration_inbound_addr"),
 )
 
 
 def node_address_env() -> tuple[Manifest, ...]:
-    return (NODE_IP, *(env(option, "$(NODE_IP)") for option in NODE_ADDRESS_OPTIONS))
+    return oslo.node_address_env(*NODE_ADDRESS_OPTIONS)
 
 
 def _nova_compute_conf(nova_ctx: RenderContext, group: NodeGroup) -> str:
@@ -158,6 +158,7 @@ class _Containers:
                 env("ESCAPE_POD_CGROUP", str(role.host_pid).lower()),
                 NODE_IP,
                 *libvirt.sasl_env(),
+                *libvirt.qemu_env(self.group),
             ),
             probe=Probe(command=("virsh", "-c", "qemu:///system", "uri")),
         )

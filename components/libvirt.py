@@ -15,6 +15,22 @@ from components.settings import NodeGroup
 from components.workload import Manifest, env, secret_env
 
 TCP_PORT = 16509
+# QEMU runs as nova, not root (kolla-ansible's qemu.conf): a guest that escapes QEMU is an
+# unprivileged user on the hypervisor. Kolla's nova-libvirt image makes nova a member of its
+# qemu group (configure_user(name='nova', groups='qemu')), which libvirt gives QEMU as well.
+QEMU_USER = QEMU_GROUP = "nova"
+# Kolla's qemu group (kolla/common/users.py). kolla-ansible's udev rule (99-kolla-kvm.rules)
+# gives /dev/kvm to it, mode 0660; libvirt_start.sh does the same where the host's /dev/kvm
+# grants no other group (see there).
+KOLLA_QEMU_GID = 42427
+# kolla-ansible's values. libvirt's default of 5 requests per client is the binding limit for
+# nova-compute, libvirtd's one busy client: concurrent builds and the periodic tasks starve its
+# keepalive replies and libvirtd drops the connection; more workers so that the raised cap
+# does not starve migrations and probes.
+LIBVIRTD_LIMITS = {"max_client_requests": 20, "max_workers": 50}
+# QEMU's open files and processes (RLIMIT_NOFILE, RLIMIT_NPROC): as nova, RLIMIT_NPROC counts
+# every QEMU thread of the node (root was exempt); kolla-ansible's values.
+QEMU_LIMITS = {"max_files": 32768, "max_processes": 131072}
 SASL_USER = "nova"
 SASL_MECH = "DIGEST-MD5"
 SASLDB = "/etc/libvirt/passwd.db"
@@ -41,8 +57,21 @@ def config_files(group: NodeGroup) -> dict[str, str]:
         "unix_sock_rw_perms": '"0770"',
         "auth_unix_rw": '"none"',
         "log_outputs": '"3:stderr"',
+        **LIBVIRTD_LIMITS,
     }
-    qemu = {"user": '"root"', "group": '"root"', "stdio_handler": '"file"'}
+    qemu = {
+        "user": f'"{QEMU_USER}"',
+        "group": f'"{QEMU_GROUP}"',
+        # nova-compute runs as root here (Kolla's as nova), so what it writes for a guest is
+        # root's: libvirt hands each domain's files (disks, their _base backing files, kernel,
+        # ramdisk, config drive, console.log) to QEMU's user when it starts it. libvirt's
+        # default, set because QEMU as nova relies on it (nova's driver does too).
+        "dynamic_ownership": 1,
+        # QEMU writes its own output through libvirtd (openstack-helm's choice; kolla-ansible runs
+        # virtlogd for "logd"); the guest's console log it opens itself, chowned as above.
+        "stdio_handler": '"file"',
+        **QEMU_LIMITS,
+    }
     if group.virt_type == "lxc":
         qemu = {}
     return {f"libvirtd-{group.name}.conf": _key_values(libvirtd), f"qemu-{group.name}.conf": _key_values(qemu)}
@@ -56,6 +85,15 @@ def sasl_files(password: str) -> dict[str, str]:
         "[auth-libvirt-default]\ncredentials=default\n"
     )
     return {"libvirt-sasl.conf": sasl, "libvirt-auth.conf": auth}
+
+
+def qemu_env(group: NodeGroup) -> tuple[Manifest, ...]:
+    """What libvirt_start.sh gives QEMU's user access to /dev/kvm from, for virtType kvm."""
+    return (
+        env("VIRT_TYPE", group.virt_type),
+        env("QEMU_USER", QEMU_USER),
+        env("KOLLA_QEMU_GID", str(KOLLA_QEMU_GID)),
+    )
 
 
 def sasl_env() -> tuple[Manifest, ...]:

@@ -34,6 +34,28 @@ def _conf_args(*paths: str) -> tuple[str, ...]:
     return tuple(arg for p in paths for arg in ("--config-file", p if p.startswith("/") else f"{CONFIG_DIR}/{p}"))
 
 
+# kolla-ansible's figures with enable_neutron_agent_ha: a router active on one L3 agent with two
+# standbys (keepalived, VRRP over a per-project HA network), a network's DHCP on two agents.
+L3_AGENTS_PER_ROUTER = 3
+DHCP_AGENTS_PER_NETWORK = 2
+
+
+def agent_ha(settings: Settings) -> dict[str, object]:
+    """Routers and DHCP that survive the loss of a network node, under ha with two or more of them.
+
+    Without it neutron puts each router and each network's DHCP on one agent, and losing that
+    node takes them down. Neutron schedules onto the agents alive, at most these many.
+    """
+    nodes = settings.network_node_count()
+    if not settings.ha or nodes < 2:
+        return {}
+    return {
+        "l3_ha": True,
+        "max_l3_agents_per_router": min(L3_AGENTS_PER_ROUTER, nodes),
+        "dhcp_agents_per_network": min(DHCP_AGENTS_PER_NETWORK, nodes),
+    }
+
+
 def neutron_sections(ctx: RenderContext) -> dict[str, dict]:
     """neutron.conf of neutron-server: the database, and Keystone credentials to validate tokens and call Nova."""
     settings, secrets = ctx.settings, ctx.secrets
@@ -46,6 +68,7 @@ def neutron_sections(ctx: RenderContext) -> dict[str, dict]:
                 "auth_strategy": "keystone",
                 "notify_nova_on_port_status_changes": True,
                 "notify_nova_on_port_data_changes": True,
+                **agent_ha(settings),
             },
             "database": oslo.database(settings, "neutron", secrets["database"], "neutron"),
             "keystone_authtoken": oslo.keystone_authtoken(settings, "neutron", secrets),
@@ -81,7 +104,13 @@ def ovs_agent_sections(ctx: RenderContext) -> dict[str, dict]:
             "datapath_type": net.datapath_type,
             "ovsdb_connection": OVSDB_CONNECTION,
         },
-        "agent": {"tunnel_types": "vxlan" if tunnelled else None, "l2_population": tunnelled},
+        # The tunnels' port is the stack's (neutron.vxlanUdpPort), not VXLAN's 4789: the agents share
+        # the nodes' network namespace with the cluster's network plugin, which may tunnel on it.
+        "agent": {
+            "tunnel_types": "vxlan" if tunnelled else None,
+            "vxlan_udp_port": net.vxlan_udp_port if tunnelled else None,
+            "l2_population": tunnelled,
+        },
         "securitygroup": {"firewall_driver": "openvswitch", "enable_security_group": True},
     }
 

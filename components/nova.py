@@ -40,7 +40,16 @@ def nova_sections(ctx: RenderContext) -> dict[str, dict]:
             "service_user": oslo.service_user(settings, "nova", password),
             "placement": {**oslo.service_credentials(settings, "nova", password), "valid_interfaces": "internal"},
             "glance": {"valid_interfaces": "internal", "region_name": settings.region},
-            "cinder": {"catalog_info": "volumev3::internalURL", "os_region_name": settings.region},
+            # Nova calls Cinder with an admin context and no user token from its periodic tasks and
+            # when nova-compute cleans up instances at start: then it authenticates with these
+            # (nova/volume/cinder.py), and without auth_type fails with "Unknown auth type: None".
+            # kolla-ansible gives cinder's user here; nova's own (admin in the service project) does
+            # the same, and every nova.conf, a compute node's too, already holds its password only.
+            "cinder": {
+                "catalog_info": "volumev3::internalURL",
+                "os_region_name": settings.region,
+                **oslo.keystone_auth(settings, "nova", password),
+            },
             "neutron": {
                 **oslo.service_credentials(settings, "nova", password),
                 "valid_interfaces": "internal",

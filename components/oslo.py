@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from components.settings import Settings
+from components.workload import Manifest, env
 
 Section = dict[str, Any]
 
@@ -74,6 +75,24 @@ def transport_url(settings: Settings, user: str, password: str, vhost: str) -> s
     return f"rabbit://{user}:{password}@{settings.service_host(RABBITMQ)}:{RABBITMQ_PORT}/{vhost}"
 
 
+# The node's own address (the downward API's status.hostIP), for the pods on the host network.
+NODE_IP: Manifest = {"name": "NODE_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.hostIP"}}}
+
+
+def option_env(section: str, option: str, value: str) -> Manifest:
+    """An option given as `OS_<SECTION>__<OPTION>`, which oslo.config reads before the files.
+
+    For what only the pod knows (its node's address): one rendered file then serves every pod,
+    and the command line keeps the one `--config-file` that rootwrap filters expect.
+    """
+    return env(f"OS_{section.upper()}__{option.upper()}", value)
+
+
+def node_address_env(*options: tuple[str, str]) -> tuple[Manifest, ...]:
+    """NODE_IP, and each (section, option) set to it."""
+    return (NODE_IP, *(option_env(section, option, "$(NODE_IP)") for section, option in options))
+
+
 def logging() -> Section:
     # Containers log to stderr; the cluster's log collector takes it from there.
     return {"debug": False, "use_stderr": True}
@@ -96,8 +115,12 @@ def messaging(settings: Settings, user: str, password: str) -> dict[str, Section
     }
 
 
-def service_credentials(settings: Settings, user: str, password: str) -> Section:
-    """keystoneauth password options for calling another service as this service's user."""
+def keystone_auth(settings: Settings, user: str, password: str) -> Section:
+    """keystoneauth's password plugin options only: this service's user in the service project.
+
+    For sections that register no adapter options (no region_name), such as [service_user] and
+    nova's [cinder]; service_credentials adds the region for those that do.
+    """
     return {
         "auth_type": "password",
         "auth_url": keystone_url(settings),
@@ -106,8 +129,12 @@ def service_credentials(settings: Settings, user: str, password: str) -> Section
         "user_domain_name": "Default",
         "project_name": SERVICE_PROJECT,
         "project_domain_name": "Default",
-        "region_name": settings.region,
     }
+
+
+def service_credentials(settings: Settings, user: str, password: str) -> Section:
+    """keystoneauth password options for calling another service as this service's user."""
+    return {**keystone_auth(settings, user, password), "region_name": settings.region}
 
 
 def keystone_authtoken(settings: Settings, user: str, secrets: Mapping[str, str]) -> Section:
@@ -132,9 +159,7 @@ def service_user(settings: Settings, user: str, password: str) -> Section:
 
     Only authentication options: [service_user] has no region (keystone is found by auth_url).
     """
-    credentials = service_credentials(settings, user, password)
-    del credentials["region_name"]
-    return {"send_service_user_token": True, **credentials}
+    return {"send_service_user_token": True, **keystone_auth(settings, user, password)}
 
 
 def cache(settings: Settings) -> Section:

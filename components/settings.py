@@ -205,6 +205,35 @@ class Cinder(Model):
         return self
 
 
+# The OVS agent's VXLAN tunnels listen in the nodes' own network namespace, where the cluster's
+# network plugin runs its tunnels too: a port bound twice fails one of them, or delivers one's
+# packets to the other. UDP ports taken there, and by whom.
+TAKEN_UDP_PORTS = {
+    4789: "IANA's VXLAN port, used by Calico, Antrea's VXLAN mode and kube-ovn (and Open vSwitch's default)",
+    4790: "VXLAN-GPE's port",
+    4791: "RoCEv2's port (RDMA NICs take its packets in hardware)",
+    6081: "Geneve's port, used by Antrea, OVN-Kubernetes and Cilium's Geneve mode",
+    8472: "Linux's own VXLAN default, used by Flannel and Cilium",
+}
+# A UDP NodePort Service on the tunnel's port would take its packets (kube-proxy forwards them).
+NODE_PORTS = range(30000, 32768)  # Kubernetes' default --service-node-port-range
+VXLAN_UDP_PORT = 4792
+
+
+def _vxlan_udp_port(port: int) -> int:
+    if port in TAKEN_UDP_PORTS:
+        raise ValueError(
+            f"UDP {port} is {TAKEN_UDP_PORTS[port]}, which the cluster's network plugin may bind in the nodes' "
+            f"network namespace too; take another, e.g. {VXLAN_UDP_PORT}"
+        )
+    if port in NODE_PORTS:
+        raise ValueError(
+            f"UDP {port} is in Kubernetes' NodePort range ({NODE_PORTS.start}-{NODE_PORTS.stop - 1}), where a "
+            f"Service could take the tunnels' packets; take another, e.g. {VXLAN_UDP_PORT}"
+        )
+    return port
+
+
 BridgeInterfaces = dict[InterfaceName, InterfaceName]
 # neutron's OVS agent owns these bridges (integration_bridge, tunnel_bridge): no provider network goes there.
 AGENT_BRIDGES = ("br-int", "br-tun")
@@ -223,6 +252,18 @@ class Neutron(Model):
     )
     tenant_network_type: Literal["vxlan", "vlan"] = "vxlan"
     vlan_ranges: tuple[VlanRange, ...] = Field((), description="'physnet:first:last' for vlan tenant networks")
+    network_node_count: int | None = Field(
+        None,
+        ge=1,
+        description="how many nodes nodeSelectors.network selects (the cluster knows, not the program); "
+        "unset: 3 under ha, else 1. Under ha, routers are HA on up to 3 of them and networks get DHCP on 2",
+    )
+    vxlan_udp_port: Annotated[int, Field(ge=1, le=65535), AfterValidator(_vxlan_udp_port)] = Field(
+        VXLAN_UDP_PORT,
+        description="UDP port of the OVS agents' VXLAN tunnels, in the nodes' network namespace: not one of the "
+        "ports network plugins tunnel on there (4789 Calico/Antrea, 8472 Flannel/Cilium, 6081 Geneve, "
+        "4790 VXLAN-GPE), nor RoCEv2's 4791 or the NodePort range; the nodes' firewalls must pass it",
+    )
 
     @field_validator("bridge_mappings")
     @classmethod
@@ -577,6 +618,13 @@ class Settings(Model):
                 "name a storage class that provides ReadWriteMany (e.g. CephFS or NFS) for images, "
                 "or use glance.backend 'cinder' or one glance-api replica",
             )
+        if self.ha and self.network_node_count() < 2:
+            yield problem(
+                ("neutron", "networkNodeCount"),
+                self.neutron.network_node_count,
+                "under ha at least 2 network nodes are needed: a router or a network's DHCP on one node goes "
+                "down with it, and HA routers and DHCP agents need a second node to fail over to",
+            )
         yield from self._requests_within_limits()
         yield from self._overlapping_node_groups()
         # Imported here: the service modules that declare those names import this module.
@@ -655,6 +703,15 @@ class Settings(Model):
         """HA raises every replicated workload to at least three, so one node can fail."""
         wanted = self.replicas.get(workload, 1)
         return max(wanted, 3) if self.ha else wanted
+
+    def network_node_count(self) -> int:
+        """How many nodes run neutron's L3 and DHCP agents (DaemonSets on nodeSelectors.network).
+
+        The cluster decides that by its labels, and the program reads no cluster (plans are made
+        offline, and a preview must not depend on the nodes of the day), so the stack says it;
+        under ha three, as for the replicas.
+        """
+        return self.neutron.network_node_count or (3 if self.ha else 1)
 
     def resources_of(self, workload: str) -> Resources:
         """What `resources.<workload>` sets, then what `resources.default` sets, then the built-in defaults."""

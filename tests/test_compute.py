@@ -168,11 +168,19 @@ def test_option_five_libvirt_escapes_the_pod_cgroup() -> None:
     assert "cgroup.procs" in script and "/tasks" in script  # cgroup v2 and v1 without systemd
 
 
-def test_libvirt_start_script_moves_itself_out_of_its_cgroup(tmp_path: Path) -> None:
-    """Run the real script against a fake cgroup v2 tree: it must join a group of its own.
+# Stand-ins for what libvirt_start.sh runs on a node: each logs its arguments; `stat` and `getent`
+# answer as the node's /dev/kvm and /etc/group would (FAKE_KVM_GID, FAKE_KVM_MODE, FAKE_GROUP).
+FAKE_TOOLS = {
+    "libvirtd": 'echo libvirtd started "$@"',
+    "saslpasswd2": 'echo "saslpasswd2 $* password=$(cat)"',
+    "stat": 'case "$2" in %g) echo "$FAKE_KVM_GID";; %a) echo "$FAKE_KVM_MODE";; esac',
+    "getent": '[ -n "${FAKE_GROUP:-}" ] && echo "$FAKE_GROUP" || exit 2',
+    **{tool: f'echo "{tool} $*" >> "$TOOL_LOG"' for tool in ("chgrp", "chmod", "groupadd", "usermod")},
+}
 
-    (The cloud test runs it for real on this machine's cgroup v1 tree: tests/cloud.)
-    """
+
+def _run_libvirt_start(tmp_path: Path, env: dict[str, str], kvm: Path | None = None) -> str:
+    """The real script against a fake node: its cgroup v2 tree, /etc/libvirt and the tools above."""
     cgroup = tmp_path / "sys/fs/cgroup"
     cgroup.mkdir(parents=True)
     (cgroup / "cgroup.controllers").write_text("cpu memory\n")
@@ -181,9 +189,8 @@ def test_libvirt_start_script_moves_itself_out_of_its_cgroup(tmp_path: Path) -> 
     (etc / "libvirtd.conf").write_text("listen_tcp = 1\n")
     fake_bin = tmp_path / "bin"
     fake_bin.mkdir()
-    (fake_bin / "libvirtd").write_text('#!/bin/sh\necho libvirtd started "$@"\n')
-    (fake_bin / "saslpasswd2").write_text('#!/bin/sh\necho "saslpasswd2 $* password=$(cat)"\n')
-    for tool in ("libvirtd", "saslpasswd2"):
+    for tool, body in FAKE_TOOLS.items():
+        (fake_bin / tool).write_text(f"#!/bin/sh\n{body}\n")
         (fake_bin / tool).chmod(0o755)
     script = (
         (SCRIPTS / "libvirt_start.sh")
@@ -191,20 +198,99 @@ def test_libvirt_start_script_moves_itself_out_of_its_cgroup(tmp_path: Path) -> 
         .replace("/sys/fs/cgroup", str(cgroup))
         .replace("/etc/libvirt", str(etc))
         .replace("/tmp/libvirtd.conf", str(tmp_path / "libvirtd.conf"))
+        .replace("/dev/kvm", str(kvm or tmp_path / "no-kvm"))
     )
-    env = {"ESCAPE_POD_CGROUP": "true", "NODE_IP": "192.0.2.7", "LIBVIRT_SASL_USER": "nova"}
+    base = {"NODE_IP": "192.0.2.7", "LIBVIRT_SASL_USER": "nova", "LIBVIRT_SASL_PASSWORD": "s3cret"}
     result = subprocess.run(
         ["bash", "-c", script],
-        env={**os.environ, "PATH": f"{fake_bin}:/usr/bin:/bin", **env, "LIBVIRT_SASL_PASSWORD": "s3cret"},
+        env={**os.environ, "PATH": f"{fake_bin}:/usr/bin:/bin", "TOOL_LOG": str(tmp_path / "tools.log"), **base, **env},
         capture_output=True,
         text=True,
         check=True,
     )
-    assert f"saslpasswd2 -c -p -a libvirt -f {etc}/passwd.db nova password=s3cret" in result.stdout
-    assert f"libvirtd started --listen --config {tmp_path}/libvirtd.conf" in result.stdout
+    return result.stdout
+
+
+def test_libvirt_start_script_moves_itself_out_of_its_cgroup(tmp_path: Path) -> None:
+    """Run the real script against a fake cgroup v2 tree: it must join a group of its own.
+
+    (The cloud test runs it for real on this machine's cgroup v1 tree: tests/cloud.)
+    """
+    out = _run_libvirt_start(tmp_path, {"ESCAPE_POD_CGROUP": "true"})
+    etc = tmp_path / "etc/libvirt"
+    assert f"saslpasswd2 -c -p -a libvirt -f {etc}/passwd.db nova password=s3cret" in out
+    assert f"libvirtd started --listen --config {tmp_path}/libvirtd.conf" in out
     assert (tmp_path / "libvirtd.conf").read_text() == 'listen_tcp = 1\nlisten_addr = "192.0.2.7"\n'
-    procs = (cgroup / "machine.slice/libvirtd-pod/cgroup.procs").read_text().split()
+    procs = (tmp_path / "sys/fs/cgroup/machine.slice/libvirtd-pod/cgroup.procs").read_text().split()
     assert len(procs) == 1 and procs[0].isdigit()
+
+
+QEMU = {"QEMU_USER": "nova", "KOLLA_QEMU_GID": "42427"}
+
+
+@pytest.mark.parametrize(
+    ("node", "expected"),
+    [
+        # The lab machine's /dev/kvm: no group access. kolla-ansible's udev rule, from the pod.
+        ({"VIRT_TYPE": "kvm", "FAKE_KVM_GID": "0", "FAKE_KVM_MODE": "600"}, ["chgrp 42427 KVM", "chmod 0660 KVM"]),
+        # root's group is never given to QEMU: the device changes group instead.
+        ({"VIRT_TYPE": "kvm", "FAKE_KVM_GID": "0", "FAKE_KVM_MODE": "660"}, ["chgrp 42427 KVM", "chmod 0660 KVM"]),
+        # Ubuntu's root:kvm 0660: QEMU's user joins the host's group; the host's device is left alone.
+        (
+            {"VIRT_TYPE": "kvm", "FAKE_KVM_GID": "993", "FAKE_KVM_MODE": "660", "FAKE_GROUP": "kvm:x:993:"},
+            ["usermod -a -G kvm nova"],
+        ),
+        # A host group the image does not know gets a name here first.
+        (
+            {"VIRT_TYPE": "kvm", "FAKE_KVM_GID": "108", "FAKE_KVM_MODE": "660"},
+            ["groupadd -g 108 kvm-108", "usermod -a -G kvm-108 nova"],
+        ),
+        # A group without write access does not open the device.
+        ({"VIRT_TYPE": "kvm", "FAKE_KVM_GID": "993", "FAKE_KVM_MODE": "640"}, ["chgrp 42427 KVM", "chmod 0660 KVM"]),
+        # Emulated guests never open /dev/kvm: nothing changes.
+        ({"VIRT_TYPE": "qemu", "FAKE_KVM_GID": "0", "FAKE_KVM_MODE": "600"}, []),
+    ],
+    ids=["root-0600", "root-group-0660", "host-kvm-group", "host-group-unnamed", "group-read-only", "emulated"],
+)
+def test_libvirt_start_gives_qemu_access_to_dev_kvm(tmp_path: Path, node: dict[str, str], expected: list[str]) -> None:
+    kvm = tmp_path / "kvm"
+    kvm.touch()
+    out = _run_libvirt_start(tmp_path, {"ESCAPE_POD_CGROUP": "false", **QEMU, **node}, kvm)
+    log = tmp_path / "tools.log"
+    ran = log.read_text().splitlines() if log.exists() else []
+    assert ran == [line.replace("KVM", str(kvm)) for line in expected]
+    assert "libvirtd started" in out
+
+
+def test_libvirt_start_warns_when_kvm_is_missing(tmp_path: Path) -> None:
+    out = _run_libvirt_start(tmp_path, {"ESCAPE_POD_CGROUP": "false", "VIRT_TYPE": "kvm", **QEMU})
+    assert "libvirtd started" in out and not (tmp_path / "tools.log").exists()
+
+
+def _libvirt_files(plan: Plan) -> dict[str, dict[str, str]]:
+    """qemu.conf and libvirtd.conf of prod's node group, key by key."""
+    files = plan.by_name("compute-etc", "Secret").revealed["stringData"]
+    return {
+        name: dict(line.split(" = ", 1) for line in files[f"{name}-kvm-general.conf"].splitlines() if " = " in line)
+        for name in ("qemu", "libvirtd")
+    }
+
+
+def test_qemu_runs_as_nova() -> None:
+    """A guest escape must not give root on the hypervisor (kolla-ansible's qemu.conf)."""
+    plan = plan_of("prod")
+    qemu = _libvirt_files(plan)["qemu"]
+    assert qemu["user"] == qemu["group"] == '"nova"'
+    assert qemu["dynamic_ownership"] == "1"  # nova-compute writes as root; libvirt hands the files over
+    env = {e["name"]: e.get("value") for e in _container(plan, "libvirt-kvm-general", "libvirt")["env"]}
+    assert (env["VIRT_TYPE"], env["QEMU_USER"], env["KOLLA_QEMU_GID"]) == ("kvm", "nova", "42427")
+
+
+def test_libvirt_and_qemu_limits_are_kolla_ansibles() -> None:
+    """libvirt's 5 requests per client starve nova-compute's keepalive under concurrent builds."""
+    files = _libvirt_files(plan_of("prod"))
+    assert (files["libvirtd"]["max_client_requests"], files["libvirtd"]["max_workers"]) == ("20", "50")
+    assert (files["qemu"]["max_files"], files["qemu"]["max_processes"]) == ("32768", "131072")
 
 
 @pytest.mark.parametrize(("topology", "timeout"), [("pod-per-service", "600"), ("baremetal-hypervisor", "20")])

@@ -58,6 +58,20 @@ MALFORMED: list[tuple[dict[str, Any], str, str]] = [
         "needs virtType 'kvm'",
     ),
     ({"neutron": {"datapathType": "dpdk"}}, "openstack:neutron.datapathType", "'system' or 'netdev'"),
+    # The nodes' network namespace is the network plugin's too: its tunnel ports are refused.
+    ({"neutron": {"vxlanUdpPort": 4789}}, "openstack:neutron.vxlanUdpPort", "Calico"),
+    ({"neutron": {"vxlanUdpPort": 8472}}, "openstack:neutron.vxlanUdpPort", "Flannel and Cilium"),
+    ({"neutron": {"vxlanUdpPort": 6081}}, "openstack:neutron.vxlanUdpPort", "Geneve"),
+    ({"neutron": {"vxlanUdpPort": 4790}}, "openstack:neutron.vxlanUdpPort", "VXLAN-GPE"),
+    ({"neutron": {"vxlanUdpPort": 31000}}, "openstack:neutron.vxlanUdpPort", "NodePort range"),
+    ({"neutron": {"vxlanUdpPort": 65536}}, "openstack:neutron.vxlanUdpPort", "less than or equal to 65535"),
+    ({"neutron": {"vxlanUdpPort": "vxlan"}}, "openstack:neutron.vxlanUdpPort", "valid integer"),
+    ({"neutron": {"networkNodeCount": 0}}, "openstack:neutron.networkNodeCount", "greater than or equal to 1"),
+    (
+        {"ha": True, "storage": {"storageClass": "cephfs"}, "neutron": {"networkNodeCount": 1}},
+        "openstack:neutron.networkNodeCount",
+        "under ha at least 2 network nodes",
+    ),
     ({"neutron": {"bridgeInterfaces": {"br-ex": "a-much-too-long-nic"}}}, "openstack:neutron.bridgeInterfaces", "1-15"),
     ({"neutron": {"bridgeInterfaces": {"br-ex": "eth 1"}}}, "openstack:neutron.bridgeInterfaces", "interface name"),
     ({"neutron": {"bridgeInterfaces": {"br-prv": "eth1"}}}, "openstack:neutron", "does not map: br-prv"),
@@ -126,6 +140,13 @@ def test_ha_raises_replicas_to_three_but_keeps_larger_counts() -> None:
     assert settings.replicas_of("keystone-api") == 3
     assert settings.replicas_of("nova-api") == 5
     assert Settings.parse({}).replicas_of("keystone-api") == 1
+
+
+def test_network_nodes_are_three_under_ha_unless_the_stack_says() -> None:
+    ha = {"ha": True, "storage": {"storageClass": "cephfs"}}
+    assert Settings.parse(ha).network_node_count() == 3
+    assert Settings.parse({**ha, "neutron": {"networkNodeCount": 5}}).network_node_count() == 5
+    assert Settings.parse({}).network_node_count() == 1
 
 
 def test_default_images_are_kolla_images_of_the_release() -> None:

@@ -205,3 +205,66 @@ def test_rpc_daemons_are_ready_while_connected_to_rabbitmq_only() -> None:
     for workload in ("nova-conductor", "nova-scheduler", "cinder-scheduler"):
         probe = _container(plan, "Deployment", workload, workload)["readinessProbe"]["exec"]["command"]
         assert probe[-1] == "5672" and "3306" not in probe, workload
+
+
+def test_cinder_volume_takes_its_node_address_from_the_environment_and_one_config_file() -> None:
+    """cinder starts privsep-helper with cinder-volume's --config-file arguments, and cinder's filters
+    admit one (tests/real/test_cinder_volume.py runs it against them)."""
+    plan = plan_of("staging")
+    env = _env(_container(plan, "DaemonSet", "cinder-volume", "cinder-volume"))
+    assert env["NODE_IP"] == {"fieldRef": {"fieldPath": "status.hostIP"}}
+    assert env["OS_DEFAULT__MY_IP"] == env["OS_LVM__TARGET_IP_ADDRESS"] == "$(NODE_IP)"
+    script = plan.by_name("cinder-bin", "ConfigMap").inputs["data"]["cinder_volume_start.sh"]
+    [start] = [line for line in script.splitlines() if line.startswith("exec ")]
+    assert start == "exec cinder-volume --config-file /etc/cinder/cinder.conf"
+    nfs = plan_of("staging", cinder={"backend": "nfs", "nfsShares": ["nfs.example.com:/export"]})
+    nfs_env = _env(_container(nfs, "DaemonSet", "cinder-volume", "cinder-volume"))
+    assert nfs_env["OS_DEFAULT__MY_IP"] == "$(NODE_IP)" and not any(k.startswith("OS_NFS__") for k in nfs_env)
+
+
+def test_nova_calls_cinder_without_a_user_token_as_nova() -> None:
+    """Periodic tasks and nova-compute's clean-up at start use [cinder]'s credentials (tests/real loads
+    them with nova); nova's own user, so no node learns cinder's password."""
+    plan = plan_of("prod")
+    confs = [parse_ini(_files(plan, "nova")["nova.conf"]), parse_ini(_files(plan, "compute")["nova-kvm-general.conf"])]
+    for conf in confs:
+        cinder, placement = conf["cinder"], conf["placement"]
+        assert cinder["auth_type"] == "password" and cinder["username"] == "nova"
+        assert cinder["password"] == placement["password"]
+        assert "region_name" not in cinder  # [cinder] names its region os_region_name
+
+
+def test_vxlan_tunnels_use_the_stacks_port_on_every_agent() -> None:
+    """The agents share the nodes' network namespace with the network plugin, which may tunnel on 4789."""
+    plan = plan_of("prod")
+    port = plan.settings.neutron.vxlan_udp_port
+    assert port not in (4789, 4790, 6081, 8472)
+    # compute-etc's file is every compute and network node agent's; neutron-etc renders the same.
+    for service in ("compute", "neutron"):
+        agent = parse_ini(_files(plan, service)["openvswitch_agent.ini"])["agent"]
+        assert agent["tunnel_types"] == "vxlan" and agent["vxlan_udp_port"] == str(port), service
+    chosen = plan_of("prod", neutron={"vxlanUdpPort": 4800})
+    assert parse_ini(_files(chosen, "compute")["openvswitch_agent.ini"])["agent"]["vxlan_udp_port"] == "4800"
+    vlan = plan_of("prod", neutron={"tenantNetworkType": "vlan", "vlanRanges": ["physnet1:100:199"]})
+    assert "vxlan_udp_port" not in parse_ini(_files(vlan, "compute")["openvswitch_agent.ini"])["agent"]
+
+
+@pytest.mark.parametrize(
+    ("stack", "neutron", "expected"),
+    [
+        # prod: ha and three network nodes: kolla-ansible's enable_neutron_agent_ha figures.
+        ("prod", None, ("true", "3", "2")),
+        ("prod", {"networkNodeCount": 2}, ("true", "2", "2")),
+        # Without ha a router and a network's DHCP live on one agent each (neutron's defaults).
+        ("staging", {"networkNodeCount": 3}, (None, None, None)),
+    ],
+)
+def test_routers_and_dhcp_survive_a_network_node_under_ha(
+    stack: str, neutron: dict[str, int] | None, expected: tuple[str | None, ...]
+) -> None:
+    plan = plan_of(stack, neutron=neutron) if neutron else plan_of(stack)
+    server = parse_ini(_files(plan, "neutron")["neutron.conf"])["DEFAULT"]
+    options = ("l3_ha", "max_l3_agents_per_router", "dhcp_agents_per_network")
+    assert tuple(server.get(o) for o in options) == expected
+    # Scheduling is neutron-server's: the agents' own neutron.conf (and pods) do not change.
+    assert not set(options) & set(parse_ini(_files(plan, "neutron")["neutron-agent.conf"])["DEFAULT"])

@@ -9,6 +9,7 @@ if [ "${CINDER_BACKEND}" = "lvm" ] && ! vgs cinder-volumes >/dev/null 2>&1; then
   [ -n "$device" ] || device=$(losetup --show -f "$file")
   vgs cinder-volumes >/dev/null 2>&1 || vgcreate cinder-volumes "$device"
 fi
-# The iSCSI target listens on this node's address, which only the pod knows.
-printf '[%s]\ntarget_ip_address = %s\n' "${CINDER_BACKEND}" "${NODE_IP}" > /tmp/node.conf
-exec cinder-volume --config-file /etc/cinder/cinder.conf --config-file /tmp/node.conf
+# One config file, under /etc: cinder starts privsep-helper through rootwrap with the same
+# --config-file arguments, and cinder's filters for it admit one. The node's address comes from
+# the environment (OS_DEFAULT__MY_IP, OS_LVM__TARGET_IP_ADDRESS), which oslo.config reads first.
+exec cinder-volume --config-file /etc/cinder/cinder.conf

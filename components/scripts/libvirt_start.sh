@@ -11,6 +11,35 @@ printf '%s' "${LIBVIRT_SASL_PASSWORD}" | saslpasswd2 -c -p -a libvirt -f /etc/li
 { cat /etc/libvirt/libvirtd.conf; printf 'listen_addr = "%s"\n' "${NODE_IP}"; } > /tmp/libvirtd.conf
 libvirtd=(libvirtd --listen --config /tmp/libvirtd.conf)
 
+# QEMU runs as QEMU_USER (qemu.conf) with that user's groups, and with virtType kvm opens the
+# host's /dev/kvm. Where the host gives it to a group of its own (Ubuntu, Debian: root:kvm 0660),
+# QEMU's user joins that group in this container and the host is left as it is. Otherwise
+# (root's group, or no group access: crw------- root root) the device goes to Kolla's qemu group,
+# of which the image's nova is a member, mode 0660: what kolla-ansible's udev rule
+# 99-kolla-kvm.rules does on every KVM host (openstack-helm's libvirt chowns it to kvm likewise).
+kvm=/dev/kvm
+if [ "${VIRT_TYPE:-}" = "kvm" ]; then
+  if [ ! -e "$kvm" ]; then
+    echo "warning: $kvm does not exist: guests of virtType kvm will not start on this node" >&2
+  else
+    gid=$(stat -c %g "$kvm")
+    mode=$(stat -c %a "$kvm")
+    if [ "$gid" != 0 ] && (( (8#$mode & 8#060) == 8#060 )); then
+      group=$(getent group "$gid" | cut -d: -f1 || true)
+      if [ -z "$group" ]; then
+        group="kvm-$gid"
+        groupadd -g "$gid" "$group"
+      fi
+      usermod -a -G "$group" "${QEMU_USER}"
+      echo "$kvm: group $gid has read-write access; QEMU's user ${QEMU_USER} joins it as $group" >&2
+    else
+      chgrp "${KOLLA_QEMU_GID}" "$kvm"
+      chmod 0660 "$kvm"
+      echo "$kvm: given to group ${KOLLA_QEMU_GID} (Kolla's qemu group, ${QEMU_USER}'s), mode 0660" >&2
+    fi
+  fi
+fi
+
 if [ "${ESCAPE_POD_CGROUP:-false}" = "true" ]; then
   if command -v systemd-run >/dev/null && [ -S /run/systemd/private ]; then
     # The host's systemd puts libvirtd in a scope of its own under machine.slice.
