@@ -186,7 +186,11 @@ class _Containers:
             command=("bash", "/scripts/vswitchd_start.sh"),
             needs=(),
             scripts=("vswitchd_start.sh",),
-            env=(env("BRIDGES", bridges), env("DATAPATH_TYPE", neutron.datapath_type)),
+            env=(
+                env("BRIDGES", bridges),
+                env("DATAPATH_TYPE", neutron.datapath_type),
+                env("USERSPACE_TSO", str(neutron.userspace_tso).lower()),
+            ),
             probe=Probe(command=("ovs-appctl", "-t", "ovs-vswitchd", "version")),
         )
 

@@ -250,6 +250,12 @@ class Neutron(Model):
     datapath_type: Literal["system", "netdev"] = Field(
         "system", description="system: the kernel datapath; netdev: Open vSwitch's userspace datapath"
     )
+    userspace_tso: bool = Field(
+        True,
+        description="netdev only: Open vSwitch reads guests' taps with their offload header (userspace-tso-enable), "
+        "so that the packets of guests that leave checksums to the host pass its conntrack. Open vSwitch before "
+        "3.3 drops such packets at a VXLAN tunnel: turn it off there (Kolla's noble images have 3.3 or later)",
+    )
     tenant_network_type: Literal["vxlan", "vlan"] = "vxlan"
     vlan_ranges: tuple[VlanRange, ...] = Field((), description="'physnet:first:last' for vlan tenant networks")
     network_node_count: int | None = Field(

@@ -9,8 +9,9 @@ ovs-vsctl --no-wait init
 if [ "${DATAPATH_TYPE}" = netdev ]; then
   # Guests' virtio NICs leave TCP checksums to the host (offload). The userspace datapath reads
   # their taps without the offload header unless userspace TSO is on, and its conntrack (the
-  # security groups) then calls every such packet invalid and drops it. Read at start only.
-  ovs-vsctl --no-wait set Open_vSwitch . other_config:userspace-tso-enable=true
+  # security groups) then calls every such packet invalid and drops it. Open vSwitch before 3.3
+  # cannot tunnel such packets (neutron.userspaceTso). Read at start only: set before the daemon.
+  ovs-vsctl --no-wait set Open_vSwitch . other_config:userspace-tso-enable="${USERSPACE_TSO:-true}"
 fi
 for pair in ${BRIDGES:-}; do
   bridge=${pair%%=*}

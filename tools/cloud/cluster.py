@@ -25,6 +25,7 @@ FABRIC_NETNS = "cloud-fabric"
 PROVIDER_NETNS = "cloud-provider"
 PROVIDER_NIC = "eth1"
 PROVIDER_GATEWAY_CIDR = "172.24.4.1/24"
+PROVIDER_NETWORK = "172.24.4.0/24"
 
 
 @dataclass(frozen=True)
@@ -104,6 +105,7 @@ class Cluster:
         for node in self.nodes:
             node.state.mkdir(parents=True, exist_ok=True)
             node.create_network(FABRIC_NETNS, self.nodes)
+            node.create_cgroups()
         if self.provider_node is not None:
             self._provider_network(self.provider_node)
 
@@ -117,6 +119,12 @@ class Cluster:
         run("ip", "link", "set", "lo", "up", netns=PROVIDER_NETNS)
         run("ip", "addr", "add", PROVIDER_GATEWAY_CIDR, "dev", "uplink", netns=PROVIDER_NETNS)
         run("ip", "link", "set", "uplink", "up", netns=PROVIDER_NETNS)
+        # Counters of the pings that reach the world outside: from the provider network's own
+        # addresses (a router's gateway, after SNAT), and from anywhere else (a tenant address
+        # would mean no SNAT; no reply could find its way back).
+        for source in (["-s", PROVIDER_NETWORK], []):
+            run("iptables", "-A", "INPUT", "-p", "icmp", "--icmp-type", "echo-request", *source, "-j", "ACCEPT",
+                netns=PROVIDER_NETNS)  # fmt: skip
 
     def delete(self) -> None:
         """Every namespace, and with them whatever lives in them (escaped QEMUs among them)."""
@@ -126,3 +134,12 @@ class Cluster:
             if Path(f"/run/netns/{netns}").exists():
                 run("ip", "netns", "delete", netns, check=False)
         kill_cgroups()
+
+
+def provider_counters() -> dict[str, int]:
+    """Pings that reached the provider network's gateway: from provider addresses (SNAT), from elsewhere."""
+    listed = run("iptables", "-L", "INPUT", "-v", "-x", "-n", netns=PROVIDER_NETNS, check=False).stdout.splitlines()
+    rules = [line.split() for line in listed[2:] if line.strip()]
+    if len(rules) < 2:
+        return {}
+    return {"pings_from_provider_addresses": int(rules[0][0]), "pings_from_elsewhere": int(rules[1][0])}

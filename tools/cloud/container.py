@@ -25,6 +25,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from tools.cloud.node import LAB_NODES, make_cgroup
+
 # What containerd grants a container that asks for nothing (its default capability set).
 DEFAULT_CAPABILITIES = (
     "CHOWN", "DAC_OVERRIDE", "FSETID", "FOWNER", "MKNOD", "NET_RAW", "SETGID", "SETUID",
@@ -84,6 +86,7 @@ class Container:
     host_pid: bool
     hostname: str
     cgroups: list[Path]
+    node_cgroups: list[Path]  # its node's root groups: the cgroup namespace's root
     state: Path  # scripts, writable layer mount point, root
     log: Path
     memory_limit: int | None = None
@@ -142,7 +145,7 @@ class Container:
         lines = [f"mount -t sysfs {ro}sysfs {r}/sys", f"mount -t tmpfs -o mode=755 cgroup {r}/sys/fs/cgroup"]
         # As runc does on cgroup v1: each controller shows the container's own group as its root.
         for cgroup in self.cgroups:
-            controller = cgroup.parts[4] if len(cgroup.parts) > 4 and cgroup.parts[4] != "kubepods" else "unified"
+            controller = cgroup.parts[4] if len(cgroup.parts) > 4 and cgroup.parts[4] != LAB_NODES else "unified"
             target = f"{r}/sys/fs/cgroup/{controller}"
             lines += [f"mkdir -p {target}", f"mount --bind {shlex.quote(str(cgroup))} {target}"]
             if not self.security.privileged:
@@ -180,14 +183,20 @@ class Container:
         return lines
 
     def launch_script(self) -> str:
-        joins = "".join(f"echo $$ > {shlex.quote(str(c))}/cgroup.procs\n" for c in self.cgroups)
+        """Join the node's root groups, make the cgroup namespace there (the node's own root, as on a
+        machine of its own), then the container's groups and the other namespaces."""
+        node = "".join(f"echo $$ > {shlex.quote(str(c))}/cgroup.procs\n" for c in self.node_cgroups)
+        joins = "".join(f"echo $$ > {shlex.quote(str(c))}/cgroup.procs; " for c in self.cgroups)
         pid = "" if self.host_pid else "--pid --fork --kill-child=SIGKILL "
         ipc = "" if self.host_ipc else "--ipc "
         setup = shlex.quote(str(self.state / "setup.sh"))
+        inner = (
+            f"{joins}exec /usr/bin/nsenter --net={self.netns_path} -- "
+            f"/usr/bin/unshare --mount --propagation private --uts {ipc}{pid}-- /bin/sh {setup}"
+        )
         return (
             f"#!/bin/sh\n# {self.pod}/{self.name}: joins its cgroups and namespaces, then builds its root\n"
-            f"{joins}exec /usr/bin/nsenter --net={self.netns_path} -- "
-            f"/usr/bin/unshare --mount --propagation private --uts {ipc}{pid}-- /bin/sh {setup}\n"
+            f"{node}exec /usr/bin/unshare --cgroup -- /bin/sh -c {shlex.quote(inner)}\n"
         )
 
     # -- lifecycle -------------------------------------------------------------------------------
@@ -210,7 +219,7 @@ class Container:
 
     def _make_cgroups(self) -> None:
         for cgroup in self.cgroups:
-            _make_cgroup(cgroup)
+            make_cgroup(cgroup)
             if cgroup.parts[4:5] == ("memory",) and self.memory_limit:
                 (cgroup / "memory.limit_in_bytes").write_text(str(self.memory_limit))
             if cgroup.parts[4:5] == ("cpu",) and self.cpu_limit_millis:
@@ -253,7 +262,7 @@ class Container:
         if pid is None:
             return 1, "container not running"
         joins = "".join(f"echo $$ > {shlex.quote(str(c))}/cgroup.procs; " for c in self.cgroups)
-        enter = ["/usr/bin/nsenter", f"--target={pid}", "--mount", "--uts", "--net", "--root", "--wd"]
+        enter = ["/usr/bin/nsenter", f"--target={pid}", "--mount", "--uts", "--net", "--cgroup", "--root", "--wd"]
         if not self.host_ipc:
             enter.append("--ipc")
         if not self.host_pid:
@@ -296,17 +305,6 @@ class Container:
         if self.proc is not None:
             with contextlib.suppress(subprocess.TimeoutExpired):
                 self.proc.wait(timeout=10)
-
-
-def _make_cgroup(cgroup: Path) -> None:
-    """Create a cgroup and its parents; a new cpuset group gets its parent's CPUs and memory nodes."""
-    if cgroup.exists():
-        return
-    _make_cgroup(cgroup.parent)
-    cgroup.mkdir()
-    for inherited in ("cpuset.cpus", "cpuset.mems"):
-        if (cgroup / inherited).exists():
-            (cgroup / inherited).write_text((cgroup.parent / inherited).read_text())
 
 
 def _signal(pid: int, sig: signal.Signals) -> None:

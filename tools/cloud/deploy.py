@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -42,6 +42,9 @@ from tools.runtime import Registration
 POD_KINDS = ("Deployment", "DaemonSet", "StatefulSet")
 API_SERVER_PORT = 6443
 SYNC_SECONDS = 1.0
+# How soon a changed Secret reaches the pods that mount it: the kubelet syncs each pod about
+# every minute (syncFrequency) and reads Secrets through a cache; here a little sooner.
+KUBELET_SYNC_SECONDS = 15.0
 
 
 class DeployFailedError(RuntimeError):
@@ -384,6 +387,42 @@ class Cloud:
         pods = [p for w in [*self.workloads.values(), *self.cron_jobs] for p in w.pods]
         pods += [p for w in [*self.workloads.values(), *self.cron_jobs] if w.job for p in w.job.pods]
         return pods
+
+    # -- what the lab's API server serves (tools/cloud/apiserver.py) ----------------------------------
+
+    def api_nodes(self) -> list[Manifest]:
+        return [n.as_kubernetes() for n in self.cluster.nodes]
+
+    def api_patch_node(self, name: str, patched: Manifest) -> None:
+        node = self.cluster.node(name)
+        labels = dict(patched["metadata"].get("labels") or {})
+        labels.pop("kubernetes.io/hostname", None)
+        node.labels = labels
+        node.annotations = dict(patched["metadata"].get("annotations") or {})
+        node.unschedulable = bool((patched.get("spec") or {}).get("unschedulable"))
+        node.taints = list((patched.get("spec") or {}).get("taints") or [])
+
+    def api_pods(self, namespace: str) -> list[Manifest]:
+        if namespace != self.plan.settings.namespace:
+            return []
+        return [p.as_kubernetes(namespace) for p in self.all_pods() if p.phase not in ("Stopped",)]
+
+    def api_delete_pod(self, namespace: str, name: str) -> bool:
+        return namespace == self.plan.settings.namespace and self.delete_pod(name)
+
+    def api_update_secret(self, namespace: str, name: str, data: Mapping[str, str]) -> None:
+        """The Secret changed: the kubelet writes it again into the volumes of the pods that mount it."""
+        self.objects[("Secret", name)] = dict(data)
+
+        def sync() -> None:
+            time.sleep(KUBELET_SYNC_SECONDS)
+            for pod in self.all_pods():
+                for volume in pod.plan.synced_volumes:
+                    if (volume.kind, volume.name) == ("Secret", name) and pod.phase == "Running":
+                        volume.write(self.objects[("Secret", name)])
+                        self.log(f"kubelet: Secret {name} written again into pod {pod.plan.name}")
+
+        threading.Thread(target=sync, daemon=True).start()
 
     def workload(self, name: str) -> Workload:
         return next(w for w in self.workloads.values() if w.name == name)

@@ -17,6 +17,7 @@ import socket
 import ssl
 import threading
 import time
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -27,6 +28,7 @@ from tools.cloud.pods import ContainerPlan, PodPlan, Probe
 from tools.cloud.services import Endpoint
 
 BACKOFF_START, BACKOFF_CAP = 10.0, 300.0
+OWNERS = {"Deployment": "ReplicaSet", "CronJob": "Job"}
 TICK = 0.5
 
 
@@ -67,6 +69,7 @@ class PodRuntime:
         on_network: Callable[[PodPlan], None] = lambda plan: None,
     ):
         self.plan, self.node, self.log, self.on_network = plan, node, log, on_network
+        self.uid = str(uuid.uuid4())
         self.phase = "Pending"
         self.restarts: dict[str, int] = {c.container.name: 0 for c in plan.containers}
         self.exit_codes: dict[str, int | None] = {}
@@ -90,6 +93,24 @@ class PodRuntime:
     @property
     def ready(self) -> bool:
         return self.phase == "Running" and bool(self._ready) and all(self._ready.values())
+
+    def as_kubernetes(self, namespace: str) -> dict[str, object]:
+        """The pod as the API server shows it."""
+        ready = "True" if self.ready else "False"
+        return {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {
+                "name": self.plan.name,
+                "namespace": namespace,
+                "uid": self.uid,
+                "labels": self.plan.labels,
+                # Its controller, as `kubectl drain` reads it (a Deployment's pods are its ReplicaSet's).
+                "ownerReferences": [{"kind": OWNERS.get(self.plan.kind, self.plan.kind), "name": self.plan.workload}],
+            },
+            "spec": {"nodeName": self.node.name},
+            "status": {"phase": self.phase, "podIP": self.plan.ip, "conditions": [{"type": "Ready", "status": ready}]},
+        }
 
     def endpoint(self) -> Endpoint:
         """The pod as the endpoints controller sees it."""
@@ -253,7 +274,8 @@ class PodRuntime:
                 elif not ok and state.failures >= state.probe.failure_threshold:
                     self._ready[name] = False
             elif not ok and state.failures >= state.probe.failure_threshold:
-                self.log(f"pod {self.plan.name}: {state.record.kind} of {name} failed {state.failures}x ({detail}); restarting")
+                what = f"{state.record.kind} of {name} failed {state.failures}x ({detail})"
+                self.log(f"pod {self.plan.name}: {what}; restarting")
                 self._stop_container(plan)
                 state.failures = 0
 

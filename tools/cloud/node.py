@@ -7,9 +7,13 @@ other nodes:
   (the CNI's job), routes to the other nodes' pod ranges and, on the network node, the provider
   network's NIC; host-network pods run in it, every other pod gets a namespace of its own on the
   bridge;
-- its hostPath volumes are directories of its own, except the host's devices, kernel modules and
-  cgroup tree, which a node really shares with its pods (and here, the nodes with each other);
-- each pod gets a cgroup in every v1 controller (and in the v2 tree), under `kubepods/<node>`.
+- its hostPath volumes are directories of its own, except the host's devices and kernel modules,
+  which a node really shares with its pods (and here, the nodes with each other);
+- its cgroup tree is a subtree of the machine's (`lab-nodes/<node>` in every v1 controller and in
+  the v2 tree): its containers run in a cgroup namespace rooted there, and its hostPath
+  /sys/fs/cgroup shows that subtree, so that a pod that manages cgroups of its own (libvirt for
+  its guests, and under option 5 for itself) does so within its node, as on a machine of its own;
+- each pod gets a cgroup in every controller, `kubepods/<pod>/<container>` of its node's tree.
 """
 
 from __future__ import annotations
@@ -31,9 +35,11 @@ FABRIC_GATEWAY = str(NODE_NETWORK.network_address + 1)
 # Node i's pods get 10.244.i.0/24, its bridge cni0 the first address.
 POD_NETWORK = ipaddress.ip_network("10.244.0.0/16")
 CGROUP_ROOT = Path("/sys/fs/cgroup")
+LAB_NODES = "lab-nodes"
 KUBEPODS = "kubepods"
-# Host paths that are the machine's own, not the node's state: devices, modules and cgroups.
-SHARED_WITH_MACHINE = ("/dev", "/sys/fs/cgroup", "/lib/modules")
+# Host paths that are the machine's own, not the node's state: devices and kernel modules.
+SHARED_WITH_MACHINE = ("/dev", "/lib/modules")
+CGROUP_FS = "/sys/fs/cgroup"
 
 
 def run(
@@ -139,7 +145,10 @@ class Node:
         host_side = f"v{self.index}p{len(self.pod_netns):04d}"
         run("ip", "link", "add", host_side, "netns", self.netns, "type", "veth", "peer", "name", "eth0",
             "netns", netns)  # fmt: skip
-        run("ip", "link", "set", host_side, "master", "cni0", "up", netns=self.netns)
+        run("ip", "link", "set", "dev", host_side, "master", "cni0", "up", netns=self.netns)
+        # A pod that reaches itself through its own Service gets its packets back on its port
+        # (the CNI bridge plugin's hairpinMode).
+        run("ip", "link", "set", "dev", host_side, "type", "bridge_slave", "hairpin", "on", netns=self.netns)
         for args in (
             ("ip", "link", "set", "lo", "up"),
             ("ip", "addr", "add", f"{address}/{self.pod_cidr.prefixlen}", "dev", "eth0"),
@@ -168,18 +177,56 @@ class Node:
         """Where the node keeps a hostPath volume."""
         if any(path == shared or path.startswith(shared + "/") for shared in SHARED_WITH_MACHINE):
             return Path(path)
+        if path == CGROUP_FS or path.startswith(CGROUP_FS + "/"):
+            return self.cgroup_view / path[len(CGROUP_FS) :].lstrip("/")
         return self.state / "host" / path.lstrip("/")
 
     # -- cgroups ---------------------------------------------------------------------------------
 
+    @property
+    def cgroup_view(self) -> Path:
+        """The node's /sys/fs/cgroup: each hierarchy's mount point showing the node's subtree."""
+        return self.state / "cgroup"
+
+    def cgroup_roots(self) -> list[Path]:
+        """The node's own root group in each hierarchy of the machine."""
+        return [controller / LAB_NODES / self.name for controller in cgroup_controllers()]
+
     def cgroup_dirs(self, *parts: str) -> list[Path]:
-        return [controller / KUBEPODS / self.name / Path(*parts) for controller in cgroup_controllers()]
+        return [root / KUBEPODS / Path(*parts) for root in self.cgroup_roots()]
+
+    def create_cgroups(self) -> None:
+        """The node's subtrees, and its /sys/fs/cgroup view of them (bind mounts, in the harness's mounts)."""
+        for root in self.cgroup_roots():
+            make_cgroup(root)
+        view = self.cgroup_view
+        view.mkdir(parents=True, exist_ok=True)
+        run("mount", "-t", "tmpfs", "-o", "mode=755", f"cgroup-{self.name}", str(view))
+        for controller in cgroup_controllers():
+            target = view if controller == CGROUP_ROOT else view / controller.name
+            target.mkdir(exist_ok=True)
+            run("mount", "--bind", str(controller / LAB_NODES / self.name), str(target))
+        for entry in CGROUP_ROOT.iterdir():
+            if entry.is_symlink():  # e.g. cpu -> cpu,cpuacct on machines that co-mount them
+                (view / entry.name).symlink_to(os.readlink(entry))
+
+
+def make_cgroup(cgroup: Path) -> None:
+    """Create a cgroup and its parents; a new cpuset group gets its parent's CPUs and memory nodes."""
+    if cgroup.exists():
+        return
+    make_cgroup(cgroup.parent)
+    cgroup.mkdir()
+    for inherited in ("cpuset.cpus", "cpuset.mems"):
+        if (cgroup / inherited).exists():
+            (cgroup / inherited).write_text((cgroup.parent / inherited).read_text())
 
 
 def kill_cgroups() -> None:
-    """Kill every process of every pod of every node, then remove the cgroups (deepest first)."""
+    """Kill every process of every node (pods, and what left them: libvirt, its guests), then remove
+    the cgroups (deepest first)."""
     for controller in cgroup_controllers():
-        top = controller / KUBEPODS
+        top = controller / LAB_NODES
         if not top.exists():
             continue
         for _ in range(20):
@@ -191,12 +238,6 @@ def kill_cgroups() -> None:
         for directory in sorted((d for d in top.rglob("*") if d.is_dir()), key=lambda d: -len(d.parts)):
             _rmdir(directory)
         _rmdir(top)
-    # What a libvirt pod that moved out of its cgroup (option 5) leaves: empty groups of its
-    # own and of its guests, once their processes are gone (they are the node network's).
-    for controller in cgroup_controllers():
-        for pattern in ("machine.slice/libvirtd-pod", "machine/qemu-*"):
-            for directory in controller.glob(pattern):
-                _rmdir(directory)
 
 
 def _rmdir(directory: Path) -> None:

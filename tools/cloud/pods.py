@@ -153,6 +153,38 @@ class PodPlan:
     ports: dict[str, int] = field(default_factory=dict)  # container port name → number, for endpoints
     hostname: str = ""
     subdomain: str = ""
+    # Secret and ConfigMap volumes the kubelet keeps up to date: (kind, name) → how it wrote them.
+    synced_volumes: list[SyncedVolume] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class SyncedVolume:
+    """A Secret or ConfigMap volume as written, so that the kubelet's sync can write it again."""
+
+    kind: str
+    name: str
+    target: Path
+    items: tuple[tuple[str, str, int | None], ...]  # (key, path, mode); empty: every key
+    mode: int
+    fs_group: int | None
+
+    def write(self, data: Mapping[str, str]) -> None:
+        """Replace the files with the object's current data, each file at once (rename)."""
+        items = self.items or tuple((k, k, None) for k in data)
+        wanted = {path for key, path, _ in items if key in data}
+        for existing in [p for p in self.target.rglob("*") if p.is_file()]:
+            if str(existing.relative_to(self.target)) not in wanted:
+                existing.unlink()
+        for key, path, mode in items:
+            if key not in data:
+                continue
+            file = self.target / path
+            file.parent.mkdir(parents=True, exist_ok=True)
+            staged = file.with_name(f".{file.name}.new")
+            staged.write_text(data[key])
+            os.chown(staged, 0, self.fs_group or 0)
+            staged.chmod(mode if mode is not None else self.mode)
+            staged.replace(file)
 
 
 @dataclass
@@ -190,7 +222,11 @@ class PodFactory:
         netns = node.netns_path if host_network else f"/run/netns/pod-{name}"
         pod_sc = spec.get("securityContext") or {}
         fs_group = pod_sc.get("fsGroup")
-        volumes = {v["name"]: self._volume(v, pod_dir / "volumes", fs_group, node, name) for v in spec.get("volumes", [])}
+        synced: list[SyncedVolume] = []
+        volumes = {
+            v["name"]: self._volume(v, pod_dir / "volumes", fs_group, node, name, synced)
+            for v in spec.get("volumes", [])
+        }
         volumes.update(self._service_account(spec, pod_dir / "volumes", name))
         # The kubelet mounts Secret, ConfigMap and projected volumes read-only, whatever the pod says.
         config_volumes = frozenset(
@@ -224,6 +260,7 @@ class PodFactory:
             ports=ports,
             hostname=hostname if not host_network else "",
             subdomain=subdomain,
+            synced_volumes=synced,
         )
 
     # -- names -----------------------------------------------------------------------------------
@@ -248,7 +285,9 @@ class PodFactory:
 
     # -- volumes ---------------------------------------------------------------------------------
 
-    def _volume(self, volume: Manifest, base: Path, fs_group: int | None, node: Node, pod: str) -> Path:
+    def _volume(
+        self, volume: Manifest, base: Path, fs_group: int | None, node: Node, pod: str, synced: list[SyncedVolume]
+    ) -> Path:
         name = volume["name"]
         target = base / name
         kinds = set(volume) - {"name"}
@@ -257,11 +296,13 @@ class PodFactory:
             _known(f"pod {pod} volume {name}", source, {"secretName", "name", "items", "defaultMode", "optional"})
             reference = source.get("secretName") or source.get("name")
             data = self.objects(kind, reference)
-            items = {i["key"]: (i["path"], i.get("mode")) for i in source.get("items", [])} or {
-                k: (k, None) for k in data
-            }
-            self._write_files(target, {path: (data[key], mode) for key, (path, mode) in items.items()},
-                              source.get("defaultMode", 0o644), fs_group)  # fmt: skip
+            written = SyncedVolume(
+                kind, reference, target, tuple((i["key"], i["path"], i.get("mode")) for i in source.get("items", [])),
+                source.get("defaultMode", 0o644), fs_group,
+            )  # fmt: skip
+            target.mkdir(parents=True)
+            written.write(data)
+            synced.append(written)
             return target
         if "emptyDir" in volume:
             target.mkdir(parents=True)
@@ -290,7 +331,9 @@ class PodFactory:
         raise PodSpecError(f"pod {pod} volume {name}: kind {sorted(kinds)} is not reproduced here")
 
     @staticmethod
-    def _write_files(target: Path, files: Mapping[str, tuple[str, int | None]], mode: int, fs_group: int | None) -> None:
+    def _write_files(
+        target: Path, files: Mapping[str, tuple[str, int | None]], mode: int, fs_group: int | None
+    ) -> None:
         target.mkdir(parents=True)
         for path, (text, own_mode) in files.items():
             file = target / path
@@ -371,6 +414,7 @@ class PodFactory:
             host_ipc=pod.host_ipc,
             hostname=pod.hostname,
             cgroups=pod.node.cgroup_dirs(pod.name, manifest["name"]),
+            node_cgroups=pod.node.cgroup_roots(),
             state=pod.directory / "containers" / manifest["name"],
             log=self.logs / pod.name / f"{manifest['name']}.log",
             memory_limit=_bytes(limits["memory"]) if "memory" in limits else None,
@@ -404,7 +448,9 @@ class PodFactory:
         resolved: dict[str, str] = {}
         for source in sources:
             _known(f"container {what} envFrom", source, {"configMapRef", "secretRef", "prefix"})
-            kind, ref = ("Secret", source["secretRef"]) if "secretRef" in source else ("ConfigMap", source["configMapRef"])
+            kind, ref = (
+                ("Secret", source["secretRef"]) if "secretRef" in source else ("ConfigMap", source["configMapRef"])
+            )
             try:
                 data = self.objects(kind, ref["name"])
             except PodSpecError:

@@ -5,16 +5,25 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from tools.cloud.critical_path import critical_path
 from tools.cloud.deploy import Cloud
 
 NOT_REPRODUCED = (
-    ("operators (mariadb-operator, RabbitMQ Cluster Operator)", "no Kubernetes API server can run here: their "
-     "MariaDB and RabbitmqCluster are played by Debian's MariaDB 10.11 and RabbitMQ 3.10, one server each; "
-     "mariadb-operator's Backup (mariadb-backup) takes no dump"),
+    ("operators (mariadb-operator, RabbitMQ Cluster Operator)", "stand-ins play their MariaDB and RabbitmqCluster "
+     "(Debian's MariaDB 10.11 and RabbitMQ 3.10, one server each, behind the operators' Services; counted apart as "
+     "stand_ins); mariadb-operator's Backup (mariadb-backup) takes no dump"),
+    ("the Kubernetes API server", "a stand-in serves the nodes, pods, Secrets and Events the plan's pods and the "
+     "scenario use, with the plan's RBAC (tools/cloud/apiserver.py)"),
     ("seccomp profiles (RuntimeDefault)", "the harness applies users, groups, capabilities, no_new_privs and "
      "namespaces, not seccomp filters"),
     ("cold migration and resize", "they need SSH between compute nodes as the nova user, which the program does "
      "not deploy (README)"),
+)  # fmt: skip
+# What the lab changes of the stack's settings for this machine (tools/cloud/run.py machine_overrides).
+MACHINE_OVERRIDES = (
+    ("Open vSwitch's kernel datapath", "no openvswitch kernel module here: neutron.datapathType netdev (userspace), "
+     "with the node address on an OVS bridge so that VXLAN leaves through it (tools/cloud/cluster.py)"),
+    ("reserved host CPUs", "a node group reserves at most one CPU less than this machine has, so guests get one"),
 )  # fmt: skip
 
 
@@ -27,6 +36,8 @@ class Report:
     libvirt_restart: dict[str, Any] | None = None
     libvirt_listener: dict[str, Any] = field(default_factory=dict)
     network_policies: dict[str, Any] = field(default_factory=dict)
+    provider: dict[str, int] = field(default_factory=dict)
+    api: dict[str, Any] = field(default_factory=dict)
     deploy_error: str = ""
     not_run: list[dict[str, str]] = field(default_factory=list)
     data: dict[str, Any] = field(default_factory=dict)
@@ -35,39 +46,17 @@ class Report:
         plan_workloads = [w for w in cloud.workloads.values() if not w.stand_in and w.kind != "Job"]
         stand_ins = [w for w in cloud.workloads.values() if w.stand_in]
         long_running = [p for w in plan_workloads for p in w.pods]
-        # Every pod the plan asks of the lab's nodes: all replicas, a DaemonSet's pod per admitted node.
+        # Every pod the plan asks of the lab's nodes: a DaemonSet's pod per admitted node, every
+        # StatefulSet replica, a Deployment's pods as the lab runs them (not_run says how many).
         wanted = sum(w.replicas for w in plan_workloads)
         probes = [record for pod in long_running for record in pod.probe_records]
         jobs = [w.job for w in [*cloud.workloads.values(), *cloud.cron_jobs] if w.job is not None]
         planned_jobs = [w for w in cloud.workloads.values() if w.kind == "Job"] + [
             w for w in cloud.cron_jobs if not w.why_not_scheduled
         ]
-        server = self.user.get("server", {})
-        not_run = [{"what": f"pod of {name}", "why": why} for name, why in cannot_run.items()]
-        not_run += [
-            {"what": f"DaemonSet {w.name}", "why": w.why_not_scheduled}
-            for w in cloud.workloads.values()
-            if w.kind == "DaemonSet" and w.why_not_scheduled and w.name not in cannot_run
-        ]
-        reduced = [w for w in plan_workloads if w.kind == "Deployment" and w.replicas < w.planned_replicas]
-        if reduced:
-            not_run.append({
-                "what": "replicas beyond the first of " + ", ".join(sorted(w.name for w in reduced)),
-                "why": "two CPUs do not start three of every API within their probes' patience; the lab runs one "
-                "pod of each Deployment (StatefulSets and DaemonSets run all theirs)",
-            })  # fmt: skip
-        not_run += [{"what": what, "why": why} for what, why in NOT_REPRODUCED]
-        not_run += self.not_run
-        volume = self.user.get("volume") or {"not_run": "the scenario did not reach the volume step"}
-        if "not_run" in volume:
-            not_run.append({"what": "a Cinder volume", "why": volume["not_run"]})
         self.data = {
             "stack": self.stack,
             "topology": self.topology,
-            "pods": {"total": wanted, "started": len(long_running), "ready": sum(p.ready for p in long_running)},
-            "stand_ins": {
-                w.name: {"kind": w.kind, "pods": len(w.pods), "ready": sum(p.ready for p in w.pods)} for w in stand_ins
-            },
             "nodes": {
                 node.name: {
                     "ip": node.ip,
@@ -76,31 +65,31 @@ class Report:
                 }
                 for node in cloud.cluster.nodes
             },
+            "pods": {"total": wanted, "started": len(long_running), "ready": sum(p.ready for p in long_running)},
+            "stand_ins": {
+                w.name: {"kind": w.kind, "pods": len(w.pods), "ready": sum(p.ready for p in w.pods)} for w in stand_ins
+            },
             "probes": {"total": len(probes), "passed": sum(r.passed for r in probes)},
             "jobs": {
                 "total": len(planned_jobs),
                 "succeeded": sum(j.phase == "Complete" for j in jobs),
                 "succeeded_names": sorted({j.name for j in jobs if j.phase == "Complete"}),
             },
-            "server": {
-                "status": server.get("status"),
-                "port_status": server.get("port_status"),
-                "dhcp_lease": bool(server.get("dhcp_lease")),
-                "metadata": bool(server.get("metadata")),
-                "ip": server.get("ip"),
-                "gateway_reachable": bool(server.get("gateway_reachable")),
-                "host": server.get("host"),
-            },
+            "deploy": self._deploy(cloud),
+            "server": self._server(),
+            "peer_server": self.user.get("peer_server", {}),
             "horizon_login": bool(self.user.get("horizon", {}).get("logged_in")),
             "horizon": self.user.get("horizon", {}),
             "volume_type": self.user.get("volume_type"),
-            "volume": volume,
+            "volume": self.user.get("volume") or {"not_run": "the scenario did not reach the volume step"},
             "libvirt_restart": self.libvirt_restart or {"not_run": "no running server to test it with"},
             "libvirt_listener": self.libvirt_listener,
-            "maintenance": self.user.get("maintenance") or {"not_run": "the scenario did not reach its step"},
+            "maintenance": self._maintenance(),
             "network_policies": self.network_policies,
+            "provider_network": self.provider,
+            "api": self.api,
             "seconds": {k: round(v, 1) for k, v in self.seconds.items()},
-            "not_run": not_run,
+            "not_run": self._not_run(cloud, cannot_run, plan_workloads),
             "deploy_error": self.deploy_error,
             "user_errors": self.user.get("errors", {}),
             "unready": [
@@ -116,21 +105,102 @@ class Report:
         }
         return self.data
 
+    def _server(self) -> dict[str, Any]:
+        server, peer = self.user.get("server", {}), self.user.get("peer_server", {})
+        provider = (server.get("pings") or {}).get("172.24.4.1")
+        snat = self.provider.get("pings_from_provider_addresses", 0) > 0 and not self.provider.get(
+            "pings_from_elsewhere", 0
+        )
+        return {
+            "status": server.get("status"),
+            "port_status": server.get("port_status"),
+            "dhcp_lease": bool(server.get("dhcp_lease")),
+            "metadata": bool(server.get("metadata")),
+            "ip": server.get("ip"),
+            "gateway_reachable": bool(server.get("gateway_reachable")),
+            "host": server.get("host"),
+            # The provider network's gateway answered, and what reached it came from a provider address.
+            "provider_reachable": bool(provider) and snat,
+            # The second VM, on the other compute node, reached the first across the tunnel.
+            "peer_reachable": bool((peer.get("pings") or {}).get(server.get("ip") or "")),
+        }
+
+    def _maintenance(self) -> dict[str, Any]:
+        found = self.user.get("maintenance") or {"not_run": "the scenario did not reach its step"}
+        moved = found.get("live_migration")
+        if moved:
+            found["live_migration"] = {
+                **moved,
+                "from": moved.get("from"),
+                "to": moved.get("to"),
+                "seconds": moved.get("seconds"),
+                "vm_survived": bool(moved.get("vm_survived")),
+            }
+        return found
+
+    @staticmethod
+    def _deploy(cloud: Cloud) -> dict[str, Any]:
+        timings = {u: t for u, t in cloud.timings.items() if t.done is not None}
+        if not timings:
+            return {}
+        makespan = max(t.done for t in timings.values() if t.done is not None)
+        durations = {u: (t.done or 0) - t.created for u, t in timings.items()}
+        names = {u: f"{t.kind} {t.name}" for u, t in timings.items()}
+        path = critical_path(durations, cloud.plan.dependencies, names)
+        # How much of its timeout each wait used: a wait near its limit fails on a slower cluster.
+        used = sorted(
+            ((round(durations[u] / t.timeout, 2), names[u]) for u, t in timings.items() if t.timeout), reverse=True
+        )
+        return {
+            "makespan_s": round(makespan, 1),
+            "critical_path_s": path.seconds,
+            "ratio": round(makespan / path.seconds, 2) if path.seconds else None,
+            "critical_path": list(path.chain),
+            "closest_to_timeout": [f"{name}: {share:.0%} of its timeout" for share, name in used[:5]],
+        }
+
+    def _not_run(self, cloud: Cloud, cannot_run: dict[str, str], plan_workloads: list[Any]) -> list[dict[str, str]]:
+        not_run = [{"what": f"pod of {name}", "why": why} for name, why in cannot_run.items()]
+        not_run += [
+            {"what": f"DaemonSet {w.name}", "why": w.why_not_scheduled}
+            for w in cloud.workloads.values()
+            if w.kind == "DaemonSet" and w.why_not_scheduled and w.name not in cannot_run
+        ]
+        reduced = [w for w in plan_workloads if w.kind == "Deployment" and w.replicas < w.planned_replicas]
+        if reduced:
+            not_run.append({
+                "what": "replicas beyond the first of " + ", ".join(sorted(w.name for w in reduced)),
+                "why": "two CPUs do not start three of every API within their probes' patience; the lab runs one "
+                "pod of each Deployment (StatefulSets and DaemonSets run all theirs)",
+            })  # fmt: skip
+        not_run += [{"what": what, "why": why} for what, why in (*NOT_REPRODUCED, *MACHINE_OVERRIDES)]
+        not_run += self.not_run
+        volume = self.user.get("volume") or {}
+        if "not_run" in volume:
+            not_run.append({"what": "a Cinder volume", "why": volume["not_run"]})
+        return not_run
+
     def summary(self) -> str:
         d = self.data
-        server, restart, maintenance = d["server"], d["libvirt_restart"], d["maintenance"]
+        server, restart, maintenance, deploy = d["server"], d["libvirt_restart"], d["maintenance"], d["deploy"]
         lines = [
             f"cloud test {d['stack']} ({d['topology']})",
             "  nodes: " + "; ".join(f"{n} {len(v['pods'])} pods" for n, v in d["nodes"].items()),
-            f"  pods ready {d['pods']['ready']}/{d['pods']['total']}, probes passed {d['probes']['passed']}/"
-            f"{d['probes']['total']}, jobs succeeded {d['jobs']['succeeded']}/{d['jobs']['total']}",
-            f"  server {server['status']}, port {server['port_status']}, ip {server['ip']}, DHCP lease "
-            f"{server['dhcp_lease']}, metadata {server['metadata']}, gateway {server['gateway_reachable']}",
+            f"  pods ready {d['pods']['ready']}/{d['pods']['total']} (stand-ins: "
+            + ", ".join(f"{n} {v['ready']}/{v['pods']}" for n, v in d["stand_ins"].items())
+            + f"), probes passed {d['probes']['passed']}/{d['probes']['total']}, jobs succeeded "
+            f"{d['jobs']['succeeded']}/{d['jobs']['total']}",
+            f"  deploy: makespan {deploy.get('makespan_s')}s, critical path {deploy.get('critical_path_s')}s, "
+            f"ratio {deploy.get('ratio')}",
+            f"  server {server['status']} on {server['host']}, port {server['port_status']}, ip {server['ip']}, DHCP "
+            f"lease {server['dhcp_lease']}, metadata {server['metadata']}, provider network through SNAT "
+            f"{server['provider_reachable']}, peer VM across the tunnel {server['peer_reachable']}",
             f"  horizon login {d['horizon_login']}; volume {d['volume']}",
             f"  libvirt pod restart: {restart}",
             f"  libvirt for migrations: {d['libvirt_listener']}",
             f"  maintenance: {_maintenance_line(maintenance)}",
             f"  data stores reached: {d['network_policies']}",
+            f"  API: {d['api'].get('requests')} requests, denied {d['api'].get('denied')}",
             "  seconds: " + ", ".join(f"{k} {v}" for k, v in d["seconds"].items()),
         ]
         if d["deploy_error"]:
@@ -148,14 +218,11 @@ class Report:
 def _maintenance_line(found: dict[str, Any]) -> str:
     if "not_run" in found:
         return f"not run ({found['not_run']})"
-    line = ", ".join(
-        f"{step} {found[step].get('status')}/{found[step].get('reason')} in {found[step].get('seconds')}s"
-        for step in ("cordon", "uncordon")
-        if step in found
+    moved = found.get("live_migration") or {}
+    hand = found.get("by_hand") or {}
+    return (
+        f"controller: {moved.get('phase')} in {moved.get('seconds')}s, VM {moved.get('from')} -> {moved.get('to')}, "
+        f"survived {moved.get('vm_survived')}, pods restarted {moved.get('pods_restarted')}; by hand: "
+        f"{[(m.get('to'), m.get('counter_kept')) for m in hand.get('migrated', [])]}, "
+        f"service {hand.get('service_status')}"
     )
-    requested = found.get("requested", {})
-    attempt = found.get("migration_attempt", {})
-    line += f"; operator's disable kept {found.get('operator_disable', {}).get('kept')}"
-    line += f"; requested -> {requested.get('phase')} ({str(requested.get('progress'))[:120]})"
-    line += f"; live migration attempt -> {attempt.get('decision')} ({attempt.get('last_live_migration')})"
-    return line + (f"; errors in {', '.join(found['errors'])}" if found.get("errors") else "")

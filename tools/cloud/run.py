@@ -13,18 +13,20 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from components import maintenance
-from tools.cloud.cluster import LAYOUTS, Cluster
-from tools.cloud.deploy import Cloud, DeployFailedError
+from tools.cloud.apiserver import LabApiServer
+from tools.cloud.cluster import LAYOUTS, Cluster, provider_counters
+from tools.cloud.deploy import API_SERVER_PORT, Cloud, DeployFailedError, api_server_endpoint
 from tools.cloud.guest import BOOTED, Guest, build_guest
 from tools.cloud.isolation import check_isolation
 from tools.cloud.node import kill_cgroups
 from tools.cloud.report import Report
+from tools.cloud.services import API_SERVER_ADDRESS
+from tools.cloud.uplink import UplinkBridges
 from tools.cloud.userpod import UserPod
 from tools.cloud.vmsafety import libvirt_listener, restart_libvirt
 from tools.plan import Plan, build_plan
 from tools.realenv.openstack_venv import ensure_venv
-from tools.runtime import REPO, Registration, stack_config
+from tools.runtime import REPO, stack_config
 
 # The stacks the test starts: their stack files, changed only where this machine differs
 # from a real node (machine_overrides): no Open vSwitch kernel module, maybe no working KVM.
@@ -37,15 +39,7 @@ JOB_TIMEOUT = 600.0
 KVM_PROBE_SECONDS = 20
 NO_LVM = "LVM needs device-mapper and the LIO iSCSI target configfs; this machine's kernel has neither"
 NO_ISCSI = "iscsid needs the kernel's iSCSI transport (scsi_transport_iscsi); this machine's kernel has no modules"
-NO_API_SERVER = (
-    "it watches Nodes through the Kubernetes API, and no API server runs here: its passes run in the scenario "
-    "against the real Nova, with a Kubernetes API double (tools/cloud/maintenance_check.py)"
-)
 RBAC_KINDS = ("ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding")
-NO_API = (
-    "its pod calls the Kubernetes API with its ServiceAccount's token, and no API server runs here; "
-    "tests/real/test_key_rotation.py runs its script against real keystone-manage and a stand-in API"
-)
 
 
 def machine_overrides(stack: str, virt_type: str) -> dict[str, Any]:
@@ -62,7 +56,13 @@ def machine_overrides(stack: str, virt_type: str) -> dict[str, Any]:
         {**group, "virtType": virt_type, "reservedHostCpus": min(group.get("reservedHostCpus", 0), cpus - 1)}
         for group in groups
     ]
-    neutron = {**json.loads(config.get("openstack:neutron") or "{}"), "datapathType": "netdev"}
+    # No OVS kernel module here: the userspace datapath, and this machine's OVS (3.1) cannot tunnel
+    # offloaded packets, so userspace TSO is off and the lab's guest computes its own checksums.
+    neutron = {
+        **json.loads(config.get("openstack:neutron") or "{}"),
+        "datapathType": "netdev",
+        "userspaceTso": False,
+    }
     return {"compute": compute, "neutron": neutron}
 
 
@@ -89,15 +89,7 @@ def cannot_run(plan: Plan) -> dict[str, str]:
             component = r.inputs["spec"]["template"]["metadata"]["labels"].get("app.kubernetes.io/component")
             if component in why_not:
                 found[r.k8s_name or r.name] = why_not[component]
-        elif r.kind == "Deployment" and r.k8s_name == maintenance.NAME:
-            found[r.k8s_name] = NO_API_SERVER
-        elif r.kind == "CronJob" and "serviceAccountName" in _cron_pod(r):
-            found[r.k8s_name or r.name] = NO_API
     return found
-
-
-def _cron_pod(r: Registration) -> dict[str, Any]:
-    return r.inputs["spec"]["jobTemplate"]["spec"]["template"]["spec"]
 
 
 def admin_env(cloud: Cloud) -> dict[str, str]:
@@ -121,33 +113,32 @@ def admin_env(cloud: Cloud) -> dict[str, str]:
     raise LookupError("no Job of the plan authenticates as admin")
 
 
-def container_env(cloud: Cloud, kind: str, name: str) -> dict[str, str]:
-    """A workload's first container's environment as the kubelet resolves it (values and Secret keys)."""
-    for r in cloud.plan.custom:
-        if r.kind == kind and r.k8s_name == name:
-            resolved = {}
-            for entry in r.revealed["spec"]["template"]["spec"]["containers"][0].get("env", []):
-                if "value" in entry:
-                    resolved[entry["name"]] = entry["value"]
-                elif "secretKeyRef" in entry["valueFrom"]:
-                    ref = entry["valueFrom"]["secretKeyRef"]
-                    resolved[entry["name"]] = cloud.objects[("Secret", ref["name"])][ref["key"]]
-            return resolved
-    return {}
+def api_server(cloud: Cloud, log: Callable[[str], None]) -> LabApiServer:
+    """The lab's Kubernetes API, with the plan's RBAC and Secrets; the kubelet mounts its tokens."""
+    plan = cloud.plan
+    rbac = [r.revealed for r in plan.custom if r.kind in RBAC_KINDS]
+    addresses = (API_SERVER_ADDRESS, cloud.cluster.control_plane.ip)
+    api = LabApiServer(cloud, rbac, cloud.cluster.state / "apiserver", addresses,
+                       plan.settings.endpoints.cluster_domain, log=log)  # fmt: skip
+    for r in plan.custom:
+        if r.kind == "Secret":
+            api.add_secret(plan.settings.namespace, r.revealed)
+    cloud.factory.tokens = api.issue
+    return api
 
 
-def maintenance_env(cloud: Cloud) -> dict[str, str]:
-    """What tools/cloud/maintenance_check.py runs the controller with: its Deployment's environment
-    and the RBAC objects that say what its ServiceAccount may do."""
-    rbac = [r.revealed for r in cloud.plan.custom if r.kind in RBAC_KINDS]
-    account = {"namespace": cloud.plan.settings.namespace, "account": maintenance.NAME, "objects": rbac}
-    return {
-        "MAINTENANCE_ENV": json.dumps(container_env(cloud, "Deployment", maintenance.NAME)),
-        "MAINTENANCE_RBAC": json.dumps(account),
+def report_api(report: Report, api: LabApiServer) -> None:
+    """What the plan's pods asked of the API: refusals are findings (the plan's RBAC is too narrow)."""
+    report.api = {
+        "requests": len(api.requests),
+        "denied": api.denied,
+        "by_client": {who: sum(1 for w, *_ in api.requests if w == who) for who in {w for w, *_ in api.requests}},
     }
 
 
-def use_cloud(cloud: Cloud, user: UserPod, venv: Path, guest: Guest, why_not: dict[str, str]) -> dict[str, Any]:
+def use_cloud(
+    cloud: Cloud, api: LabApiServer, user: UserPod, venv: Path, guest: Guest, why_not: dict[str, str]
+) -> dict[str, Any]:
     """Run tools/cloud/scenario.py as a user inside the cluster would: from a pod, by the cluster's names."""
     settings = cloud.plan.settings
     volume_cannot_run = next((why for name, why in why_not.items() if name.startswith("cinder-volume")), "")
@@ -161,7 +152,12 @@ def use_cloud(cloud: Cloud, user: UserPod, venv: Path, guest: Guest, why_not: di
         "VOLUME_TYPE": settings.cinder.backend,
         "VOLUME_BACKEND_RUNS": "false" if volume_cannot_run else "true",
         "VOLUME_NOT_RUN": volume_cannot_run,
-        **maintenance_env(cloud),
+        "COMPUTE_HOSTS": ",".join(n.name for n in cloud.cluster.nodes if "compute" in n.name),
+        # An administrator's kubectl: the API server at its Service's name, its CA, a cluster-admin token.
+        "KUBE_SERVER": "https://kubernetes.default.svc",
+        "KUBE_TOKEN": api.admin_token(),
+        "KUBE_CA_FILE": str(api.ca),
+        "KUBE_NAMESPACE": settings.namespace,
     }
     command = [str(venv / "bin" / "python"), "-m", "tools.cloud.scenario", str(guest.kernel), str(guest.initramfs),
                str(guest.disk)]  # fmt: skip
@@ -228,14 +224,18 @@ def run(stack: str, out: Path, keep: bool = False) -> Report:
     cluster = build_cluster(plan, Path("/var/tmp") / f"cloud-{stack}", LAYOUT[stack])
     kill_cgroups()  # whatever an earlier run that was killed left behind
     cluster.create()
+    uplinks = UplinkBridges(cluster.nodes, log)
+    uplinks.start()
     why_not = cannot_run(plan)
     cloud = Cloud(plan, cluster, venv.path, out, log, why_not)
+    api = api_server(cloud, log)
     user = UserPod(cluster.control_plane, cluster.state / "user", plan.settings.namespace,
                    plan.settings.endpoints.cluster_domain)  # fmt: skip
     try:
         since = time.monotonic()
         try:
-            cloud.start_cluster_services(None)
+            api.start(cluster.control_plane.netns_path, API_SERVER_PORT)
+            cloud.start_cluster_services(api_server_endpoint(cluster.control_plane))
             user.start()
             cloud.deploy()
             cloud.run_cron_jobs(JOB_TIMEOUT)
@@ -245,7 +245,8 @@ def run(stack: str, out: Path, keep: bool = False) -> Report:
         phase("deploy", since)
         if not report.deploy_error:
             since = time.monotonic()
-            report.user = use_cloud(cloud, user, venv.path, guest, why_not)
+            report.user = use_cloud(cloud, api, user, venv.path, guest, why_not)
+            report.provider = provider_counters()
             log(f"user: {json.dumps(report.user)[:2000]}")
             phase("use", since)
             server = report.user.get("server", {})
@@ -256,6 +257,7 @@ def run(stack: str, out: Path, keep: bool = False) -> Report:
                 result = restart_libvirt(cloud, server["host"], server["instance_name"], server["id"], log)
                 report.libvirt_restart = result.as_dict()
                 phase("libvirt_restart", since)
+        report_api(report, api)
         report.build(cloud, why_not)
         (out / "report.json").write_text(json.dumps(report.data, indent=2) + "\n")
         print(report.summary(), flush=True)
@@ -265,7 +267,9 @@ def run(stack: str, out: Path, keep: bool = False) -> Report:
                 while True:
                     time.sleep(3600)
     finally:
+        uplinks.stop()
         cloud.stop()
+        api.stop()
         user.stop()
         cluster.delete()
     return report

@@ -113,7 +113,10 @@ def place(
 ) -> tuple[SchedulableNode | None, str]:
     """The node for one more pod of this spec, given the pods already running (node name, labels)."""
     anti = (spec.get("affinity") or {}).get("podAntiAffinity") or {}
-    unknown = set(anti) - {"requiredDuringSchedulingIgnoredDuringExecution", "preferredDuringSchedulingIgnoredDuringExecution"}
+    unknown = set(anti) - {
+        "requiredDuringSchedulingIgnoredDuringExecution",
+        "preferredDuringSchedulingIgnoredDuringExecution",
+    }
     if unknown:
         raise SchedulingError(f"podAntiAffinity {sorted(unknown)} is not implemented")
     required = anti.get("requiredDuringSchedulingIgnoredDuringExecution") or []

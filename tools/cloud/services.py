@@ -59,7 +59,9 @@ class Service:
         spec = manifest["spec"]
         unknown = set(spec) - {"selector", "ports", "clusterIP", "type", "publishNotReadyAddresses", "sessionAffinity"}
         if unknown or spec.get("type", "ClusterIP") != "ClusterIP":
-            raise ValueError(f"Service {manifest['metadata']['name']}: {sorted(unknown) or spec['type']} not implemented")
+            raise ValueError(
+                f"Service {manifest['metadata']['name']}: {sorted(unknown) or spec['type']} not implemented"
+            )
         ports = tuple(
             Port(p.get("name", ""), int(p["port"]), p.get("targetPort", p["port"]), p.get("protocol", "TCP"))
             for p in spec.get("ports", [])
@@ -281,8 +283,4 @@ class ClusterDns:
 
 def resolv_conf(namespace: str, domain: str) -> str:
     """What the kubelet writes for ClusterFirst (and ClusterFirstWithHostNet) pods."""
-    return (
-        f"search {namespace}.svc.{domain} svc.{domain} {domain}\n"
-        f"nameserver {DNS_ADDRESS}\n"
-        "options ndots:5\n"
-    )
+    return f"search {namespace}.svc.{domain} svc.{domain} {domain}\nnameserver {DNS_ADDRESS}\noptions ndots:5\n"

@@ -69,7 +69,9 @@ class StandIn:
     config_maps: dict[str, dict[str, str]]
 
 
-def _service(name: str, namespace: str, headless: bool, ports: tuple[tuple[str, int], ...], selector: Manifest) -> Manifest:
+def _service(
+    name: str, namespace: str, headless: bool, ports: tuple[tuple[str, int], ...], selector: Manifest
+) -> Manifest:
     spec: Manifest = {
         "selector": selector,
         "ports": [{"name": n, "port": p, "targetPort": p} for n, p in ports],

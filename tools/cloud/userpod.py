@@ -39,7 +39,9 @@ class UserPod:
 
     def command(self, argv: list[str]) -> list[str]:
         """argv as run from the user's pod: its network, its resolv.conf and hosts."""
-        binds = f'mount --bind "{self.state}/resolv.conf" /etc/resolv.conf && mount --bind "{self.state}/hosts" /etc/hosts'
+        binds = (
+            f'mount --bind "{self.state}/resolv.conf" /etc/resolv.conf && mount --bind "{self.state}/hosts" /etc/hosts'
+        )
         return ["ip", "netns", "exec", NETNS, "unshare", "--mount", "--propagation", "private", "--",
                 "/bin/sh", "-c", f'{binds} && exec "$@"', "user", *argv]  # fmt: skip
 

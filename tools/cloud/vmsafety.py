@@ -76,7 +76,7 @@ def _alive_lines(cloud: Cloud, host: str, instance_dir_uuid: str) -> int:
 def restart_libvirt(
     cloud: Cloud, host: str, instance: str, server_id: str, log: Callable[[str], None]
 ) -> RestartResult:
-    workload, old = _libvirt_pod(cloud, host)
+    _, old = _libvirt_pod(cloud, host)
     before, alive_before = _qemu_pid(instance), _alive_lines(cloud, host, server_id)
     log(f"vm-safety: deleting pod {old.plan.name} on {host} under {instance} (QEMU pid {before})")
     cloud.delete_pod(old.plan.name)

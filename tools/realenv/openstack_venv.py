@@ -66,7 +66,7 @@ MARKER = "openstack-venv.json"
 IMAGE_LINKS = {
     "openstack_dashboard/local/local_settings.py": "/etc/openstack-dashboard/local_settings.py",
 }
-LAYOUT = 1
+LAYOUT = 2  # 2: built relocatable
 
 
 def requirements() -> list[str]:
@@ -122,13 +122,26 @@ def _run(args: list[str | Path], log: Path, env: dict[str, str] | None = None) -
         raise RuntimeError(f"building the OpenStack venv failed (log {log}):\n{tail}")
 
 
+def _uv(base: Path, log: Path) -> Path:
+    """uv, pinned, in a small virtualenv of its own beside the builds."""
+    tools = base / f"uv-{UV_VERSION}"
+    uv = tools / "bin" / "uv"
+    if not uv.exists():
+        shutil.rmtree(tools, ignore_errors=True)
+        _run([sys.executable, "-m", "venv", tools], log)
+        _run([tools / "bin" / "python", "-m", "pip", "install", "--quiet", f"uv=={UV_VERSION}"], log)
+    return uv
+
+
 def _build(path: Path, uv_cache: Path, log: Path) -> None:
-    _run([sys.executable, "-m", "venv", path], log)
-    python = path / "bin" / "python"
-    _run([python, "-m", "pip", "install", "--quiet", f"uv=={UV_VERSION}"], log)
-    exempt = [arg for name in PINNED for arg in ("--exclude-newer-package", f"{name}=false")]
     env = dict(os.environ, UV_CACHE_DIR=str(uv_cache), UV_PYTHON_DOWNLOADS="never")
-    uv = path / "bin" / "uv"
+    uv = _uv(path.parent, log)
+    # Relocatable: its scripts find their interpreter next to themselves, not at the path they were
+    # built at. The lab mounts it where Kolla's images keep theirs (/var/lib/kolla/venv), and a
+    # container's own /tmp hides the build path of a checkout under /tmp (tools/cloud/container.py).
+    _run([uv, "venv", "--no-config", "--relocatable", "--seed", "--python", sys.executable, path], log, env)
+    python = path / "bin" / "python"
+    exempt = [arg for name in PINNED for arg in ("--exclude-newer-package", f"{name}=false")]
     install = ["install", "--no-config", "--python", str(python), "--exclude-newer", RELEASE_CUTOFF, *exempt]
     _run([uv, "pip", *install, *requirements()], log, env)
     freeze = subprocess.run(

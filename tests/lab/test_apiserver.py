@@ -1,0 +1,99 @@
+"""The lab's API server answers as kube-apiserver does where its clients depend on it, by the plan's RBAC."""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tools.cloud.apiserver import MERGE_PATCH, LabApiServer
+
+ROLE = {"kind": "Role", "metadata": {"name": "rotate", "namespace": "os"}, "rules": [
+    {"apiGroups": [""], "resources": ["secrets"], "verbs": ["get", "update"], "resourceNames": ["fernet"]}]}
+BINDING = {"kind": "RoleBinding", "metadata": {"name": "rotate", "namespace": "os"},
+           "roleRef": {"kind": "Role", "name": "rotate"},
+           "subjects": [{"kind": "ServiceAccount", "name": "rotator", "namespace": "os"}]}
+NODES_ROLE = {"kind": "ClusterRole", "metadata": {"name": "nodes"}, "rules": [
+    {"apiGroups": [""], "resources": ["nodes"], "verbs": ["list", "patch"]}]}
+NODES_BINDING = {"kind": "ClusterRoleBinding", "metadata": {"name": "nodes"},
+                 "roleRef": {"kind": "ClusterRole", "name": "nodes"},
+                 "subjects": [{"kind": "ServiceAccount", "name": "maint", "namespace": "os"}]}  # fmt: skip
+
+
+class World:
+    def __init__(self) -> None:
+        self.nodes = [{"name": "c1", "labels": {"kubernetes.io/hostname": "c1", "compute": "yes"}, "annotations": {},
+                       "taints": [], "unschedulable": False, "address": "192.168.200.13"}]  # fmt: skip
+        self.patched: list[dict[str, Any]] = []
+        self.secrets: dict[str, Mapping[str, str]] = {}
+
+    def api_nodes(self) -> list[dict[str, Any]]:
+        return self.nodes
+
+    def api_patch_node(self, name: str, patched: dict[str, Any]) -> None:
+        self.patched.append(patched)
+        self.nodes[0]["annotations"] = patched["metadata"]["annotations"]
+
+    def api_pods(self, namespace: str) -> list[dict[str, Any]]:
+        return []
+
+    def api_delete_pod(self, namespace: str, name: str) -> bool:
+        return False
+
+    def api_update_secret(self, namespace: str, name: str, data: Mapping[str, str]) -> None:
+        self.secrets[name] = data
+
+
+@pytest.fixture
+def api(tmp_path: Path) -> LabApiServer:
+    server = LabApiServer(World(), [ROLE, BINDING, NODES_ROLE, NODES_BINDING], tmp_path, ("10.96.0.1",))
+    tmp_path.joinpath("apiserver.crt").write_text("CA")
+    for name in ("fernet", "other"):
+        server.add_secret("os", {"metadata": {"name": name}, "stringData": {"0": "key"}})
+    return server
+
+
+def token(api: LabApiServer, account: str) -> str:
+    return "Bearer " + api.issue("os", account)["token"]
+
+
+def test_a_role_with_resource_names_grants_exactly_those(api: LabApiServer) -> None:
+    rotator = token(api, "rotator")
+    code, secret = api.handle("GET", "/api/v1/namespaces/os/secrets/fernet", None, rotator, None)
+    assert code == 200 and base64.b64decode(secret["data"]["0"]) == b"key"
+    assert api.handle("GET", "/api/v1/namespaces/os/secrets/other", None, rotator, None)[0] == 403
+    assert api.handle("GET", "/api/v1/namespaces/os/secrets", None, rotator, None)[0] == 403  # list
+    assert api.handle("GET", "/api/v1/nodes", None, rotator, None)[0] == 403
+    assert api.handle("GET", "/api/v1/namespaces/os/secrets/fernet", None, "Bearer nobody", None)[0] == 401
+    assert api.denied and "rotator" in api.denied[0]
+
+
+def test_an_update_needs_the_version_it_read_and_reaches_the_pods(api: LabApiServer) -> None:
+    rotator = token(api, "rotator")
+    _, secret = api.handle("GET", "/api/v1/namespaces/os/secrets/fernet", None, rotator, None)
+    stale = {**secret, "metadata": {**secret["metadata"], "resourceVersion": "0"}}
+    assert api.handle("PUT", "/api/v1/namespaces/os/secrets/fernet", stale, rotator, None)[0] == 409
+    secret["data"] = {"0": base64.b64encode(b"new").decode(), "1": base64.b64encode(b"next").decode()}
+    code, stored = api.handle("PUT", "/api/v1/namespaces/os/secrets/fernet", secret, rotator, None)
+    assert code == 200 and stored["metadata"]["resourceVersion"] != secret["metadata"]["resourceVersion"]
+    assert api.world.secrets["fernet"] == {"0": "new", "1": "next"}  # type: ignore[attr-defined]
+
+
+def test_nodes_are_patched_by_merge_patch_with_a_version_precondition(api: LabApiServer) -> None:
+    maint = token(api, "maint")
+    code, nodes = api.handle("GET", "/api/v1/nodes?labelSelector=compute%3Dyes", None, maint, None)
+    assert code == 200 and [n["metadata"]["name"] for n in nodes["items"]] == ["c1"]
+    version = nodes["items"][0]["metadata"]["resourceVersion"]
+    patch = {"metadata": {"annotations": {"a": "b"}, "resourceVersion": version}}
+    assert api.handle("PATCH", "/api/v1/nodes/c1", patch, maint, "application/json-patch+json")[0] == 415
+    code, node = api.handle("PATCH", "/api/v1/nodes/c1", patch, maint, MERGE_PATCH)
+    assert code == 200 and node["metadata"]["annotations"] == {"a": "b"}
+    assert api.handle("PATCH", "/api/v1/nodes/c1", patch, maint, MERGE_PATCH)[0] == 409  # the old version
+
+
+def test_set_based_selectors_are_refused_not_misread(api: LabApiServer) -> None:
+    maint = token(api, "maint")
+    assert api.handle("GET", "/api/v1/nodes?labelSelector=compute%20in%20(yes)", None, maint, None)[0] == 400

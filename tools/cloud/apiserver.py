@@ -1,0 +1,409 @@
+"""The lab's Kubernetes API: a stand-in for kube-apiserver, backed by the lab's own nodes, pods and Secrets.
+
+No API server can run here (it needs etcd and the control plane's binaries), so the pods of the
+plan that call the API (nova-compute-maintenance, the key rotation CronJobs) and the scenario
+(as an administrator with kubectl would) talk to this, over HTTPS at the `kubernetes` Service's
+address, with the token the kubelet mounts for their ServiceAccount. It answers as the API
+server does where its clients depend on it, and it is the cluster's state, not a copy:
+
+- Nodes: list (label selectors), get, JSON merge patch with the resourceVersion precondition;
+  what is patched is what the lab's scheduler reads (a cordon keeps new pods off the node).
+- Pods: list (label and `spec.nodeName` field selectors), get, delete (with a uid precondition):
+  the kubelet stops the pod, its DaemonSet or ReplicaSet starts a successor (tools/cloud/deploy.py).
+- Secrets: get and update (PUT) with optimistic concurrency; an update reaches the volumes of
+  the pods that mount the Secret as the kubelet's sync would (files replaced, subPath mounts not).
+- Events: create, with the API server's rule for events of cluster-scoped objects (`default`).
+
+Every request is authorised by the plan's own RBAC (Roles, ClusterRoles and their bindings,
+`resourceNames` included): a 403 here is a 403 on a cluster. Tokens are the ServiceAccounts'
+(issued when the kubelet mounts one) and one administrator's (the scenario's kubectl).
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import copy
+import json
+import secrets
+import ssl
+import subprocess
+import threading
+import uuid
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any, Protocol
+from urllib.parse import parse_qs, urlsplit
+
+from tools.cloud.netns import enter_netns
+
+Manifest = dict[str, Any]
+MERGE_PATCH = "application/merge-patch+json"
+ADMIN = ("", "cluster-admin")  # the administrator's subject: a user, not a ServiceAccount
+_VERBS = {"GET": "get", "PUT": "update", "PATCH": "patch", "DELETE": "delete", "POST": "create"}
+
+
+class LabWorld(Protocol):
+    """What the API serves, as the lab has it."""
+
+    def api_nodes(self) -> list[Manifest]: ...
+    def api_patch_node(self, name: str, patched: Manifest) -> None: ...
+    def api_pods(self, namespace: str) -> list[Manifest]: ...
+    def api_delete_pod(self, namespace: str, name: str) -> bool: ...
+    def api_update_secret(self, namespace: str, name: str, data: Mapping[str, str]) -> None: ...
+
+
+@dataclass(frozen=True)
+class Rule:
+    api_groups: frozenset[str]
+    resources: frozenset[str]
+    verbs: frozenset[str]
+    names: frozenset[str]  # resourceNames; empty: any
+
+    def allows(self, group: str, resource: str, verb: str, name: str | None) -> bool:
+        return (
+            (group in self.api_groups or "*" in self.api_groups)
+            and (resource in self.resources or "*" in self.resources)
+            and (verb in self.verbs or "*" in self.verbs)
+            and (not self.names or (name is not None and name in self.names))
+        )
+
+
+def rbac_rules(objects: Iterable[Mapping[str, Any]], namespace: str, account: str) -> list[tuple[str | None, Rule]]:
+    """(namespace the rule holds in, or None for cluster-wide; the rule) of a ServiceAccount, from RBAC objects."""
+    objects = list(objects)
+    roles = {(o["kind"], o["metadata"].get("namespace"), o["metadata"]["name"]): o for o in objects}
+    found: list[tuple[str | None, Rule]] = []
+    for binding in objects:
+        if binding["kind"] not in ("RoleBinding", "ClusterRoleBinding"):
+            continue
+        if not any(
+            s.get("kind") == "ServiceAccount" and s.get("name") == account and s.get("namespace") == namespace
+            for s in binding.get("subjects") or []
+        ):
+            continue
+        ref = binding["roleRef"]
+        where = binding["metadata"].get("namespace") if binding["kind"] == "RoleBinding" else None
+        role = roles.get((ref["kind"], where if ref["kind"] == "Role" else None, ref["name"]))
+        for rule in (role or {}).get("rules") or []:
+            found.append((where, Rule(
+                frozenset(rule.get("apiGroups") or []), frozenset(rule.get("resources") or []),
+                frozenset(rule.get("verbs") or []), frozenset(rule.get("resourceNames") or []),
+            )))  # fmt: skip
+    return found
+
+
+def merge_patch(target: Any, patch: Any) -> Any:
+    """RFC 7386."""
+    if not isinstance(patch, dict):
+        return copy.deepcopy(patch)
+    result = dict(target) if isinstance(target, dict) else {}
+    for key, value in patch.items():
+        if value is None:
+            result.pop(key, None)
+        else:
+            result[key] = merge_patch(result.get(key), value)
+    return result
+
+
+def status(code: int, reason: str, message: str) -> Manifest:
+    return {"kind": "Status", "apiVersion": "v1", "status": "Failure", "message": message, "reason": reason,
+            "code": code}  # fmt: skip
+
+
+def _selector(text: str) -> dict[str, str]:
+    """Equality-based selectors (key=value,...); set-based ones are refused, not misread."""
+    terms = [t for t in text.split(",") if t]
+    if any("=" not in t or "!=" in t for t in terms):
+        raise ValueError(f"selector {text!r}: only key=value terms are implemented by the lab's API")
+    return dict(t.replace("==", "=").split("=", 1) for t in terms)
+
+
+@dataclass
+class LabApiServer:
+    world: LabWorld
+    rbac_objects: list[Manifest]
+    state: Path
+    addresses: tuple[str, ...]  # IP addresses the certificate names (the Service's, the node's)
+    domain: str = "cluster.local"
+    tokens: dict[str, tuple[str, str]] = field(default_factory=dict)  # token → (namespace, account)
+    secrets_: dict[tuple[str, str], Manifest] = field(default_factory=dict)  # (ns, name) → Secret
+    events: list[Manifest] = field(default_factory=list)
+    requests: list[tuple[str, str, str, int]] = field(default_factory=list)  # (who, verb, path, status)
+    denied: list[str] = field(default_factory=list)
+    _versions: dict[str, int] = field(default_factory=dict)
+    _version: int = 0
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+    _server: ThreadingHTTPServer | None = None
+    log: Callable[[str], None] = print
+
+    # -- identity ----------------------------------------------------------------------------------
+
+    @property
+    def ca(self) -> Path:
+        return self.state / "apiserver.crt"
+
+    def issue(self, namespace: str, account: str) -> dict[str, str]:
+        """The files the kubelet mounts for a pod of this ServiceAccount (kube-api-access)."""
+        token = next((t for t, who in self.tokens.items() if who == (namespace, account)), None)
+        if token is None:
+            token = secrets.token_urlsafe(32)
+            self.tokens[token] = (namespace, account)
+        return {"token": token, "ca.crt": self.ca.read_text(), "namespace": namespace}
+
+    def admin_token(self) -> str:
+        return self.issue(*ADMIN)["token"]
+
+    def add_secret(self, namespace: str, manifest: Manifest) -> None:
+        stored = copy.deepcopy(manifest)
+        stored.setdefault("metadata", {})["namespace"] = namespace
+        stored["metadata"]["resourceVersion"] = self._next_version()
+        string_data = stored.pop("stringData", None) or {}
+        stored["data"] = {
+            **dict(manifest.get("data") or {}),
+            **{k: base64.b64encode(v.encode()).decode() for k, v in string_data.items()},
+        }
+        self.secrets_[(namespace, manifest["metadata"]["name"])] = stored
+
+    def _next_version(self) -> str:
+        self._version += 1
+        return str(self._version)
+
+    def _allowed(self, who: tuple[str, str], verb: str, resource: str, namespace: str | None, name: str | None) -> bool:
+        if who == ADMIN:
+            return True
+        rules = rbac_rules(self.rbac_objects, *who)
+        return any(
+            (where is None or where == namespace) and rule.allows("", resource, verb, name) for where, rule in rules
+        )
+
+    # -- serving -----------------------------------------------------------------------------------
+
+    def start(self, netns_path: str, port: int) -> None:
+        self.state.mkdir(parents=True, exist_ok=True)
+        self._certificate()
+        ready = threading.Event()
+        failure: list[BaseException] = []
+        threading.Thread(target=self._serve, args=(netns_path, port, ready, failure), daemon=True).start()
+        ready.wait(30)
+        if failure:
+            raise RuntimeError(f"the lab's API server did not start: {failure[0]}")
+
+    def _serve(self, netns_path: str, port: int, ready: threading.Event, failure: list[BaseException]) -> None:
+        api = self
+        try:
+            enter_netns(netns_path)  # the API server runs on the control-plane node's network
+
+            class Handler(BaseHTTPRequestHandler):
+                def _answer(self) -> None:
+                    length = int(self.headers.get("Content-Length") or 0)
+                    body = json.loads(self.rfile.read(length)) if length else None
+                    code, reply = api.handle(
+                        self.command, self.path, body, self.headers.get("Authorization", ""),
+                        self.headers.get("Content-Type"),
+                    )  # fmt: skip
+                    data = json.dumps(reply).encode()
+                    self.send_response(code)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", str(len(data)))
+                    self.end_headers()
+                    self.wfile.write(data)
+
+                do_GET = do_PUT = do_PATCH = do_DELETE = do_POST = _answer  # noqa: N815
+
+                def log_message(self, format: str, *args: Any) -> None:
+                    pass
+
+            server = ThreadingHTTPServer(("0.0.0.0", port), Handler)
+            context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            context.load_cert_chain(self.ca, self.state / "apiserver.key")
+            server.socket = context.wrap_socket(server.socket, server_side=True)
+            self._server = server
+        except BaseException as error:  # reported by start()
+            failure.append(error)
+            ready.set()
+            return
+        ready.set()
+        server.serve_forever(0.2)
+
+    def stop(self) -> None:
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+
+    def _certificate(self) -> None:
+        names = ["kubernetes", "kubernetes.default", "kubernetes.default.svc", f"kubernetes.default.svc.{self.domain}"]
+        alt = ",".join([*(f"DNS:{n}" for n in names), *(f"IP:{a}" for a in self.addresses)])
+        subprocess.run(
+            ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj", "/CN=kube-apiserver",
+             "-addext", f"subjectAltName={alt}", "-keyout", str(self.state / "apiserver.key"), "-out", str(self.ca)],
+            check=True, capture_output=True,
+        )  # fmt: skip
+
+    # -- the API -----------------------------------------------------------------------------------
+
+    def handle(
+        self, method: str, target: str, body: Any, authorization: str, content_type: str | None
+    ) -> tuple[int, Manifest]:
+        who = self.tokens.get(authorization.removeprefix("Bearer ")) if authorization.startswith("Bearer ") else None
+        url = urlsplit(target)
+        query = {k: v[0] for k, v in parse_qs(url.query).items()}
+        parts = url.path.strip("/").split("/")
+        with self._lock:
+            code, reply = self._handle(who, method, parts, query, body, content_type)
+            self.requests.append((":".join(who) if who else "anonymous", method, url.path, code))
+        return code, reply
+
+    def _handle(
+        self, who: tuple[str, str] | None, method: str, parts: list[str], query: Mapping[str, str], body: Any,
+        content_type: str | None,
+    ) -> tuple[int, Manifest]:  # fmt: skip
+        if who is None:
+            return 401, status(401, "Unauthorized", "Unauthorized")
+        if parts[:2] != ["api", "v1"]:
+            return 404, status(404, "NotFound", f"/{'/'.join(parts)} is not served by the lab's API")
+        rest = parts[2:]
+        namespace = None
+        if rest[:1] == ["namespaces"] and len(rest) >= 3:
+            namespace, rest = rest[1], rest[2:]
+        resource, name = rest[0] if rest else "", rest[1] if len(rest) > 1 else None
+        verb = _VERBS[method] if name or method != "GET" else "list"
+        if not self._allowed(who, verb, resource, namespace, name):
+            subject = f"system:serviceaccount:{who[0]}:{who[1]}"
+            self.denied.append(f"{subject} {verb} {resource}" + (f"/{name}" if name else "") + (
+                f" in {namespace}" if namespace else ""))  # fmt: skip
+            message = f'{resource} is forbidden: User "{subject}" cannot {verb} resource "{resource}"'
+            return 403, status(403, "Forbidden", message)
+        handler = getattr(self, f"_{verb}_{resource}", None)
+        if handler is None:
+            return 405, status(405, "MethodNotAllowed", f"{verb} {resource} is not served by the lab's API")
+        try:
+            return handler(namespace=namespace, name=name, query=query, body=body, content_type=content_type)
+        except ValueError as error:
+            return 400, status(400, "BadRequest", str(error))
+
+    # nodes
+
+    def _node(self, node: Manifest) -> Manifest:
+        name = node["name"]
+        spec: Manifest = {}
+        if node["unschedulable"]:
+            spec["unschedulable"] = True
+        if node["taints"]:
+            spec["taints"] = node["taints"]
+        return {
+            "apiVersion": "v1",
+            "kind": "Node",
+            "metadata": {
+                "name": name,
+                "uid": str(uuid.uuid5(uuid.NAMESPACE_DNS, name)),
+                "labels": node["labels"],
+                "annotations": node["annotations"],
+                "resourceVersion": str(self._versions.setdefault(f"node/{name}", 1)),
+            },
+            "spec": spec,
+            "status": {"addresses": [{"type": "InternalIP", "address": node["address"]},
+                                     {"type": "Hostname", "address": name}]},
+        }  # fmt: skip
+
+    def _list_nodes(self, query: Mapping[str, str], **_: Any) -> tuple[int, Manifest]:
+        wanted = _selector(query.get("labelSelector", ""))
+        items = [self._node(n) for n in self.world.api_nodes()]
+        items = [n for n in items if wanted.items() <= n["metadata"]["labels"].items()]
+        return 200, {"kind": "NodeList", "apiVersion": "v1", "items": items}
+
+    def _get_nodes(self, name: str, **_: Any) -> tuple[int, Manifest]:
+        found = [self._node(n) for n in self.world.api_nodes() if n["name"] == name]
+        return (200, found[0]) if found else (404, status(404, "NotFound", f'nodes "{name}" not found'))
+
+    def _patch_nodes(self, name: str, body: Any, content_type: str | None, **_: Any) -> tuple[int, Manifest]:
+        if content_type != MERGE_PATCH:
+            return 415, status(415, "UnsupportedMediaType", f"the lab's API takes {MERGE_PATCH} only")
+        code, node = self._get_nodes(name)
+        if code != 200:
+            return code, node
+        wanted = (body.get("metadata") or {}).get("resourceVersion")
+        if wanted and wanted != node["metadata"]["resourceVersion"]:
+            return 409, status(409, "Conflict", "the object has been modified; please apply your changes to the "
+                                                "latest version and try again")  # fmt: skip
+        patched = merge_patch(node, body)
+        if patched["metadata"].get("name") != name or patched["metadata"].get("labels") is None:
+            return 422, status(422, "Invalid", "metadata.name and metadata.labels must stay")
+        self.world.api_patch_node(name, patched)
+        self._versions[f"node/{name}"] = self._versions.get(f"node/{name}", 1) + 1
+        return self._get_nodes(name)
+
+    # pods
+
+    def _list_pods(self, namespace: str, query: Mapping[str, str], **_: Any) -> tuple[int, Manifest]:
+        fields, wanted = _selector(query.get("fieldSelector", "")), _selector(query.get("labelSelector", ""))
+        if set(fields) - {"spec.nodeName"}:
+            raise ValueError(f"field selector {query['fieldSelector']!r}: only spec.nodeName is implemented")
+        items = [
+            p for p in self.world.api_pods(namespace)
+            if wanted.items() <= p["metadata"]["labels"].items()
+            and fields.get("spec.nodeName", p["spec"]["nodeName"]) == p["spec"]["nodeName"]
+        ]  # fmt: skip
+        return 200, {"kind": "PodList", "apiVersion": "v1", "items": items}
+
+    def _get_pods(self, namespace: str, name: str, **_: Any) -> tuple[int, Manifest]:
+        found = [p for p in self.world.api_pods(namespace) if p["metadata"]["name"] == name]
+        return (200, found[0]) if found else (404, status(404, "NotFound", f'pods "{name}" not found'))
+
+    def _delete_pods(self, namespace: str, name: str, body: Any, **_: Any) -> tuple[int, Manifest]:
+        code, pod = self._get_pods(namespace, name)
+        if code != 200:
+            return code, pod
+        expected = ((body or {}).get("preconditions") or {}).get("uid")
+        if expected and expected != pod["metadata"]["uid"]:
+            return 409, status(409, "Conflict", "Precondition failed: UID in precondition does not match")
+        # Deletion is graceful: the answer comes at once, the kubelet stops the pod in its own time.
+        threading.Thread(target=self.world.api_delete_pod, args=(namespace, name), daemon=True).start()
+        return 200, pod
+
+    # secrets
+
+    def _get_secrets(self, namespace: str, name: str, **_: Any) -> tuple[int, Manifest]:
+        stored = self.secrets_.get((namespace, name))
+        if stored is None:
+            return 404, status(404, "NotFound", f'secrets "{name}" not found')
+        return 200, copy.deepcopy(stored)
+
+    def _update_secrets(self, namespace: str, name: str, body: Any, **_: Any) -> tuple[int, Manifest]:
+        stored = self.secrets_.get((namespace, name))
+        if stored is None:
+            return 404, status(404, "NotFound", f'secrets "{name}" not found')
+        metadata = body.get("metadata") or {}
+        if metadata.get("name") != name:
+            return 400, status(400, "BadRequest", "the name of the object does not match the URL")
+        if metadata.get("resourceVersion") != stored["metadata"]["resourceVersion"]:
+            return 409, status(409, "Conflict", f'Operation cannot be fulfilled on secrets "{name}": the object has '
+                                                "been modified; please apply your changes to the latest version and "
+                                                "try again")  # fmt: skip
+        try:
+            decoded = {k: base64.b64decode(v, validate=True).decode() for k, v in (body.get("data") or {}).items()}
+        except (binascii.Error, ValueError):
+            return 400, status(400, "BadRequest", "data: illegal base64 data")
+        stored["data"] = dict(body.get("data") or {})
+        for key in ("labels", "annotations"):
+            stored["metadata"][key] = dict(metadata.get(key) or {})
+        stored["metadata"]["resourceVersion"] = self._next_version()
+        self.world.api_update_secret(namespace, name, decoded)
+        return 200, copy.deepcopy(stored)
+
+    # events
+
+    def _create_events(self, namespace: str, body: Any, **_: Any) -> tuple[int, Manifest]:
+        involved = body.get("involvedObject") or {}
+        # kubernetes pkg/apis/core/validation/events.go, legacyValidateEvent (no eventTime set).
+        if not involved.get("namespace") and namespace not in ("", "default"):
+            return 422, status(422, "Invalid", 'involvedObject.namespace: Invalid value: "": does not match '
+                                               "event.namespace")  # fmt: skip
+        if involved.get("namespace") and involved["namespace"] != namespace:
+            return 422, status(422, "Invalid", "involvedObject.namespace: does not match event.namespace")
+        event = copy.deepcopy(body)
+        event["metadata"]["name"] = event["metadata"].pop("generateName", "") + uuid.uuid4().hex[:10]
+        self.events.append(event)
+        return 201, event
