@@ -11,13 +11,22 @@ import pytest
 
 from tools.cloud.apiserver import MERGE_PATCH, LabApiServer
 
-ROLE = {"kind": "Role", "metadata": {"name": "rotate", "namespace": "os"}, "rules": [
-    {"apiGroups": [""], "resources": ["secrets"], "verbs": ["get", "update"], "resourceNames": ["fernet"]}]}
-BINDING = {"kind": "RoleBinding", "metadata": {"name": "rotate", "namespace": "os"},
-           "roleRef": {"kind": "Role", "name": "rotate"},
-           "subjects": [{"kind": "ServiceAccount", "name": "rotator", "namespace": "os"}]}
-NODES_ROLE = {"kind": "ClusterRole", "metadata": {"name": "nodes"}, "rules": [
-    {"apiGroups": [""], "resources": ["nodes"], "verbs": ["list", "patch"]}]}
+ROLE = {
+    "kind": "Role",
+    "metadata": {"name": "rotate", "namespace": "os"},
+    "rules": [{"apiGroups": [""], "resources": ["secrets"], "verbs": ["get", "update"], "resourceNames": ["fernet"]}],
+}
+BINDING = {
+    "kind": "RoleBinding",
+    "metadata": {"name": "rotate", "namespace": "os"},
+    "roleRef": {"kind": "Role", "name": "rotate"},
+    "subjects": [{"kind": "ServiceAccount", "name": "rotator", "namespace": "os"}],
+}
+NODES_ROLE = {
+    "kind": "ClusterRole",
+    "metadata": {"name": "nodes"},
+    "rules": [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["list", "patch"]}],
+}
 NODES_BINDING = {"kind": "ClusterRoleBinding", "metadata": {"name": "nodes"},
                  "roleRef": {"kind": "ClusterRole", "name": "nodes"},
                  "subjects": [{"kind": "ServiceAccount", "name": "maint", "namespace": "os"}]}  # fmt: skip

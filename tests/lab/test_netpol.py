@@ -47,7 +47,9 @@ def test_an_ipblock_admits_other_nodes_only_where_the_plugin_matches_node_addres
     # Cilium's default: node addresses leave the ipBlock chain before any ipBlock matches them.
     returns = [r for r in cilium if r.endswith("-j RETURN")]
     assert returns == [f"-A KUBE-NWP-IPBLOCK -s {ip} -j RETURN" for ip in NODES]
-    assert cilium.index(returns[-1]) < cilium.index("-A KUBE-NWP-IPBLOCK -s 192.168.0.0/16 -p tcp --dport 5672 -j ACCEPT")
+    assert cilium.index(returns[-1]) < cilium.index(
+        "-A KUBE-NWP-IPBLOCK -s 192.168.0.0/16 -p tcp --dport 5672 -j ACCEPT"
+    )
 
 
 @pytest.mark.parametrize("mode", list(CniMode))

@@ -92,3 +92,30 @@ def test_probes_by_port_name(factory: tuple[PodFactory, Node]) -> None:
 def test_secret_data_reads_data_or_string_data() -> None:
     assert secret_data({"data": {"k": base64.b64encode(b"v").decode()}}) == {"k": "v"}
     assert secret_data({"stringData": {"k": "v"}}) == {"k": "v"}
+
+
+def test_mount_targets_follow_symlinks_inside_the_container_root(tmp_path: Path) -> None:
+    from tools.cloud.container import in_root
+
+    layer, base = tmp_path / "layer", tmp_path / "base"
+    (base / "run").mkdir(parents=True)
+    (base / "var").mkdir()
+    (base / "var" / "run").symlink_to("/run")  # as Debian and Ubuntu have it
+    (layer / "etc").mkdir(parents=True)
+    (layer / "etc" / "conf").symlink_to("../opt/conf")  # the image's own link wins over the base
+    assert in_root("/var/run/secrets/kubernetes.io/serviceaccount", (layer, base)) == (
+        "/run/secrets/kubernetes.io/serviceaccount"
+    )
+    assert in_root("/etc/conf/x", (layer, base)) == "/opt/conf/x"
+    assert in_root("/plain/path", (layer, base)) == "/plain/path"
+
+
+def test_a_directory_is_mounted_before_the_files_mounted_into_it(factory: tuple[PodFactory, Node]) -> None:
+    """containerd sorts mounts by depth: a file's subPath mount over an emptyDir that comes after it survives."""
+    template = pod(
+        volumes=[{"name": "keys", "secret": {"secretName": "keys"}}, {"name": "dir", "emptyDir": {}}],
+        container={"volumeMounts": [{"name": "keys", "mountPath": "/etc/k/0", "subPath": "0"},
+                                    {"name": "dir", "mountPath": "/etc/k"}]},
+    )  # fmt: skip
+    targets = [m.target for m in build(factory, template).containers[0].container.mounts]
+    assert targets.index("/etc/k") < targets.index("/etc/k/0")

@@ -19,7 +19,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tools.cloud.node import FABRIC_GATEWAY, NODE_NETWORK, Node, kill_cgroups, run
+from tools.cloud.node import FABRIC_GATEWAY, NODE_NETWORK, Node, kill_cgroups, run, tx_checksum_off
 
 FABRIC_NETNS = "cloud-fabric"
 PROVIDER_NETNS = "cloud-provider"
@@ -85,6 +85,10 @@ class Cluster:
     def control_plane(self) -> Node:
         return self.nodes[0]
 
+    def labelled(self, selector: dict[str, str]) -> list[Node]:
+        """The nodes a nodeSelector picks."""
+        return [n for n in self.nodes if selector.items() <= n.labels.items()]
+
     def create(self) -> None:
         if self.state.exists():
             shutil.rmtree(self.state)
@@ -119,6 +123,7 @@ class Cluster:
         run("ip", "link", "set", "lo", "up", netns=PROVIDER_NETNS)
         run("ip", "addr", "add", PROVIDER_GATEWAY_CIDR, "dev", "uplink", netns=PROVIDER_NETNS)
         run("ip", "link", "set", "uplink", "up", netns=PROVIDER_NETNS)
+        tx_checksum_off(PROVIDER_NETNS, "uplink")  # br-ex reads eth1 in userspace, as br-phy eth0
         # Counters of the pings that reach the world outside: from the provider network's own
         # addresses (a router's gateway, after SNAT), and from anywhere else (a tenant address
         # would mean no SNAT; no reply could find its way back).

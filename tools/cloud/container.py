@@ -35,6 +35,11 @@ DEFAULT_CAPABILITIES = (
 # The device nodes a runtime gives every unprivileged container.
 DEFAULT_DEVICES = ("null", "zero", "full", "random", "urandom", "tty")
 WRITABLE_LAYER_SIZE = "2g"
+# The limits a container starts with: containerd's, whose systemd unit sets LimitNPROC and
+# LimitNOFILE to infinity and whose CRI plugin sets none of its own, so a container gets no
+# process limit and the kernel's nr_open for files. Not this machine's (its process limit follows
+# its memory: libvirt could not raise QEMU's to qemu.conf's max_processes as the qemu user).
+RLIMITS = ("/usr/bin/prlimit", "--nproc=unlimited", "--nofile=1048576", "--")
 
 
 @dataclass(frozen=True)
@@ -167,9 +172,10 @@ class Container:
         ]
         return lines
 
-    @staticmethod
-    def _volume_mount(r: str, mount: Mount) -> list[str]:
-        target = f"{r}{shlex.quote(mount.target)}"
+    def _volume_mount(self, r: str, mount: Mount) -> list[str]:
+        # A symlink on the way (/var/run -> /run) is followed within the container's root, as runc
+        # does: followed by the shell, an absolute one would lead out of it, to the machine's /run.
+        target = f"{r}{shlex.quote(in_root(mount.target, (self.layer, Path('/'))))}"
         source = shlex.quote(str(mount.source))
         parent = shlex.quote(os.path.dirname(target))
         make = f"mkdir -p {parent} && touch {target}" if mount.is_file else f"mkdir -p {target}"
@@ -196,7 +202,7 @@ class Container:
         )
         return (
             f"#!/bin/sh\n# {self.pod}/{self.name}: joins its cgroups and namespaces, then builds its root\n"
-            f"{node}exec /usr/bin/unshare --cgroup -- /bin/sh -c {shlex.quote(inner)}\n"
+            f"{node}exec {shlex.join(RLIMITS)} /usr/bin/unshare --cgroup -- /bin/sh -c {shlex.quote(inner)}\n"
         )
 
     # -- lifecycle -------------------------------------------------------------------------------
@@ -305,6 +311,40 @@ class Container:
         if self.proc is not None:
             with contextlib.suppress(subprocess.TimeoutExpired):
                 self.proc.wait(timeout=10)
+
+
+def in_root(path: str, lowers: tuple[Path, ...]) -> str:
+    """`path` with its symlinks followed inside a root made of `lowers` (the uppermost entry wins)."""
+    parts = [p for p in path.split("/") if p]
+    resolved: list[str] = []
+    hops = 0
+    while parts:
+        part = parts.pop(0)
+        if part == "..":
+            if resolved:
+                resolved.pop()
+            continue
+        if part == ".":
+            continue
+        relative = "/".join([*resolved, part])
+        link = None
+        for lower in lowers:
+            entry = lower / relative
+            if entry.is_symlink():
+                link = os.readlink(entry)
+                break
+            if entry.exists():
+                break
+        if link is None:
+            resolved.append(part)
+            continue
+        hops += 1
+        if hops > 40:
+            raise OSError(f"too many symbolic links in {path}")
+        if link.startswith("/"):
+            resolved = []
+        parts = [p for p in link.split("/") if p] + parts
+    return "/" + "/".join(resolved)
 
 
 def _signal(pid: int, sig: signal.Signals) -> None:

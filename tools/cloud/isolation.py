@@ -34,11 +34,12 @@ def _address(cloud: Cloud, service: str) -> str:
 
 def check_isolation(cloud: Cloud) -> dict[str, Any]:
     cp = cloud.cluster.control_plane
-    compute = next((n for n in cloud.cluster.nodes if n is not cp and "compute" in n.name), None)
+    computes = cloud.cluster.labelled(cloud.plan.settings.node_selectors.compute)
+    compute = next((n for n in computes if n is not cp), None)
     openstack_pod = next(
         p for w in cloud.workloads.values() for p in w.pods
         if p.plan.labels.get("app.kubernetes.io/part-of") == "openstack" and not p.plan.host_network
-        and p.node is cp
+        and p.node is cp and w.kind == "Deployment"
     )  # fmt: skip
     cp.create_pod_network(INTRUDER, cp.allocate_ip())
     places = {"from_openstack_pod": f"pod-{openstack_pod.plan.name}", "from_other_pod": INTRUDER}

@@ -119,6 +119,10 @@ class Node:
         run("ip", "link", "set", peer, "master", "nodes", "up", netns=fabric_netns)
         inside("ip", "addr", "add", f"{self.ip}/{NODE_NETWORK.prefixlen}", "dev", "eth0")
         inside("ip", "link", "set", "eth0", "up")
+        # A veth leaves checksums to "hardware" that does not exist; a real NIC computes them. Open
+        # vSwitch's userspace datapath reads eth0's frames as they are (br-phy, tools/cloud/uplink.py)
+        # and would pass on UDP and TCP with unfinished checksums, which the receiver drops.
+        tx_checksum_off(self.netns, "eth0")
         # Anything not on the node network or a pod range (Service addresses before their DNAT)
         # has a route, as a real node has its default gateway.
         inside("ip", "route", "add", "default", "via", FABRIC_GATEWAY)
@@ -209,6 +213,19 @@ class Node:
         for entry in CGROUP_ROOT.iterdir():
             if entry.is_symlink():  # e.g. cpu -> cpu,cpuacct on machines that co-mount them
                 (view / entry.name).symlink_to(os.readlink(entry))
+
+
+_TX_CSUM = """
+import array, fcntl, socket, struct, sys
+data = array.array("B", struct.pack("II", 0x17, 0))  # ETHTOOL_STXCSUM, off
+request = struct.pack("16sP", sys.argv[1].encode(), data.buffer_info()[0])
+fcntl.ioctl(socket.socket(socket.AF_INET, socket.SOCK_DGRAM), 0x8946, request)  # SIOCETHTOOL
+"""
+
+
+def tx_checksum_off(netns: str, device: str) -> None:
+    """`ethtool -K <device> tx off` (no ethtool here): the kernel computes checksums before sending."""
+    run("python3", "-c", _TX_CSUM, device, netns=netns)
 
 
 def make_cgroup(cgroup: Path) -> None:

@@ -389,6 +389,10 @@ class PodFactory:
         if pod.token:
             mounts.append(Mount(pod.volumes["kube-api-access"], SERVICE_ACCOUNT_DIR, read_only=True))
         mounts += [Mount(pod.names / "hosts", "/etc/hosts"), Mount(pod.names / "resolv.conf", "/etc/resolv.conf")]
+        # containerd mounts parents before children, whatever the order of volumeMounts (its CRI
+        # plugin sorts them stably by the number of path components): /etc/keystone (an emptyDir)
+        # then /etc/keystone/keystone.conf over it, not the other way round.
+        mounts.sort(key=lambda m: len(Path(m.target).parts))
         venvs = {}
         if image.venv == KOLLA_VENV:
             venvs[KOLLA_VENV] = self.venv

@@ -152,7 +152,7 @@ def use_cloud(
         "VOLUME_TYPE": settings.cinder.backend,
         "VOLUME_BACKEND_RUNS": "false" if volume_cannot_run else "true",
         "VOLUME_NOT_RUN": volume_cannot_run,
-        "COMPUTE_HOSTS": ",".join(n.name for n in cloud.cluster.nodes if "compute" in n.name),
+        "COMPUTE_HOSTS": ",".join(n.name for n in cloud.cluster.labelled(settings.node_selectors.compute)),
         # An administrator's kubectl: the API server at its Service's name, its CA, a cluster-admin token.
         "KUBE_SERVER": "https://kubernetes.default.svc",
         "KUBE_TOKEN": api.admin_token(),
@@ -221,7 +221,9 @@ def run(stack: str, out: Path, keep: bool = False) -> Report:
         why = "/dev/kvm here does not boot a guest: guests run under QEMU's software emulation (TCG)"
         report.not_run.append({"what": "KVM", "why": why})
     phase("prepare", since)
-    cluster = build_cluster(plan, Path("/var/tmp") / f"cloud-{stack}", LAYOUT[stack])
+    # The nodes' state (hostPaths, pods, claims); CLOUD_STATE_DIR moves it (two labs at once).
+    state = Path(os.environ.get("CLOUD_STATE_DIR") or Path("/var/tmp") / f"cloud-{stack}")
+    cluster = build_cluster(plan, state, LAYOUT[stack])
     kill_cgroups()  # whatever an earlier run that was killed left behind
     cluster.create()
     uplinks = UplinkBridges(cluster.nodes, log)
