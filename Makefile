@@ -6,7 +6,7 @@ VENV := .venv
 STACK ?= dev
 BIN := $(VENV)/bin
 
-.PHONY: plan policy-config bench test test-quick test-cloud system-packages openstack-venv lint clean
+.PHONY: plan policy-config bench test test-quick test-cloud system-packages openstack-venv image-check lint clean
 
 $(BIN)/.installed: requirements.txt requirements-dev.txt policies/requirements.txt
 	$(PYTHON) -m venv $(VENV)
@@ -45,6 +45,12 @@ test-cloud: system-packages $(BIN)/.installed
 # Build (or reuse) the cached OpenStack virtualenv of tests/real and tools/cloud ahead of the tests.
 openstack-venv: $(BIN)/.installed
 	$(BIN)/python -m tools.realenv.openstack_venv
+
+# Every container of every stack against its Kolla image as kolla builds it (tools/imagecheck;
+# tests/real/test_image_contents.py runs the same check in `make test`). The first run fetches
+# kolla, Ubuntu noble's indexes and PyPI metadata into .cache (a few minutes), later runs take seconds.
+image-check: $(BIN)/.installed
+	$(BIN)/python -m tools.imagecheck
 
 # ruff, then mypy (its files and settings: [tool.mypy] in pyproject.toml).
 lint: $(BIN)/.installed
