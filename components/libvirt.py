@@ -28,9 +28,6 @@ KOLLA_QEMU_GID = 42427
 # keepalive replies and libvirtd drops the connection; more workers so that the raised cap
 # does not starve migrations and probes.
 LIBVIRTD_LIMITS = {"max_client_requests": 20, "max_workers": 50}
-# QEMU's open files and processes (RLIMIT_NOFILE, RLIMIT_NPROC): as nova, RLIMIT_NPROC counts
-# every QEMU thread of the node (root was exempt); kolla-ansible's values.
-QEMU_LIMITS = {"max_files": 32768, "max_processes": 131072}
 SASL_USER = "nova"
 SASL_MECH = "DIGEST-MD5"
 SASLDB = "/etc/libvirt/passwd.db"
@@ -70,7 +67,10 @@ def config_files(group: NodeGroup) -> dict[str, str]:
         # QEMU writes its own output through libvirtd (openstack-helm's choice; kolla-ansible runs
         # virtlogd for "logd"); the guest's console log it opens itself, chowned as above.
         "stdio_handler": '"file"',
-        **QEMU_LIMITS,
+        # QEMU's open files and processes (RLIMIT_NOFILE, RLIMIT_NPROC): as nova, RLIMIT_NPROC
+        # counts every QEMU thread of the node (root was exempt); kolla-ansible's values by default.
+        "max_files": group.qemu_max_files,
+        "max_processes": group.qemu_max_processes,
     }
     if group.virt_type == "lxc":
         qemu = {}

@@ -405,6 +405,16 @@ class NodeGroup(Model):
     bridge_interfaces: BridgeInterfaces | None = Field(
         None, description="OVS bridge → NIC on this group's nodes; unset: neutron.bridgeInterfaces"
     )
+    qemu_max_processes: int = Field(
+        131072,
+        ge=1024,
+        description="qemu.conf max_processes (kolla-ansible's qemu_max_processes): QEMU's RLIMIT_NPROC, which "
+        "counts every QEMU thread of the node (QEMU runs as nova). It must not exceed the hard limit the "
+        "libvirt container starts with (containerd and CRI-O: none), or no guest starts",
+    )
+    qemu_max_files: int = Field(
+        32768, ge=1024, description="qemu.conf max_files (kolla-ansible's qemu_max_files): QEMU's RLIMIT_NOFILE"
+    )
 
     @model_validator(mode="after")
     def _cpu_models(self) -> NodeGroup:

@@ -173,7 +173,9 @@ def test_option_five_libvirt_escapes_the_pod_cgroup() -> None:
 FAKE_TOOLS = {
     "libvirtd": 'echo libvirtd started "$@"',
     "saslpasswd2": 'echo "saslpasswd2 $* password=$(cat)"',
-    "stat": 'case "$2" in %g) echo "$FAKE_KVM_GID";; %a) echo "$FAKE_KVM_MODE";; esac',
+    # ls -l's mode of the fake device, for the three modes the cases use.
+    "stat": 'case "$2" in %g) echo "$FAKE_KVM_GID";; %A) case "$FAKE_KVM_MODE" in 600) echo crw-------;; '
+    '660) echo crw-rw----;; 640) echo crw-r-----;; *) exit 9;; esac;; *) exit 9;; esac',
     "getent": '[ -n "${FAKE_GROUP:-}" ] && echo "$FAKE_GROUP" || exit 2',
     **{tool: f'echo "{tool} $*" >> "$TOOL_LOG"' for tool in ("chgrp", "chmod", "groupadd", "usermod")},
 }

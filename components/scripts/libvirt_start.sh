@@ -23,8 +23,8 @@ if [ "${VIRT_TYPE:-}" = "kvm" ]; then
     echo "warning: $kvm does not exist: guests of virtType kvm will not start on this node" >&2
   else
     gid=$(stat -c %g "$kvm")
-    mode=$(stat -c %a "$kvm")
-    if [ "$gid" != 0 ] && (( (8#$mode & 8#060) == 8#060 )); then
+    # The group's read and write bits: characters 5 and 6 of `ls -l`'s mode, e.g. crw-rw----.
+    if [ "$gid" != 0 ] && [ "$(stat -c %A "$kvm" | cut -c5-6)" = rw ]; then
       group=$(getent group "$gid" | cut -d: -f1 || true)
       if [ -z "$group" ]; then
         group="kvm-$gid"

@@ -35,11 +35,7 @@ DEFAULT_CAPABILITIES = (
 # The device nodes a runtime gives every unprivileged container.
 DEFAULT_DEVICES = ("null", "zero", "full", "random", "urandom", "tty")
 WRITABLE_LAYER_SIZE = "2g"
-# The limits a container starts with: containerd's, whose systemd unit sets LimitNPROC and
-# LimitNOFILE to infinity and whose CRI plugin sets none of its own, so a container gets no
-# process limit and the kernel's nr_open for files. Not this machine's (its process limit follows
-# its memory: libvirt could not raise QEMU's to qemu.conf's max_processes as the qemu user).
-RLIMITS = ("/usr/bin/prlimit", "--nproc=unlimited", "--nofile=1048576", "--")
+
 
 
 @dataclass(frozen=True)
@@ -202,7 +198,7 @@ class Container:
         )
         return (
             f"#!/bin/sh\n# {self.pod}/{self.name}: joins its cgroups and namespaces, then builds its root\n"
-            f"{node}exec {shlex.join(RLIMITS)} /usr/bin/unshare --cgroup -- /bin/sh -c {shlex.quote(inner)}\n"
+            f"{node}exec /usr/bin/unshare --cgroup -- /bin/sh -c {shlex.quote(inner)}\n"
         )
 
     # -- lifecycle -------------------------------------------------------------------------------

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import resource
 import shutil
 import signal
 import subprocess
@@ -52,8 +53,17 @@ def machine_overrides(stack: str, virt_type: str) -> dict[str, Any]:
     compute = dict(json.loads(config.get("openstack:compute") or "{}"))
     groups = compute.get("nodeGroups") or [{"name": "default"}]
     cpus = os.cpu_count() or 1
+    # Containers start with this machine's limits, which the lab cannot raise (its root lacks
+    # CAP_SYS_RESOURCE); containerd's have no process limit. QEMU, as nova, cannot be given more
+    # processes than the hard limit it inherits.
+    nproc = resource.getrlimit(resource.RLIMIT_NPROC)[1]
     compute["nodeGroups"] = [
-        {**group, "virtType": virt_type, "reservedHostCpus": min(group.get("reservedHostCpus", 0), cpus - 1)}
+        {
+            **group,
+            "virtType": virt_type,
+            "reservedHostCpus": min(group.get("reservedHostCpus", 0), cpus - 1),
+            **({"qemuMaxProcesses": nproc} if nproc != resource.RLIM_INFINITY and nproc < 131072 else {}),
+        }
         for group in groups
     ]
     # No OVS kernel module here: the userspace datapath, and this machine's OVS (3.1) cannot tunnel
