@@ -24,8 +24,9 @@ MACHINE_OVERRIDES = (
     ("Open vSwitch's kernel datapath", "no openvswitch kernel module here: neutron.datapathType netdev (userspace), "
      "with the node address on an OVS bridge so that VXLAN leaves through it (tools/cloud/cluster.py)"),
     ("reserved host CPUs", "a node group reserves at most one CPU less than this machine has, so guests get one"),
-    ("QEMU's process limit", "qemuMaxProcesses at most this machine's hard RLIMIT_NPROC, which containers here "
-     "inherit and cannot raise (no CAP_SYS_RESOURCE); containerd's containers have none"),
+    ("QEMU's process and file limits", "qemuMaxProcesses and qemuMaxFiles at most the hard RLIMIT_NPROC and "
+     "RLIMIT_NOFILE the lab runs with, which its containers inherit and cannot raise (no CAP_SYS_RESOURCE here); "
+     "containerd's containers have no process limit and the kernel's nr_open for files"),
 )  # fmt: skip
 
 

@@ -56,13 +56,21 @@ def machine_overrides(stack: str, virt_type: str) -> dict[str, Any]:
     # Containers start with this machine's limits, which the lab cannot raise (its root lacks
     # CAP_SYS_RESOURCE); containerd's have no process limit. QEMU, as nova, cannot be given more
     # processes than the hard limit it inherits.
-    nproc = resource.getrlimit(resource.RLIMIT_NPROC)[1]
+    limits = {
+        "qemuMaxProcesses": (resource.RLIMIT_NPROC, 131072),
+        "qemuMaxFiles": (resource.RLIMIT_NOFILE, 32768),
+    }
+    capped = {}
+    for key, (limit, planned) in limits.items():
+        hard = resource.getrlimit(limit)[1]
+        if hard != resource.RLIM_INFINITY and hard < planned:
+            capped[key] = hard
     compute["nodeGroups"] = [
         {
             **group,
             "virtType": virt_type,
             "reservedHostCpus": min(group.get("reservedHostCpus", 0), cpus - 1),
-            **({"qemuMaxProcesses": nproc} if nproc != resource.RLIM_INFINITY and nproc < 131072 else {}),
+            **{k: min(v, group.get(k, v)) for k, v in capped.items()},
         }
         for group in groups
     ]
