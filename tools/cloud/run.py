@@ -56,15 +56,16 @@ def machine_overrides(stack: str, virt_type: str) -> dict[str, Any]:
     # Containers start with this machine's limits, which the lab cannot raise (its root lacks
     # CAP_SYS_RESOURCE); containerd's have no process limit. QEMU, as nova, cannot be given more
     # processes than the hard limit it inherits.
+    # libvirt sets RLIMIT_NOFILE one above max_files (virProcessSetMaxFiles), RLIMIT_NPROC to max_processes.
     limits = {
-        "qemuMaxProcesses": (resource.RLIMIT_NPROC, 131072),
-        "qemuMaxFiles": (resource.RLIMIT_NOFILE, 32768),
+        "qemuMaxProcesses": (resource.RLIMIT_NPROC, 131072, 0),
+        "qemuMaxFiles": (resource.RLIMIT_NOFILE, 32768, 1),
     }
     capped = {}
-    for key, (limit, planned) in limits.items():
+    for key, (limit, planned, above) in limits.items():
         hard = resource.getrlimit(limit)[1]
-        if hard != resource.RLIM_INFINITY and hard < planned:
-            capped[key] = hard
+        if hard != resource.RLIM_INFINITY and hard - above < planned:
+            capped[key] = hard - above
     compute["nodeGroups"] = [
         {
             **group,
