@@ -1,10 +1,13 @@
-"""A tiny guest to boot as a VM in the local cloud: Debian's kernel, a busybox initramfs, an empty disk.
+"""A tiny guest to boot as a VM in the local cloud: Debian's kernel and a busybox initramfs on a boot disk.
 
-The guest checks the cloud from the inside (DHCP lease, metadata service, gateway) and
-reports each finding as one marked line on its serial console, which Nova keeps as the
-console log; it then serves its instance id over HTTP on port 80 and stays up. Nova boots
-it AMI-style: the disk is the machine image, the kernel and initramfs are the kernel_id
-and ramdisk_id images. Everything comes from Debian packages, cached per kernel version.
+The guest checks the cloud from the inside (DHCP lease, metadata service, gateway, the pings
+its user data asks for) and reports each finding as one marked line on its serial console,
+which Nova keeps as the console log; it then serves its instance id over HTTP on port 80 and
+stays up, counting. Its image is a disk as users upload them: an MBR partition table, a FAT
+partition with the kernel and initramfs, booted by SYSLINUX (no kernel_id/ramdisk_id images:
+Nova's block live migration fetches those again and its format inspector refuses a kernel,
+whose boot sector reads as a broken partition table). Everything comes from Debian packages,
+cached per kernel version.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ import gzip
 import hashlib
 import json
 import lzma
+import os
 import re
 import shlex
 import shutil
@@ -59,8 +63,18 @@ ALIVE_INTERVAL_SECONDS = 10
 KERNEL_META_PACKAGE = "linux-image-amd64"
 # The virtio PCI transport and the virtio NIC driver; their dependencies are found with modinfo.
 NIC_MODULES = ("virtio_pci", "virtio_net")
-# Nova's AMI boot wants a machine image next to kernel_id and ramdisk_id; the guest never reads it.
-DISK_BYTES = 1024 * 1024
+# The boot disk: its size, and where its one partition starts (sectors of 512 bytes).
+DISK_MIB = 24
+PARTITION_START = 2048
+SYSLINUX_MBR = Path("/usr/lib/syslinux/mbr/mbr.bin")
+SYSLINUX_CFG = """DEFAULT guest
+PROMPT 0
+TIMEOUT 0
+LABEL guest
+  KERNEL vmlinuz
+  INITRD initramfs.gz
+  APPEND console=tty0 console=ttyS0
+"""
 BUSYBOX = Path("/bin/busybox")
 APT_LISTS = Path("/var/lib/apt/lists")
 APT_INSTALL = ("env", "DEBIAN_FRONTEND=noninteractive", "apt-get", "install", "-y", "-q", "--no-install-recommends")
@@ -256,8 +270,12 @@ def _guest_sh(modules: list[str]) -> str:
     return header + "".join(f"{name}={shlex.quote(value)}\n" for name, value in values.items()) + _COMMON_SH
 
 
+# The tools live in sbin too (sfdisk, mkfs.fat), which a user's PATH may leave out.
+TOOLS_PATH = os.pathsep.join(dict.fromkeys([*os.environ.get("PATH", "").split(os.pathsep), "/usr/sbin", "/sbin"]))
+
+
 def _run(args: list[str | Path], cwd: Path | None = None, stdin: bytes | None = None) -> bytes:
-    done = subprocess.run(args, cwd=cwd, input=stdin, capture_output=True)
+    done = subprocess.run(args, cwd=cwd, input=stdin, capture_output=True, env={**os.environ, "PATH": TOOLS_PATH})
     if done.returncode != 0:
         command = " ".join(map(str, args))
         raise GuestBuildError(f"`{command}` failed ({done.returncode}): {done.stderr.decode(errors='replace')[-2000:]}")
@@ -281,7 +299,7 @@ def _apt_install(package: str, why: str) -> None:
 
 
 def _require_command(command: str, package: str) -> None:
-    if shutil.which(command) is None:
+    if shutil.which(command, path=TOOLS_PATH) is None:
         _apt_install(package, f"{command} is missing")
 
 
@@ -423,6 +441,34 @@ def _pack_initramfs(busybox: Path, guest_sh: str, kernel: Path, order: list[str]
     return gzip.compress(archive, mtime=0)
 
 
+def _boot_disk(kernel: Path, initramfs: Path, into: Path, scratch: Path) -> None:
+    """A raw disk SeaBIOS boots: SYSLINUX's MBR, one bootable FAT partition with SYSLINUX, kernel, initramfs."""
+    for command, package in (("sfdisk", "fdisk"), ("mkfs.fat", "dosfstools"), ("mcopy", "mtools"),
+                             ("syslinux", "syslinux")):  # fmt: skip
+        _require_command(command, package)
+    if not SYSLINUX_MBR.exists():
+        _apt_install("syslinux-common", f"{SYSLINUX_MBR} is missing")
+    sectors = DISK_MIB * 2048 - PARTITION_START
+    partition = scratch / "partition.img"
+    _run(["mkfs.fat", "-C", str(partition), str(sectors // 2)])
+    config = scratch / "syslinux.cfg"
+    config.write_text(SYSLINUX_CFG)
+    staged = scratch / "files"
+    staged.mkdir()
+    for source, name in ((kernel, "vmlinuz"), (initramfs, "initramfs.gz"), (config, "syslinux.cfg")):
+        shutil.copyfile(source, staged / name)
+    _run(["mcopy", "-i", str(partition), *(str(f) for f in sorted(staged.iterdir())), "::/"])
+    _run(["syslinux", "--install", str(partition)])
+    with into.open("wb") as disk:
+        disk.truncate(DISK_MIB * 1024 * 1024)
+    _run(["sfdisk", "--quiet", str(into)], stdin=f"label: dos\nstart={PARTITION_START}, type=c, bootable\n".encode())
+    with into.open("r+b") as disk:
+        disk.seek(PARTITION_START * 512)
+        disk.write(partition.read_bytes())
+        disk.seek(0)
+        disk.write(SYSLINUX_MBR.read_bytes()[:440])  # the boot code; the partition table stays
+
+
 def build_guest(cache: Path) -> Guest:
     """The guest's kernel, initramfs and disk under `cache`; built on the first call, reused after."""
     cache.mkdir(parents=True, exist_ok=True)
@@ -431,7 +477,8 @@ def build_guest(cache: Path) -> Guest:
         order = (kernel / "modules.order").read_text().split()
         busybox = _static_busybox()
         guest_sh = _guest_sh(order)
-        inputs = [kernel.name, hashlib.sha256(busybox.read_bytes()).hexdigest(), guest_sh, _INIT_SH, _UDHCPC_SH]
+        inputs = [kernel.name, hashlib.sha256(busybox.read_bytes()).hexdigest(), guest_sh, _INIT_SH, _UDHCPC_SH,
+                  SYSLINUX_CFG, DISK_MIB]  # fmt: skip
         guest = cache / f"guest-{hashlib.sha256(repr(inputs).encode()).hexdigest()[:12]}"
         if not guest.is_dir():
             _require_command("cpio", "cpio")
@@ -439,7 +486,7 @@ def build_guest(cache: Path) -> Guest:
                 staged = Path(scratch) / "guest"
                 staged.mkdir()
                 (staged / "initramfs.gz").write_bytes(_pack_initramfs(busybox, guest_sh, kernel, order))
-                (staged / "disk.raw").write_bytes(bytes(DISK_BYTES))
+                _boot_disk(kernel / "vmlinuz", staged / "initramfs.gz", staged / "disk.raw", Path(scratch))
                 staged.rename(guest)
             _prune_others(cache, "guest-", keep=guest)
     return Guest(kernel=kernel / "vmlinuz", initramfs=guest / "initramfs.gz", disk=guest / "disk.raw")

@@ -53,21 +53,10 @@ def _wait(what: str, check: Callable[[], Any], timeout: float, interval: float =
         time.sleep(interval)
 
 
-def upload_guest(conn: openstack.connection.Connection, kernel: Path, initramfs: Path, disk: Path) -> Any:
-    """The guest as Nova boots it AMI-style: a machine image naming its kernel and ramdisk images."""
-    images = {}
-    for name, path, kind in (("guest-kernel", kernel, "aki"), ("guest-initramfs", initramfs, "ari")):
-        images[kind] = conn.image.create_image(
-            name=name, filename=str(path), disk_format=kind, container_format=kind, visibility="public"
-        )
+def upload_guest(conn: openstack.connection.Connection, disk: Path) -> Any:
+    """The guest as users upload an image: a raw boot disk (tools/cloud/guest.py)."""
     return conn.image.create_image(
-        name="guest",
-        filename=str(disk),
-        disk_format="ami",
-        container_format="ami",
-        visibility="public",
-        kernel_id=images["aki"].id,
-        ramdisk_id=images["ari"].id,
+        name="guest", filename=str(disk), disk_format="raw", container_format="bare", visibility="public"
     )
 
 
@@ -223,7 +212,7 @@ def kubectl() -> Kubectl:
 def servers(conn: openstack.connection.Connection, kernel: Path, initramfs: Path, disk: Path, facts: dict) -> None:
     """vm1 on the first compute node pings the provider network; vm2 on the second pings vm1 and the provider."""
     hosts = os.environ["COMPUTE_HOSTS"].split(",")
-    image = upload_guest(conn, kernel, initramfs, disk)
+    image = upload_guest(conn, disk)
     network, _ = build_network(conn)
     flavor = conn.compute.create_flavor(name="tiny", ram=128, vcpus=1, disk=1)
     facts["server"] = boot_server(conn, "vm1", image, flavor, network, hosts[0], [PROVIDER_GATEWAY])
