@@ -175,7 +175,7 @@ FAKE_TOOLS = {
     "saslpasswd2": 'echo "saslpasswd2 $* password=$(cat)"',
     # ls -l's mode of the fake device, for the three modes the cases use.
     "stat": 'case "$2" in %g) echo "$FAKE_KVM_GID";; %A) case "$FAKE_KVM_MODE" in 600) echo crw-------;; '
-    '660) echo crw-rw----;; 640) echo crw-r-----;; *) exit 9;; esac;; *) exit 9;; esac',
+    "660) echo crw-rw----;; 640) echo crw-r-----;; *) exit 9;; esac;; *) exit 9;; esac",
     "getent": '[ -n "${FAKE_GROUP:-}" ] && echo "$FAKE_GROUP" || exit 2',
     **{tool: f'echo "{tool} $*" >> "$TOOL_LOG"' for tool in ("chgrp", "chmod", "groupadd", "usermod")},
 }

@@ -37,7 +37,6 @@ DEFAULT_DEVICES = ("null", "zero", "full", "random", "urandom", "tty")
 WRITABLE_LAYER_SIZE = "2g"
 
 
-
 @dataclass(frozen=True)
 class Mount:
     source: Path
