@@ -122,7 +122,7 @@ def by_hand(conn: openstack.connection.Connection, kube: Kubectl, node: str, oth
     )
     steps["disabled_reason"] = service.disabled_reason
     moved = []
-    for server in conn.compute.servers(all_projects=True, host=node):
+    for server in conn.compute.servers(all_projects=True, compute_host=node):
         before = _alive(conn, server.id)
         conn.compute.live_migrate_server(server, host=None, block_migration="auto")
 
