@@ -71,7 +71,11 @@ class Container:
             "name": self.name,
             "image": self.image,
             "imagePullPolicy": "IfNotPresent",
-            "command": list(self.command),
+            # As arguments of the image's own entrypoint, Kolla's `dumb-init --single-child --`: PID 1
+            # of the container then reaps what daemons leave behind (libvirtd's QEMU probes, the
+            # agents' dnsmasq, haproxy and keepalived), and forwards signals. A `command` would
+            # replace the entrypoint and leave the daemon as PID 1, which reaps nothing.
+            "args": list(self.command),
             "resources": resources_manifest(self.resources, limits=self.limited),
             "securityContext": self.security_context or RESTRICTED_CONTAINER,
         }

@@ -162,7 +162,7 @@ def test_option_five_libvirt_escapes_the_pod_cgroup() -> None:
     five, four = _topology_plan("pod-per-service-host-pid"), _topology_plan("pod-per-service")
     env = lambda plan: {e["name"]: e.get("value") for e in _container(plan, "libvirt", "libvirt")["env"]}  # noqa: E731
     assert env(five)["ESCAPE_POD_CGROUP"] == "true" and env(four)["ESCAPE_POD_CGROUP"] == "false"
-    assert _container(five, "libvirt", "libvirt")["command"] == ["bash", "/scripts/libvirt_start.sh"]
+    assert _container(five, "libvirt", "libvirt")["args"] == ["bash", "/scripts/libvirt_start.sh"]
     script = five.by_name("compute-bin", "ConfigMap").inputs["data"]["libvirt_start.sh"]
     assert "systemd-run --scope" in script  # host systemd puts libvirtd in a scope of its own
     assert "cgroup.procs" in script and "/tasks" in script  # cgroup v2 and v1 without systemd

@@ -274,7 +274,7 @@ def test_horizon_answers_the_kubelet_and_serves_its_static_files(stack_plan: Pla
     assert "*" not in namespace["ALLOWED_HOSTS"]  # type: ignore[operator]
     static_root = str(namespace["STATIC_ROOT"])
     assert parse_ini(files["horizon-uwsgi.ini"])["uwsgi"]["static-map"] == f"/static={static_root}"
-    steps = [c["command"][-3:] for c in horizon["initContainers"]]
+    steps = [c["args"][-3:] for c in horizon["initContainers"]]
     assert steps == [["collectstatic", "--noinput", "--clear"], ["django", "compress", "--force"]]
     mounts = {m["mountPath"] for c in (*horizon["initContainers"], server) for m in c["volumeMounts"]}
     assert static_root in mounts

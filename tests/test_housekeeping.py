@@ -37,9 +37,9 @@ def test_the_commands_are_the_projects_own(stack_plan: Plan) -> None:
     age = str(ages.glance_db_purge.age_in_days)
     # glance/cmd/manage.py DbCommands.purge: --age_in_days, --max_rows (-1: every row, not the first 100).
     config = ["--config-file", "/etc/glance/glance-api.conf"]
-    assert glance["command"] == ["glance-manage", *config, "db", "purge", "--age_in_days", age, "--max_rows", "-1"]
+    assert glance["args"] == ["glance-manage", *config, "db", "purge", "--age_in_days", age, "--max_rows", "-1"]
     [nova] = containers(cron_jobs["nova-archive-deleted-rows"])
-    assert nova["command"] == ["bash", "/scripts/nova_archive_deleted_rows.sh"]
+    assert nova["args"] == ["bash", "/scripts/nova_archive_deleted_rows.sh"]
     assert {"name": "AGE_IN_DAYS", "value": str(ages.nova_archive_deleted_rows.age_in_days)} in nova["env"]
     script = stack_plan.by_name("nova-bin", "ConfigMap").inputs["data"]["nova_archive_deleted_rows.sh"]
     # nova/cmd/manage.py DbCommands.archive_deleted_rows and purge.
@@ -49,7 +49,7 @@ def test_the_commands_are_the_projects_own(stack_plan: Plan) -> None:
         [cinder] = containers(cron_jobs["cinder-db-purge"])
         age = str(ages.cinder_db_purge.age_in_days)
         # cinder/cmd/manage.py DbCommands.purge takes age_in_days as its argument.
-        assert cinder["command"] == ["cinder-manage", "--config-file", "/etc/cinder/cinder.conf", "db", "purge", age]
+        assert cinder["args"] == ["cinder-manage", "--config-file", "/etc/cinder/cinder.conf", "db", "purge", age]
 
 
 def test_each_job_waits_for_its_schema(stack_plan: Plan) -> None:
@@ -73,8 +73,8 @@ def test_schedules_and_ages_come_from_the_settings() -> None:
     assert [cron_jobs[j].inputs["spec"]["schedule"] for j in JOBS.values()] == ["0 4 * * *", "0 5 * * 0", "@weekly"]
     [nova], [cinder], [glance] = (containers(cron_jobs[j]) for j in JOBS.values())
     assert {"name": "AGE_IN_DAYS", "value": "90"} in nova["env"]
-    assert cinder["command"][-1] == "7"
-    assert glance["command"][-3] == "1"
+    assert cinder["args"][-1] == "7"
+    assert glance["args"][-3] == "1"
 
 
 @pytest.mark.parametrize("stack", ["dev", "prod"])

@@ -233,7 +233,8 @@ def test_the_plans_containers_carry_their_scripts_and_the_operators_are_skipped(
     assert named == {"quay.io/openstack.kolla/nova-libvirt:2026.1-ubuntu-noble": "nova-libvirt"}
     found = plan_containers(plan, named)
     libvirt = next(c for c in found.containers if c.where == "DaemonSet/libvirt-kvm-general/libvirt")
-    assert libvirt.command == ("bash", "/scripts/libvirt_start.sh")
+    # args only: the image's entrypoint (Kolla's dumb-init) runs them
+    assert libvirt.command is None and libvirt.args == ("bash", "/scripts/libvirt_start.sh")
     assert "exec" in (libvirt.mount_of("/scripts/libvirt_start.sh")[0].files or {}).get("", "")  # type: ignore[index]
     assert libvirt.execs == (("readinessProbe", ("virsh", "-c", "qemu:///system", "uri")),)
     assert not any(m.path == ACCOUNT_DIR for m in libvirt.mounts)  # automountServiceAccountToken: false

@@ -44,7 +44,7 @@ def test_buffer_pool_and_cache_are_shares_of_the_memory_limit(stack: str) -> Non
     limit = bytes_of(mariadb["resources"]["limits"]["memory"])
     assert int(pool) * MIB == limit // 2 // MIB * MIB
     [memcached] = plan.by_name("memcached", "StatefulSet").inputs["spec"]["template"]["spec"]["containers"]
-    command = memcached["command"]
+    command = memcached["args"]
     item_memory = int(command[command.index("-m") + 1]) * MIB
     limit = bytes_of(memcached["resources"]["limits"]["memory"])
     assert limit * 0.79 < item_memory <= limit * 0.8
@@ -55,4 +55,4 @@ def test_dev_fits_its_small_limits() -> None:
     plan = plan_of("dev")
     assert "innodb_buffer_pool_size=256M\n" in plan.by_name("mariadb", "MariaDB").inputs["spec"]["myCnf"]
     [memcached] = plan.by_name("memcached", "StatefulSet").inputs["spec"]["template"]["spec"]["containers"]
-    assert memcached["command"][memcached["command"].index("-m") + 1] == "409"
+    assert memcached["args"][memcached["args"].index("-m") + 1] == "409"

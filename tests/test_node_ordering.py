@@ -76,8 +76,8 @@ def _start_line(script: str) -> list[str]:
 
 
 def _script(plan: Plan, workload: Registration, container: dict[str, Any]) -> str:
-    assert container["command"][0] == "bash", container["command"]
-    path = container["command"][1]
+    assert container["args"][0] == "bash", container["args"]
+    path = container["args"][1]
     mount = next(m for m in container["volumeMounts"] if m["mountPath"] == path)
     volume = next(v for v in workload.inputs["spec"]["template"]["spec"]["volumes"] if v["name"] == mount["name"])
     return plan.by_name(volume["configMap"]["name"], "ConfigMap").inputs["data"][mount["subPath"]]

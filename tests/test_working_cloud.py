@@ -45,7 +45,7 @@ def test_neutron_server_reads_ml2_where_neutron_looks(stack: str) -> None:
         assert mounts.get(ML2) == "ml2_conf.ini", (workload, name)
         assert "/etc/neutron/ml2_conf.ini" not in mounts
         if name != "neutron-server":  # the others name their files on the command line
-            assert ML2 in container["command"], (workload, name)
+            assert ML2 in container["args"], (workload, name)
 
 
 def test_ovsdb_serves_where_its_clients_connect() -> None:

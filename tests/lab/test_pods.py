@@ -119,3 +119,14 @@ def test_a_directory_is_mounted_before_the_files_mounted_into_it(factory: tuple[
     )  # fmt: skip
     targets = [m.target for m in build(factory, template).containers[0].container.mounts]
     assert targets.index("/etc/k") < targets.index("/etc/k/0")
+
+
+def test_args_alone_run_under_the_images_entrypoint(factory: tuple[PodFactory, Node]) -> None:
+    template = pod()
+    container = template["spec"]["containers"][0]
+    container["args"] = container.pop("command")
+    plan = build(factory, template)
+    assert plan.containers[0].container.command == ["dumb-init", "--single-child", "--", "true"]
+    del container["args"]
+    with pytest.raises(PodSpecError, match="neither command nor args"):
+        build(factory, template)

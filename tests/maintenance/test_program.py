@@ -27,7 +27,7 @@ def test_one_controller_pod_with_its_own_token(stack_plan: Plan) -> None:
     assert pod["serviceAccountName"] == NAME and pod["automountServiceAccountToken"] is True
     [container] = pod["containers"]
     assert container["image"].split("/")[-1].startswith("kolla-toolbox:")
-    assert container["command"] == ["python3", "/scripts/nova_compute_maintenance.py"]
+    assert container["args"] == ["python3", "/scripts/nova_compute_maintenance.py"]
     assert container["readinessProbe"]["httpGet"] == container["livenessProbe"]["httpGet"]
     # Every other pod of the stack still gets no token.
     for r in stack_plan.custom:

@@ -29,7 +29,7 @@ def _programs() -> set[str]:
         for r in plan_of(stack).custom:
             if r.kind in ("Deployment", "DaemonSet", "Job", "CronJob"):
                 for container in containers(r):
-                    found.add(container["command"][0])
+                    found.add(container["args"][0])
                     probe = container.get("readinessProbe", {}).get("exec")
                     if probe:
                         found.add(probe["command"][0])

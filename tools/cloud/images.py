@@ -64,6 +64,8 @@ class KollaImage:
     project: str | None = None  # /etc/<project> gets the project's shipped files
     homes: tuple[str, ...] = ()  # service users whose /var/lib/<user> the image creates
     package_users: tuple[tuple[str, int], ...] = ()  # (name, uid) that the image's packages add
+    # The image's ENTRYPOINT, which runs a container's args: Kolla's base image's (docker/base/Dockerfile.j2).
+    entrypoint: tuple[str, ...] = ("dumb-init", "--single-child", "--")
 
     @property
     def path(self) -> str:
@@ -102,8 +104,8 @@ IMAGES: dict[str, KollaImage] = {
     "memcached": KollaImage(None, "memcached"),
     "kolla-toolbox": KollaImage(TOOLBOX_VENV, "ansible", homes=("ansible", "rabbitmq")),
     # Not Kolla's: the servers that play the operators' MariaDB and RabbitMQ (tools/cloud/standins.py).
-    "mariadb-server": KollaImage(None, None),
-    "rabbitmq-server": KollaImage(None, None),
+    "mariadb-server": KollaImage(None, None, entrypoint=()),
+    "rabbitmq-server": KollaImage(None, None, entrypoint=()),
 }
 # Kolla's base/sudoers: root may run anything, with the virtualenv first on sudo's path.
 SUDOERS = (

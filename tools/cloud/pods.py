@@ -382,9 +382,13 @@ class PodFactory:
         }
         env.update(self._env_from(manifest.get("envFrom", []), what))
         env.update(self._env(pod, manifest.get("env", []), env))
-        command = [_expand(arg, env) for arg in [*manifest.get("command", []), *manifest.get("args", [])]]
+        # `command` replaces the image's ENTRYPOINT; `args` alone run under it (the image's CMD is not reproduced).
+        if "args" not in manifest and "command" not in manifest:
+            raise PodSpecError(f"{what}: neither command nor args (the image's CMD is not reproduced)")
+        entrypoint = manifest["command"] if "command" in manifest else list(image.entrypoint)
+        command = [_expand(arg, env) for arg in [*entrypoint, *manifest.get("args", [])]]
         if not command:
-            raise PodSpecError(f"{what}: no command (the image's CMD is not reproduced)")
+            raise PodSpecError(f"{what}: args, and the image {manifest['image']} has no entrypoint in the lab's table")
         mounts = [self._mount(pod, m, what) for m in manifest.get("volumeMounts", [])]
         if pod.token:
             mounts.append(Mount(pod.volumes["kube-api-access"], SERVICE_ACCOUNT_DIR, read_only=True))

@@ -117,14 +117,16 @@ def libvirt_listener(cloud: Cloud, host: str | None) -> dict[str, object]:
     container = compute.container("nova-compute")
     uri = f"qemu+tcp://{cloud.cluster.node(host).ip}/system"
     code, output = container.exec_command(["virsh", "-c", uri, "uri"], timeout=60)
-    anonymous, refusal = container.exec_command(
-        ["virsh", "-c", uri, "uri"], timeout=60, env={**container.env, "LIBVIRT_AUTH_FILE": "/nonexistent"}
-    )
+    # A client with the right user and a wrong password: libvirt's SASL must say why it refuses.
+    wrong = "[credentials-x]\nauthname=nova\npassword=not-the-password\n\n[auth-libvirt-default]\ncredentials=x\n"
+    script = f"printf '{wrong}' > /tmp/wrong-auth.conf && LIBVIRT_AUTH_FILE=/tmp/wrong-auth.conf virsh -c {uri} uri"
+    refused_code, refusal = container.exec_command(["/bin/sh", "-c", script], timeout=60)
     return {
         "uri": uri,
         "from": compute.node.name,
         "authenticated": code == 0,
         "answer": output.strip()[-200:],
-        "anonymous_refused": anonymous != 0,
-        "refusal": refusal.strip()[-200:],
+        # libvirt's own refusal (remote_driver: "authentication failed: ... SASL(-13)"), not any failure.
+        "anonymous_refused": refused_code != 0 and "authentication failed" in refusal,
+        "refusal": refusal.strip()[-300:],
     }

@@ -11,7 +11,7 @@ BUILD="gcc libc6-dev python3-dev pkg-config libvirt-dev"
 # What the pods of the compute and network nodes run, as the Kolla images ship it
 # (nova-libvirt, openvswitch-*, neutron-*-agent, nova-novncproxy), and the kubelet's tools.
 NODE="openvswitch-switch libvirt-daemon libvirt-daemon-driver-qemu libvirt-clients sasl2-bin libsasl2-modules qemu-system-x86 qemu-utils \
-dnsmasq-base haproxy keepalived radvd iptables conntrack iproute2 iputils-arping iputils-ping sudo novnc util-linux procps kmod"
+dnsmasq-base haproxy keepalived radvd iptables conntrack iproute2 iputils-arping iputils-ping sudo novnc util-linux procps kmod dumb-init"
 # The guest of the cloud test: Debian's kernel (downloaded, not installed) and a busybox initramfs.
 GUEST="busybox-static cpio file fdisk dosfstools mtools syslinux syslinux-common"
 PACKAGES="$SERVERS $BUILD $NODE $GUEST"
