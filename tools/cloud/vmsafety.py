@@ -18,6 +18,7 @@ from pathlib import Path
 from tools.cloud.deploy import Cloud, Workload
 from tools.cloud.guest import ALIVE
 from tools.cloud.kubelet import PodRuntime
+from tools.cloud.node import LAB_NODES
 
 READY_TIMEOUT = 240.0
 # The guest prints an alive line every 10 s: wait for two more to call it running.
@@ -50,17 +51,18 @@ def _libvirt_pod(cloud: Cloud, host: str) -> tuple[Workload, PodRuntime]:
     raise LookupError(f"no running pod with a libvirt container on {host}")
 
 
-def _qemu_pid(instance: str) -> int | None:
-    """The host PID of the instance's QEMU (libvirt's pidfile holds it in libvirt's PID namespace)."""
+def _qemu_pid(instance: str, host: str) -> int | None:
+    """The host PID of the instance's QEMU on node `host` (its cgroup is in that node's tree)."""
     wanted = f"guest={instance},".encode()
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
         try:
             cmdline = (entry / "cmdline").read_bytes()
+            cgroups = (entry / "cgroup").read_text()
         except OSError:
             continue
-        if cmdline.startswith(b"/usr/bin/qemu-system") and wanted in cmdline:
+        if cmdline.startswith(b"/usr/bin/qemu-system") and wanted in cmdline and f"/{LAB_NODES}/{host}/" in cgroups:
             return int(entry.name)
     return None
 
@@ -77,7 +79,7 @@ def restart_libvirt(
     cloud: Cloud, host: str, instance: str, server_id: str, log: Callable[[str], None]
 ) -> RestartResult:
     _, old = _libvirt_pod(cloud, host)
-    before, alive_before = _qemu_pid(instance), _alive_lines(cloud, host, server_id)
+    before, alive_before = _qemu_pid(instance, host), _alive_lines(cloud, host, server_id)
     log(f"vm-safety: deleting pod {old.plan.name} on {host} under {instance} (QEMU pid {before})")
     cloud.delete_pod(old.plan.name)
     _, new = _libvirt_pod(cloud, host)
@@ -85,7 +87,7 @@ def restart_libvirt(
     while not new.ready and time.monotonic() < deadline:
         time.sleep(1)
     time.sleep(GROWTH_WAIT)
-    after, alive_after = _qemu_pid(instance), _alive_lines(cloud, host, server_id)
+    after, alive_after = _qemu_pid(instance, host), _alive_lines(cloud, host, server_id)
     survived = before is not None and after == before and alive_after > alive_before
     log(f"vm-safety: new pod {new.plan.name} ready={new.ready}; QEMU pid {after}; VM survived: {survived}")
     return RestartResult(
