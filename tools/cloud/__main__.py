@@ -1,6 +1,6 @@
 """Start the cloud of a stack's plan on this machine, use it as a user would, and report.
 
-    python -m tools.cloud --stack prod [--out build/cloud/prod] [--keep]
+    python -m tools.cloud --stack prod [--out build/cloud/prod] [--keep] [--cni node-ips-in-ipblock]
 
 Needs root (namespaces, cgroups, mounts) and the Debian packages of
 tools/realenv/install_system_packages.sh. Runs itself in a mount namespace of its own, so
@@ -14,6 +14,7 @@ import os
 import sys
 from pathlib import Path
 
+from tools.cloud.netpol import CniMode
 from tools.cloud.run import TEST_STACKS, run
 
 _INSIDE = "CLOUD_TEST_MOUNT_NAMESPACE"
@@ -24,6 +25,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--stack", required=True, choices=TEST_STACKS, help="the stack whose cloud to start")
     parser.add_argument("--out", type=Path, help="report and logs (default build/cloud/<stack>)")
     parser.add_argument("--keep", action="store_true", help="leave the cloud running until Ctrl-C")
+    parser.add_argument(
+        "--cni",
+        type=CniMode,
+        choices=list(CniMode),
+        default=CniMode.NODE_IPS_NOT_IN_IPBLOCK,
+        help="whether NetworkPolicy ipBlocks match other nodes' addresses (Calico: yes; Cilium's default: no)",
+    )
     args = parser.parse_args(argv)
     if os.geteuid() != 0:
         print("error: the cloud test needs root (network namespaces, cgroups, mounts)", file=sys.stderr)
@@ -33,7 +41,7 @@ def main(argv: list[str] | None = None) -> int:
         os.environ[_INSIDE] = "1"
         unshare = ["unshare", "--mount", "--propagation", "private"]
         os.execvp("unshare", [*unshare, sys.executable, "-m", "tools.cloud", *(argv or sys.argv[1:])])
-    report = run(args.stack, args.out or Path("build/cloud") / args.stack, keep=args.keep)
+    report = run(args.stack, args.out or Path("build/cloud") / args.stack, keep=args.keep, cni=args.cni)
     return 1 if report.deploy_error else 0
 
 

@@ -25,6 +25,7 @@ import os
 import shutil
 import subprocess
 import threading
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -147,12 +148,38 @@ def user_groups(uid: int) -> tuple[int, ...]:
     return (KOLLA_USERS["kolla"], *(KOLLA_USERS[g] for g in _EXTRA_GROUPS.get(name, ())))
 
 
-def build_layer(image: KollaImage, venv: Path, target: Path) -> Path:
-    """Write the image's layer under `target` (once; pods of one image share it); returns it."""
+# Where a layer links the commands its image has (tools/imagecheck), and what a restricted PATH holds.
+IMAGE_BIN = "/usr/local/lab-image/bin"
+
+
+def restricted_path(image: KollaImage) -> str:
+    """PATH with only the image's own commands: its virtualenv's, and its distribution's as links."""
+    return f"{image.venv}/bin:{IMAGE_BIN}" if image.venv else IMAGE_BIN
+
+
+def build_layer(image: KollaImage, venv: Path, target: Path, commands: Mapping[str, str] | None = None) -> Path:
+    """Write the image's layer under `target` (once; pods of one image share it); returns it.
+
+    `commands` (name → path in the image) gets the image's commands linked under IMAGE_BIN, to
+    this machine's binary of the same path or name: a bare name then finds only what the image has.
+    """
     with _build_lock:
         if not (target / ".complete").exists():
             _build_layer(image, venv, target)
+            if commands is not None:
+                _image_bin(image, commands, target / IMAGE_BIN.lstrip("/"))
+            (target / ".complete").touch()
     return target
+
+
+def _image_bin(image: KollaImage, commands: Mapping[str, str], directory: Path) -> None:
+    directory.mkdir(parents=True)
+    for name, path in sorted(commands.items()):
+        if image.venv and path.startswith(image.venv + "/"):
+            continue  # the virtualenv is mounted where the image has it
+        here = path if Path(path).exists() else shutil.which(name, path=SYSTEM_PATH)
+        if here:
+            (directory / name).symlink_to(here)
 
 
 def _build_layer(image: KollaImage, venv: Path, target: Path) -> None:
@@ -178,7 +205,6 @@ def _build_layer(image: KollaImage, venv: Path, target: Path) -> None:
         home = target / "var/lib" / user
         home.mkdir(parents=True, exist_ok=True)
         os.chown(home, KOLLA_USERS[user], KOLLA_USERS[user])
-    (target / ".complete").touch()
 
 
 def _locale(target: Path, compiled: Path) -> None:

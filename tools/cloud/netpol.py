@@ -34,6 +34,9 @@ class CniMode(enum.Enum):
     NODE_IPS_IN_IPBLOCK = "node-ips-in-ipblock"  # Calico, kube-router, Antrea: node addresses are CIDR members
     NODE_IPS_NOT_IN_IPBLOCK = "node-ips-not-in-ipblock"  # Cilium's default; masquerading overlays
 
+    def __str__(self) -> str:
+        return self.value
+
 
 @dataclass(frozen=True)
 class PodAddress:

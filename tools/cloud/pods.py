@@ -24,7 +24,17 @@ from pathlib import Path
 from typing import Any
 
 from tools.cloud.container import DEFAULT_CAPABILITIES, Container, Mount, Security
-from tools.cloud.images import KOLLA_USERS, KOLLA_VENV, LANG, TOOLBOX_VENV, build_layer, kolla_image, user_groups
+from tools.cloud.images import (
+    KOLLA_USERS,
+    KOLLA_VENV,
+    LANG,
+    TOOLBOX_VENV,
+    build_layer,
+    image_name,
+    kolla_image,
+    restricted_path,
+    user_groups,
+)
 from tools.cloud.node import Node
 from tools.cloud.services import API_SERVER_ADDRESS, resolv_conf
 
@@ -195,6 +205,9 @@ class PodFactory:
     namespace: str = "openstack"
     domain: str = "cluster.local"
     tokens: TokenIssuer | None = None  # None: no API server, so a pod that wants a token cannot start
+    # Kolla image name → its commands (name → path in the image, tools/imagecheck): a container's
+    # PATH then finds only those. None: this machine's system directories, as before.
+    image_commands: Mapping[str, Mapping[str, str]] | None = None
 
     def pod_name(self, kind: str, workload: str, index: int = 0) -> str:
         if kind == "StatefulSet":
@@ -365,8 +378,9 @@ class PodFactory:
         _known(f"container {what} lifecycle", lifecycle, {"preStop"})
         image = kolla_image(manifest["image"])
         security = _security(pod.security_context, manifest.get("securityContext") or {}, image.user, manifest)
+        commands = self.image_commands.get(image_name(manifest["image"])) if self.image_commands else None
         env = {
-            "PATH": image.path,
+            "PATH": restricted_path(image) if commands is not None else image.path,
             "LANG": LANG,
             "HOSTNAME": pod.hostname,
             "HOME": _home(security.uid),
@@ -403,7 +417,7 @@ class PodFactory:
         elif image.venv == TOOLBOX_VENV:
             venvs[TOOLBOX_VENV] = self.venv
         layer_name = manifest["image"].rsplit("/", 1)[-1].split(":")[0]
-        layer = build_layer(image, self.venv, pod.node.state.parent.parent / "images" / layer_name)
+        layer = build_layer(image, self.venv, pod.node.state.parent.parent / "images" / layer_name, commands)
         resources = manifest.get("resources") or {}
         _known(f"container {what} resources", resources, {"limits", "requests"})
         limits = resources.get("limits") or {}

@@ -18,16 +18,19 @@ from tools.cloud.apiserver import LabApiServer
 from tools.cloud.cluster import LAYOUTS, Cluster, provider_counters
 from tools.cloud.deploy import API_SERVER_PORT, Cloud, DeployFailedError, api_server_endpoint
 from tools.cloud.guest import BOOTED, Guest, build_guest
+from tools.cloud.images import image_name
 from tools.cloud.isolation import check_isolation
+from tools.cloud.netpol import CniMode
 from tools.cloud.node import kill_cgroups
 from tools.cloud.report import Report
 from tools.cloud.services import API_SERVER_ADDRESS
 from tools.cloud.uplink import UplinkBridges
 from tools.cloud.userpod import UserPod
 from tools.cloud.vmsafety import libvirt_listener, restart_libvirt
+from tools.imagecheck.contents import image_software
 from tools.plan import Plan, build_plan
 from tools.realenv.openstack_venv import ensure_venv
-from tools.runtime import REPO, stack_config
+from tools.runtime import REPO, Registration, stack_config
 
 # The stacks the test starts: their stack files, changed only where this machine differs
 # from a real node (machine_overrides): no Open vSwitch kernel module, maybe no working KVM.
@@ -132,6 +135,22 @@ def admin_env(cloud: Cloud) -> dict[str, str]:
     raise LookupError("no Job of the plan authenticates as admin")
 
 
+def image_commands(plan: Plan) -> dict[str, dict[str, str]]:
+    """Each Kolla image's commands as Kolla builds it (tools/imagecheck): a container's PATH finds only those."""
+    names = {
+        image_name(c["image"])
+        for r in plan.custom
+        if r.kind in ("Deployment", "StatefulSet", "DaemonSet", "Job", "CronJob")
+        for c in _pod_spec(r).get("containers", []) + _pod_spec(r).get("initContainers", [])
+    }
+    return {name: dict(software.executables) for name, software in image_software(sorted(names)).items()}
+
+
+def _pod_spec(r: Registration) -> dict[str, Any]:
+    spec = r.revealed["spec"]
+    return dict((spec["jobTemplate"]["spec"] if r.kind == "CronJob" else spec)["template"]["spec"])
+
+
 def api_server(cloud: Cloud, log: Callable[[str], None]) -> LabApiServer:
     """The lab's Kubernetes API, with the plan's RBAC and Secrets; the kubelet mounts its tokens."""
     plan = cloud.plan
@@ -213,7 +232,7 @@ def _stop_once(signum: int, frame: object) -> None:
     raise KeyboardInterrupt
 
 
-def run(stack: str, out: Path, keep: bool = False) -> Report:
+def run(stack: str, out: Path, keep: bool = False, cni: CniMode = CniMode.NODE_IPS_NOT_IN_IPBLOCK) -> Report:
     signal.signal(signal.SIGINT, _stop_once)
     signal.signal(signal.SIGTERM, _stop_once)
     shutil.rmtree(out / "logs", ignore_errors=True)
@@ -248,7 +267,8 @@ def run(stack: str, out: Path, keep: bool = False) -> Report:
     uplinks = UplinkBridges(cluster.nodes, log)
     uplinks.start()
     why_not = cannot_run(plan)
-    cloud = Cloud(plan, cluster, venv.path, out, log, why_not)
+    cloud = Cloud(plan, cluster, venv.path, out, log, why_not, cni)
+    cloud.factory.image_commands = image_commands(plan)
     api = api_server(cloud, log)
     user = UserPod(cluster.control_plane, cluster.state / "user", plan.settings.namespace,
                    plan.settings.endpoints.cluster_domain)  # fmt: skip

@@ -62,7 +62,8 @@ def _qemu_pid(instance: str, host: str) -> int | None:
             cgroups = (entry / "cgroup").read_text()
         except OSError:
             continue
-        if cmdline.startswith(b"/usr/bin/qemu-system") and wanted in cmdline and f"/{LAB_NODES}/{host}/" in cgroups:
+        program = cmdline.split(b"\0", 1)[0]
+        if b"qemu-system" in program and wanted in cmdline and f"/{LAB_NODES}/{host}/" in cgroups:
             return int(entry.name)
     return None
 
@@ -105,18 +106,19 @@ def restart_libvirt(
 def libvirt_listener(cloud: Cloud, host: str | None) -> dict[str, object]:
     """What a migrating peer meets on this node's libvirt TCP port: SASL, with the pod's credentials.
 
-    Asked from the nova-compute container, as another node's libvirtd would connect: with the
-    mounted auth.conf, and once more with no credentials at all.
+    Asked from a libvirt container, as another node's libvirtd connects when it migrates a guest:
+    with its mounted auth.conf, and once more with the right user and a wrong password.
     """
-    computes = [
+    # virsh is in the nova-libvirt image (not nova-compute's): from another node's libvirt pod when
+    # there is one, as a migrating libvirtd connects, else from the node's own.
+    pods = [
         p for w in cloud.workloads.values() for p in w.pods for c in p.plan.containers
-        if c.container.name == "nova-compute"
+        if c.container.name == "libvirt"
     ]  # fmt: skip
-    if not computes or host is None:
-        return {"not_run": "no nova-compute pod, or no server's host"}
-    # From another compute node's nova-compute when there is one, as a migration source connects.
-    compute = next((p for p in computes if p.node.name != host), computes[0])
-    container = compute.container("nova-compute")
+    if not pods or host is None:
+        return {"not_run": "no libvirt pod, or no server's host"}
+    client = next((p for p in pods if p.node.name != host), pods[0])
+    container = client.container("libvirt")
     uri = f"qemu+tcp://{cloud.cluster.node(host).ip}/system"
     code, output = container.exec_command(["virsh", "-c", uri, "uri"], timeout=60)
     # A client with the right user and a wrong password: libvirt's SASL must say why it refuses.
@@ -125,7 +127,7 @@ def libvirt_listener(cloud: Cloud, host: str | None) -> dict[str, object]:
     refused_code, refusal = container.exec_command(["/bin/sh", "-c", script], timeout=60)
     return {
         "uri": uri,
-        "from": compute.node.name,
+        "from": client.node.name,
         "authenticated": code == 0,
         "answer": output.strip()[-200:],
         # libvirt's own refusal (remote_driver: "authentication failed: ... SASL(-13)"), not any failure.
