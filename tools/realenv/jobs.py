@@ -219,7 +219,9 @@ class BootstrapChain:
         for directory in local.image_dirs("\n".join(written)):
             directory.mkdir(parents=True, exist_ok=True)
         env = self.env(workload, root)
-        command = [local.text(arg) for arg in [*container["command"], *container.get("args", [])]]
+        # Without `command` the image's entrypoint runs the args: Kolla's dumb-init, which only reaps
+        # children and forwards signals, so the args are run as they are here.
+        command = [local.text(arg) for arg in [*container.get("command", []), *container.get("args", [])]]
         executable = shutil.which(command[0], path=env["PATH"])
         if executable is None:
             raise FileNotFoundError(f"{_name(workload)}: {command[0]} is neither in {self.venv.path} nor the system")
