@@ -89,7 +89,7 @@ class Node:
 
     @property
     def pod_cidr(self) -> ipaddress.IPv4Network:
-        return ipaddress.ip_network(f"10.244.{self.index}.0/24")
+        return ipaddress.IPv4Network(f"10.244.{self.index}.0/24")
 
     @property
     def pod_gateway(self) -> str:
