@@ -14,6 +14,8 @@ CONFIG_DIR = "/etc/glance"
 PORT = 9292
 IMAGES = "/var/lib/glance/images"
 MANAGE = ("glance-manage", "--config-file", f"{CONFIG_DIR}/glance-api.conf")
+# The metadata definitions glance ships (its etc/metadefs), copied there by Kolla's glance-base image.
+METADEFS = f"{CONFIG_DIR}/metadefs"
 
 
 def render(ctx: RenderContext) -> dict[str, str]:
@@ -65,6 +67,25 @@ def housekeeping(settings: Settings) -> tuple[Step, ...]:
     )
 
 
+def metadefs_load() -> Step:
+    """glance-metadefs-load (openstack-helm's name): the metadata definitions into the migrated schema.
+
+    Without them `GET /v2/metadefs/*` answers empty lists, and Horizon offers no image, flavor or
+    volume properties. Kolla's bootstrap runs `glance-manage db_load_metadefs` after db_sync,
+    openstack-helm a Job after glance-db-sync. Idempotent: without --merge a namespace that
+    exists is skipped (glance/db/sqlalchemy/metadata.py), so a rerun changes nothing and keeps
+    what operators edited. The path is given because glance, finding no files, logs an error
+    and exits 0.
+    """
+    return Step(
+        name="glance-metadefs-load",
+        image="glance-api",
+        command=(*MANAGE, "db", "load_metadefs", "--path", METADEFS),
+        needs=("glance-db-sync",),
+        config_files=("glance-api.conf",),
+    )
+
+
 def glance(settings: Settings) -> ServiceSpec:
     on_volume_claim = settings.glance.backend == "file"
     # Replicas on several nodes mount one claim: ReadWriteMany (settings require a class for it).
@@ -86,6 +107,7 @@ def glance(settings: Settings) -> ServiceSpec:
                 (*MANAGE, "db_sync"),
                 ("glance-api.conf",),
             ),
+            metadefs_load(),
             *housekeeping(settings),
         ),
         processes=(
@@ -96,7 +118,9 @@ def glance(settings: Settings) -> ServiceSpec:
                 PORT,
                 # With the cinder backend, images are written to Cinder only when uploaded:
                 # a run-time need that Glance retries, so it is no start-up edge.
-                needs=registered_api_needs("glance"),
+                # And the metadata definitions, as Kolla loads them before the API starts: an API
+                # that answers is one whose definitions are there.
+                needs=(*registered_api_needs("glance"), "glance-metadefs-load"),
                 config_files=("glance-api.conf",),
                 claims=claims,
                 # Image import stages data on one replica; the others proxy to it at this URL

@@ -50,7 +50,17 @@ KEY_TABLES: dict[str, tuple[str, ...]] = {
         "password",
         "revocation_event",
     ),
-    "glance": ("images", "image_members"),
+    # The metadata definitions glance-metadefs-load puts there, and a rerun must not duplicate.
+    "glance": (
+        "images",
+        "image_members",
+        "metadef_namespaces",
+        "metadef_resource_types",
+        "metadef_namespace_resource_types",
+        "metadef_properties",
+        "metadef_objects",
+        "metadef_tags",
+    ),
     "placement": ("resource_providers", "inventories"),
     "nova_api": ("cell_mappings", "host_mappings", "flavors"),
     "nova_cell0": ("instances", "compute_nodes"),
@@ -289,6 +299,7 @@ def test_every_job_of_the_plan_ran_and_succeeded(chain: Chain) -> None:
         "keystone-fernet-setup",
         "keystone-credential-setup",
         "keystone-bootstrap",
+        "glance-metadefs-load",
     }
     ran = [run.name for run in chain.first]
     assert set(ran) == expected == set(chain.chain.jobs())
@@ -305,6 +316,7 @@ def test_every_job_of_the_plan_ran_and_succeeded(chain: Chain) -> None:
         ("keystone-bootstrap", "nova-ks-user"),
         ("nova-ks-service", "nova-ks-endpoints"),
         ("nova-db-init", "nova-db-sync"),
+        ("glance-db-sync", "glance-metadefs-load"),
     ]:
         assert order[before] < order[after], f"{before} ran after {after}"
 
@@ -325,6 +337,15 @@ def test_each_database_holds_its_schema(chain: Chain) -> None:
         missing = set(KEY_TABLES[name]) - set(seen["tables"])
         assert not missing, f"{name} lacks tables {sorted(missing)} ({len(seen['tables'])} tables)"
     assert databases["keystone"]["rows"]["region"] == 1
+
+
+def test_glance_holds_every_metadata_definition_it_ships(chain: Chain) -> None:
+    """One namespace per JSON file of glance's etc/metadefs (what the image copies to /etc/glance/metadefs)."""
+    shipped = sorted((chain.venv.path / "etc" / "glance" / "metadefs").glob("*.json"))
+    rows = chain.before["databases"]["glance"]["rows"]
+    assert len(shipped) > 20
+    assert rows["metadef_namespaces"] == len(shipped), rows
+    assert rows["metadef_resource_types"] > 0 and rows["metadef_properties"] > 0, rows
 
 
 def test_nova_has_cell0_and_cell1_pointing_at_the_rendered_config(chain: Chain) -> None:

@@ -200,7 +200,7 @@ def _build_layer(image: KollaImage, venv: Path, target: Path) -> None:
         (target / mountpoint.lstrip("/")).mkdir(parents=True)
     (target / "var/log/kolla").mkdir(parents=True)
     if image.project:
-        _project_files(image.project, venv, etc / image.project)
+        project_files(image.project, venv, etc / image.project)
     for user in image.homes:
         home = target / "var/lib" / user
         home.mkdir(parents=True, exist_ok=True)
@@ -237,7 +237,7 @@ def _accounts(etc: Path, package_users: tuple[tuple[str, int], ...]) -> None:
     (etc / "group").write_text(group)
 
 
-def _project_files(project: str, venv: Path, target: Path) -> None:
+def project_files(project: str, venv: Path, target: Path) -> None:
     """What Kolla copies into /etc/<project>: the files the project ships (its wheel's data files)."""
     target.mkdir(parents=True)
     shipped = venv / "etc" / project

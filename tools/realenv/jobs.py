@@ -3,9 +3,10 @@
 From the offline plan (secrets revealed) it takes every `batch/v1` Job in deploy order
 (the plan's waves; the Jobs of one wave run side by side, as in the cluster) and runs each
 container's command with the same script text, the same rendered files at the paths the
-pod mounts them, and the same environment; only what `mapping.LocalMapping` rewrites
-differs. The one Deployment the Jobs talk to, `keystone-api`, is served from its own
-mounts with uWSGI when its wave comes, and stays up until `close()`.
+pod mounts them, the files its image ships under /etc/<project> (tools/cloud/images.py), and
+the same environment; only what `mapping.LocalMapping` rewrites differs. The one Deployment
+the Jobs talk to, `keystone-api`, is served from its own mounts with uWSGI when its wave comes,
+and stays up until `close()`.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from tools.cloud.images import kolla_image, project_files
 from tools.plan import Plan
 from tools.realenv.mapping import LocalMapping
 from tools.realenv.openstack_venv import OpenStackVenv
@@ -201,6 +203,9 @@ class BootstrapChain:
             shutil.rmtree(root)  # a new pod starts from its image, not from the last pod's files
         root.mkdir(parents=True)
         local = self.mapping.for_pod(root)
+        project = kolla_image(container["image"]).project
+        if project:  # e.g. glance-metadefs-load reads the image's /etc/glance/metadefs
+            project_files(project, self.venv.path, local.path(f"/etc/{project}"))
         volumes = {v["name"]: v for v in self._template(workload)["spec"].get("volumes", [])}
         written = []
         for mount in container.get("volumeMounts", []):
