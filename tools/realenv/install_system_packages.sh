@@ -11,10 +11,15 @@ BUILD="gcc libc6-dev python3-dev pkg-config libvirt-dev"
 # What the pods of the compute and network nodes run, as the Kolla images ship it
 # (nova-libvirt, openvswitch-*, neutron-*-agent, nova-novncproxy), and the kubelet's tools.
 NODE="openvswitch-switch libvirt-daemon libvirt-daemon-driver-qemu libvirt-clients sasl2-bin libsasl2-modules qemu-system-x86 qemu-utils \
-dnsmasq-base haproxy keepalived radvd iptables conntrack iproute2 iputils-arping iputils-ping sudo novnc util-linux procps kmod dumb-init"
+sudo novnc util-linux procps kmod dumb-init"
+# What neutron's agents call, as Kolla's neutron-base and neutron-l3-agent images ship it
+# (docker/neutron/*/Dockerfile.j2, stable/2026.1): dnsmasq and dhcp_release[6] (DHCP agent),
+# haproxy (metadata proxy), radvd (the L3 agent's IPv6 router advertisements), keepalived
+# (HA routers), conntrack, ipset and iptables (firewall drivers), ip and arping.
+AGENTS="dnsmasq-base dnsmasq-utils haproxy radvd keepalived conntrack ipset iptables iproute2 iputils-arping iputils-ping"
 # The guest of the cloud test: Debian's kernel (downloaded, not installed) and a busybox initramfs.
 GUEST="busybox-static cpio file fdisk dosfstools mtools syslinux syslinux-common"
-PACKAGES="$SERVERS $BUILD $NODE $GUEST"
+PACKAGES="$SERVERS $BUILD $NODE $AGENTS $GUEST"
 
 missing=""
 for package in $PACKAGES; do
