@@ -9,9 +9,10 @@ SERVERS="mariadb-server rabbitmq-server memcached"
 # What the OpenStack virtualenv compiles: uWSGI (Python headers) and libvirt-python.
 BUILD="gcc libc6-dev python3-dev pkg-config libvirt-dev"
 # What the pods of the compute and network nodes run, as the Kolla images ship it
-# (nova-libvirt, openvswitch-*, neutron-*-agent, nova-novncproxy), and the kubelet's tools.
+# (nova-libvirt, openvswitch-*, neutron-*-agent, nova-novncproxy; nova-compute's genisoimage
+# builds config drives), and the kubelet's tools.
 NODE="openvswitch-switch libvirt-daemon libvirt-daemon-driver-qemu libvirt-clients sasl2-bin libsasl2-modules qemu-system-x86 qemu-utils \
-sudo novnc util-linux procps kmod dumb-init"
+genisoimage sudo novnc util-linux procps kmod dumb-init"
 # What neutron's agents call, as Kolla's neutron-base and neutron-l3-agent images ship it
 # (docker/neutron/*/Dockerfile.j2, stable/2026.1): dnsmasq and dhcp_release[6] (DHCP agent),
 # haproxy (metadata proxy), radvd (the L3 agent's IPv6 router advertisements), keepalived
