@@ -14,7 +14,7 @@ import shutil
 import subprocess
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 RELEASE = "2026.1"  # Gazpacho
@@ -69,19 +69,41 @@ IMAGE_LINKS = {
 LAYOUT = 2  # 2: built relocatable
 
 
+@dataclass(frozen=True)
+class VenvRecipe:
+    """What decides a cached virtualenv's contents: its pins, the date that stands in for
+    upper-constraints, and what is changed after the install. Built by ensure_built()."""
+
+    name: str  # the cache directory's prefix, e.g. openstack-venv-2026.1
+    pinned: dict[str, str]  # taken at these versions even when newer than the cutoff
+    cutoff: str  # every other package as PyPI stood at this instant
+    extra: tuple[str, ...] = ()  # unpinned packages installed beside the pins
+    links: dict[str, str] = field(default_factory=dict)  # site-packages path → symlink target
+    layout: int = 1  # bumped when `links` changes
+
+    def requirements(self) -> list[str]:
+        return [f"{name}=={version}" for name, version in self.pinned.items()] + list(self.extra)
+
+    def cache_key(self) -> str:
+        decisive = {
+            "requirements": self.requirements(),
+            "cutoff": self.cutoff,
+            "uv": UV_VERSION,
+            "python": f"{sys.version_info.major}.{sys.version_info.minor}",
+            "layout": self.layout,
+        }
+        return hashlib.sha256(json.dumps(decisive, sort_keys=True).encode()).hexdigest()[:12]
+
+
+OPENSTACK = VenvRecipe(f"openstack-venv-{RELEASE}", PINNED, RELEASE_CUTOFF, EXTRA, IMAGE_LINKS, LAYOUT)
+
+
 def requirements() -> list[str]:
-    return [f"{name}=={version}" for name, version in PINNED.items()] + list(EXTRA)
+    return OPENSTACK.requirements()
 
 
 def cache_key() -> str:
-    decisive = {
-        "requirements": requirements(),
-        "cutoff": RELEASE_CUTOFF,
-        "uv": UV_VERSION,
-        "python": f"{sys.version_info.major}.{sys.version_info.minor}",
-        "layout": LAYOUT,
-    }
-    return hashlib.sha256(json.dumps(decisive, sort_keys=True).encode()).hexdigest()[:12]
+    return OPENSTACK.cache_key()
 
 
 def cache_base() -> Path:
@@ -119,7 +141,7 @@ def _run(args: list[str | Path], log: Path, env: dict[str, str] | None = None) -
         done = subprocess.run(args, stdout=out, stderr=subprocess.STDOUT, env=env)
     if done.returncode != 0:
         tail = "".join(log.read_text().splitlines(keepends=True)[-40:])
-        raise RuntimeError(f"building the OpenStack venv failed (log {log}):\n{tail}")
+        raise RuntimeError(f"building the virtualenv failed (log {log}):\n{tail}")
 
 
 def _uv(base: Path, log: Path) -> Path:
@@ -133,7 +155,7 @@ def _uv(base: Path, log: Path) -> Path:
     return uv
 
 
-def _build(path: Path, uv_cache: Path, log: Path) -> None:
+def _build(recipe: VenvRecipe, path: Path, uv_cache: Path, log: Path) -> None:
     env = dict(os.environ, UV_CACHE_DIR=str(uv_cache), UV_PYTHON_DOWNLOADS="never")
     uv = _uv(path.parent, log)
     # Relocatable: its scripts find their interpreter next to themselves, not at the path they were
@@ -141,9 +163,9 @@ def _build(path: Path, uv_cache: Path, log: Path) -> None:
     # container's own /tmp hides the build path of a checkout under /tmp (tools/cloud/container.py).
     _run([uv, "venv", "--no-config", "--relocatable", "--seed", "--python", sys.executable, path], log, env)
     python = path / "bin" / "python"
-    exempt = [arg for name in PINNED for arg in ("--exclude-newer-package", f"{name}=false")]
-    install = ["install", "--no-config", "--python", str(python), "--exclude-newer", RELEASE_CUTOFF, *exempt]
-    _run([uv, "pip", *install, *requirements()], log, env)
+    exempt = [arg for name in recipe.pinned for arg in ("--exclude-newer-package", f"{name}=false")]
+    install = ["install", "--no-config", "--python", str(python), "--exclude-newer", recipe.cutoff, *exempt]
+    _run([uv, "pip", *install, *recipe.requirements()], log, env)
     freeze = subprocess.run(
         [uv, "pip", "freeze", "--python", python],
         capture_output=True,
@@ -153,38 +175,43 @@ def _build(path: Path, uv_cache: Path, log: Path) -> None:
     ).stdout
     (path / "freeze.txt").write_text(freeze)
     site_packages = path / "lib" / f"python{sys.version_info.major}.{sys.version_info.minor}" / "site-packages"
-    for link, target in IMAGE_LINKS.items():
+    for link, target in recipe.links.items():
         (site_packages / link).symlink_to(target)
 
 
-def _prune_other_builds(base: Path, keep: Path) -> None:
-    # Builds for other requirement sets are ~600 MB each and never used again.
-    for other in base.glob(f"openstack-venv-{RELEASE}-*"):
+def _prune_other_builds(base: Path, recipe: VenvRecipe, keep: Path) -> None:
+    # Builds for other requirement sets are hundreds of MB each and never used again.
+    for other in base.glob(f"{recipe.name}-*"):
         if other != keep and other.is_dir():
             shutil.rmtree(other, ignore_errors=True)
             (base / f"{other.name}.log").unlink(missing_ok=True)
 
 
-def ensure_venv(base: Path | None = None) -> OpenStackVenv:
-    """The venv for RELEASE, built if missing or left half-built by an earlier run."""
+def ensure_built(recipe: VenvRecipe, base: Path | None = None) -> Path:
+    """The recipe's venv under the cache, built if missing or left half-built by an earlier run."""
     base = base or cache_base()
     base.mkdir(parents=True, exist_ok=True)
-    path = base / f"openstack-venv-{RELEASE}-{cache_key()}"
+    path = base / f"{recipe.name}-{recipe.cache_key()}"
     marker = path / MARKER
     # Parallel test sessions (or CI jobs sharing a cache) must not build it twice.
-    with (base / f"openstack-venv-{RELEASE}.lock").open("w") as lock:
+    with (base / f"{recipe.name}.lock").open("w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if not marker.exists():
             shutil.rmtree(path, ignore_errors=True)
             log = base / f"{path.name}.log"
             log.unlink(missing_ok=True)
             started = time.monotonic()
-            _build(path, base / "uv-cache", log)
+            _build(recipe, path, base / "uv-cache", log)
             seconds = round(time.monotonic() - started, 1)
-            _prune_other_builds(base, keep=path)
-            built = {"release": RELEASE, "requirements": requirements(), "cutoff": RELEASE_CUTOFF}
+            _prune_other_builds(base, recipe, keep=path)
+            built = {"name": recipe.name, "requirements": recipe.requirements(), "cutoff": recipe.cutoff}
             marker.write_text(json.dumps(built | {"build_seconds": seconds}, indent=2))
-    return OpenStackVenv(path)
+    return path
+
+
+def ensure_venv(base: Path | None = None) -> OpenStackVenv:
+    """The venv for RELEASE, built if missing or left half-built by an earlier run."""
+    return OpenStackVenv(ensure_built(OPENSTACK, base))
 
 
 if __name__ == "__main__":
