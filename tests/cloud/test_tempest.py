@@ -1,0 +1,161 @@
+"""Tempest against the lab, without the lab: tempest.conf from a plan and a cloud's facts, the tests
+selected, and the results classed (tools/cloud/tempest_conf.py, tempest_limits.py)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+from components.inifile import parse_ini
+from tests.conftest import plan_of
+from tools.cloud.tempest_conf import NO_SSH_GUEST, selection, tempest_conf, volume_backend_runs
+from tools.cloud.tempest_limits import LabLimit, excluded, summarize
+from tools.realenv.openstack_venv import OPENSTACK, VenvRecipe
+from tools.realenv.tempest_venv import TEMPEST
+
+ADMIN = {
+    "OS_AUTH_URL": "http://keystone-api.openstack.svc.cluster.local:5000/v3",
+    "OS_USERNAME": "admin",
+    "OS_PASSWORD": "s3cret",
+    "OS_PROJECT_NAME": "admin",
+    "OS_USER_DOMAIN_NAME": "Default",
+    "OS_PROJECT_DOMAIN_NAME": "Default",
+    "OS_REGION_NAME": "RegionOne",
+    "OS_INTERFACE": "internal",
+}
+FACTS: dict[str, Any] = {
+    "image": "image-id",
+    "flavor": "flavor-id",
+    "flavor_alt": "flavor-alt-id",
+    "public_network": "public-id",
+    "hypervisors": 1,
+    "hypervisor_types": ["QEMU"],
+    "microversions": {
+        "compute": {"min": "2.1", "max": "2.96"},
+        "placement": {"min": "1.0", "max": "1.39"},
+        "volume": {"min": "3.0", "max": "3.70"},
+    },
+    "extensions": {"identity": ["OS-EC2"], "network": ["router", "port-security"], "volume": ["OS-SCH-HNT"]},
+    "image_stores": ["file"],
+    "volume_catalog_type": "volumev3",
+}
+NO_LVM = {"cinder-volume": "no device-mapper here", "iscsid-kvm-general": "no iSCSI"}
+SMOKE_ID = "tempest.api.compute.servers.test_create_server.ServersTestJSON.test_list_servers[id-9a43,smoke]"
+PLAIN_ID = "tempest.api.compute.servers.test_create_server.ServersTestJSON.test_host_name_is_same[id-ac1a]"
+VOLUME_ID = "tempest.api.volume.test_versions.VersionsTest.test_list_versions[id-77838fc4,smoke]"
+
+
+def _conf(stack: str = "prod", facts: dict[str, Any] = FACTS, cannot_run: dict[str, str] = NO_LVM) -> Any:
+    return tempest_conf(plan_of(stack), ADMIN, facts, cannot_run, Path("/work"))
+
+
+def test_the_conf_reaches_the_cloud_as_its_admin_through_the_internal_endpoints() -> None:
+    conf = parse_ini(_conf().text)
+    assert conf["identity"]["uri_v3"] == ADMIN["OS_AUTH_URL"]
+    assert conf["auth"]["admin_password"] == "s3cret" and conf["auth"]["admin_project_name"] == "admin"
+    for section in ("identity", "compute", "image", "network", "volume", "placement"):
+        endpoint = conf[section].get("endpoint_type", conf[section].get("v3_endpoint_type"))
+        assert endpoint == "internal", section
+        assert conf[section]["region"] == "RegionOne", section
+    assert conf["volume"]["catalog_type"] == "volumev3"  # as the cloud registered Cinder
+
+
+def test_the_conf_uses_what_the_cloud_reports() -> None:
+    conf = parse_ini(_conf().text)
+    assert (conf["compute"]["image_ref"], conf["compute"]["flavor_ref"]) == ("image-id", "flavor-id")
+    assert conf["compute"]["flavor_ref_alt"] == "flavor-alt-id"
+    assert conf["compute"]["max_microversion"] == "2.96" and conf["volume"]["max_microversion"] == "3.70"
+    assert conf["network"]["public_network_id"] == "public-id"
+    assert conf["network-feature-enabled"]["api_extensions"] == "router,port-security"
+    assert conf["network-feature-enabled"]["port_security"] == "true"
+    assert conf["volume-feature-enabled"]["api_extensions"] == "OS-SCH-HNT"
+    assert conf["identity-feature-enabled"]["api_extensions"] == "OS-EC2"
+    assert conf["compute"]["min_compute_nodes"] == "1"
+
+
+def test_features_follow_the_deployment_and_every_one_turned_off_says_why() -> None:
+    found = _conf()
+    conf = parse_ini(found.text)
+    services = conf["service_available"]
+    assert (services["cinder"], services["neutron"], services["swift"]) == ("true", "true", "false")
+    assert conf["volume-feature-enabled"]["backup"] == "false"
+    assert "cinder-backup" in found.features_off["volume-feature-enabled.backup"]
+    assert conf["validation"]["run_validation"] == "false"
+    assert found.features_off["validation.run_validation"] == NO_SSH_GUEST
+    # One hypervisor: no resize; two: resize (nova.conf does not allow resizing to the same host).
+    assert conf["compute-feature-enabled"]["resize"] == "false"
+    assert "1 compute host" in found.features_off["compute-feature-enabled.resize"]
+    two = parse_ini(_conf(facts={**FACTS, "hypervisors": 2}).text)
+    assert two["compute-feature-enabled"]["resize"] == "true"
+    features = [(s, o) for s in conf.sections() if s.endswith("-feature-enabled") for o in conf[s]]
+    turned_off = {f"{s}.{o}" for s, o in features if o not in conf.defaults() and conf[s][o] == "false"}
+    assert "compute-feature-enabled.vnc_console" in turned_off
+    assert turned_off <= found.features_off.keys(), turned_off - found.features_off.keys()
+
+
+def test_a_volume_backend_the_lab_cannot_run_is_named() -> None:
+    assert volume_backend_runs(NO_LVM) == "no device-mapper here"
+    assert volume_backend_runs({"iscsid-kvm-general": "no iSCSI"}) == ""
+    assert "no device-mapper here" in _conf().features_off["(tests needing a volume backend)"]
+    assert "(tests needing a volume backend)" not in _conf(cannot_run={}).features_off
+
+
+def test_a_stack_without_cinder_neither_configures_nor_selects_volume_tests() -> None:
+    plan = plan_of("dev")
+    assert not plan.settings.services.on("cinder")
+    conf = parse_ini(tempest_conf(plan, ADMIN, FACTS, {}, Path("/work")).text)
+    assert conf["service_available"]["cinder"] == "false"
+    assert "volume" not in conf.sections()
+    assert not re.search(selection(plan, smoke=False), VOLUME_ID)
+    assert re.search(selection(plan_of("prod"), smoke=False), VOLUME_ID)
+
+
+def test_the_smoke_set_is_the_smoke_tagged_api_tests() -> None:
+    prod = plan_of("prod")
+    assert re.search(selection(prod, smoke=True), SMOKE_ID)
+    assert not re.search(selection(prod, smoke=True), PLAIN_ID)
+    assert re.search(selection(prod, smoke=False), PLAIN_ID)
+    scenario = "tempest.scenario.test_server_basic_ops.TestServerBasicOps.test_server_basic_ops[id-7fff,smoke]"
+    assert not re.search(selection(prod, smoke=True), scenario)  # the lab's guest cannot be logged in to
+
+
+def test_results_are_counted_and_every_failure_classed() -> None:
+    limits = (LabLimit(r"\.ImportImagesTest\.test_image_web_download_import\b", "no Internet here"),)
+    records = [
+        {"id": "t.A.test_ok", "status": "success", "details": {}},
+        {"id": "t.A.test_skip", "status": "skip", "details": {"reason": "Resize is not available."}},
+        {"id": "t.A.test_skip2", "status": "skip", "details": {"reason": "Resize is not available."}},
+        {
+            "id": "tempest.api.image.v2.test_images.ImportImagesTest.test_image_web_download_import[id-1,smoke]",
+            "status": "fail",
+            "details": {"traceback": "Traceback ...\ntempest.lib.exceptions.TimeoutException: Request timed out"},
+        },
+        {
+            "id": "setUpClass (tempest.api.image.v2.admin.test_images_metadefs.MetadefsTest)",
+            "status": "fail",
+            "details": {"traceback": "Traceback ...\n  File x\nAssertionError: [] is empty\n"},
+        },
+    ]
+    left_out = {"tempest.api.volume.test_volumes_get.VolumesGetTest.test_x": "cinder-volume does not run here"}
+    found = summarize(records, left_out, limits)
+    assert (found["passed"], found["failed"], found["skipped"]) == (1, 2, 3)
+    assert found["skips"] == {"Resize is not available.": 2, "cinder-volume does not run here": 1}
+    cloud, lab = sorted(found["failures"], key=lambda f: f["class"])
+    assert (lab["class"], lab["reason"]) == ("lab", "no Internet here")
+    assert lab["error"].startswith("tempest.lib.exceptions.TimeoutException")
+    assert cloud == {"test": records[4]["id"], "reason": "AssertionError: [] is empty", "class": "cloud"}
+
+
+def test_tests_are_left_out_by_pattern_with_the_reason() -> None:
+    ids = [VOLUME_ID, "tempest.api.volume.test_volumes_get.VolumesGetTest.test_volume_create_get[id-1]"]
+    assert excluded(ids, [r"\.test_volumes_get\.VolumesGetTest\."], "why") == {ids[1]: "why"}
+
+
+def test_each_venv_is_cached_under_a_key_of_everything_that_decides_its_contents() -> None:
+    assert TEMPEST.requirements() == ["tempest==47.0.0"]
+    assert TEMPEST.cache_key() != OPENSTACK.cache_key()
+    same = VenvRecipe(TEMPEST.name, dict(TEMPEST.pinned), TEMPEST.cutoff)
+    assert same.cache_key() == TEMPEST.cache_key()
+    assert VenvRecipe(TEMPEST.name, {"tempest": "46.3.0"}, TEMPEST.cutoff).cache_key() != TEMPEST.cache_key()
+    assert VenvRecipe(TEMPEST.name, dict(TEMPEST.pinned), "2026-01-01T00:00:00Z").cache_key() != TEMPEST.cache_key()

@@ -1,0 +1,93 @@
+"""What Tempest's configuration takes from the running cloud itself, asked as its admin.
+
+    python -m tools.cloud.tempest_discover > facts.json
+
+Run like the scenario (tools/cloud/scenario.py) and after it, with the OpenStack virtualenv's
+interpreter, inside the cluster, with the admin's OS_* variables. Finds the guest image, the
+flavor and the provider network the scenario created, and prepares what an operator prepares for
+Tempest as devstack does (a second flavor beside the first; the provider network as the default
+external network and a shared default subnet pool, which Neutron's auto-allocated topology needs).
+Then reads what each API reports about itself: its microversion range, its extensions, Glance's
+stores, the hypervisors Nova knows. Prints one JSON object; any failure is an exit status other
+than 0, with its traceback on stderr.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+import openstack
+
+# What tools/cloud/scenario.py creates.
+GUEST_IMAGE, FLAVOR, PROVIDER_NETWORK = "guest", "tiny", "public"
+# Tempest's flavor_ref_alt: another flavor, a little larger (resize tests go from one to the other).
+ALT_FLAVOR = {"name": "tiny-alt", "ram": 192, "vcpus": 1, "disk": 1}
+# devstack's SUBNETPOOL_*_V4 for auto-allocated networks; apart from the scenario's networks and
+# Tempest's project_network_cidr (10.100.0.0/16).
+DEFAULT_POOL = {"name": "default-v4", "prefixes": ["10.200.0.0/16"], "default_prefix_length": 26}
+# Keystone names its API extensions in the link relations of its JSON home document.
+_IDENTITY_EXTENSION = re.compile(r"/ext/([^/]+)/")
+
+
+def _version(found: tuple[int, ...] | None) -> str | None:
+    return ".".join(map(str, found[:2])) if found else None
+
+
+def microversions(proxy: Any) -> dict[str, str | None]:
+    """The range the service's endpoint announces in its version document (keystoneauth's discovery)."""
+    data = proxy.get_endpoint_data()
+    return {"min": _version(data.min_microversion), "max": _version(data.max_microversion)}
+
+
+def identity_extensions(conn: openstack.connection.Connection) -> list[str]:
+    home = conn.identity.get("/", headers={"Accept": "application/json-home"}).json()
+    return sorted({m[1] for rel in home.get("resources", {}) for m in [_IDENTITY_EXTENSION.search(rel)] if m})
+
+
+def alt_flavor(conn: openstack.connection.Connection) -> Any:
+    return conn.compute.find_flavor(ALT_FLAVOR["name"]) or conn.compute.create_flavor(**ALT_FLAVOR)
+
+
+def auto_allocation(conn: openstack.connection.Connection, public: Any) -> None:
+    """The default external network and default subnet pool Neutron allocates a project's network from."""
+    if not public.is_default:
+        conn.network.update_network(public, is_default=True)
+    if conn.network.find_subnet_pool(DEFAULT_POOL["name"]) is None:
+        conn.network.create_subnet_pool(**DEFAULT_POOL, is_default=True, is_shared=True)
+
+
+def discover(conn: openstack.connection.Connection) -> dict[str, Any]:
+    public = conn.network.find_network(PROVIDER_NETWORK, ignore_missing=False)
+    auto_allocation(conn, public)
+    hypervisors = list(conn.compute.hypervisors(details=True))
+    facts: dict[str, Any] = {
+        "image": conn.image.find_image(GUEST_IMAGE, ignore_missing=False).id,
+        "flavor": conn.compute.find_flavor(FLAVOR, ignore_missing=False).id,
+        "flavor_alt": alt_flavor(conn).id,
+        "public_network": public.id,
+        "hypervisors": len(hypervisors),
+        "hypervisor_types": sorted({h.hypervisor_type for h in hypervisors if h.hypervisor_type}),
+        "microversions": {"compute": microversions(conn.compute), "placement": microversions(conn.placement)},
+        "extensions": {
+            "identity": identity_extensions(conn),
+            "network": sorted(e.alias for e in conn.network.extensions()),
+        },
+        "image_stores": sorted(store.id for store in conn.image.stores()),
+    }
+    services = {s.type for s in conn.identity.services()}
+    volume = next((t for t in ("block-storage", "volumev3", "volume") if t in services), None)
+    facts["volume_catalog_type"] = volume
+    if volume:
+        facts["microversions"]["volume"] = microversions(conn.block_storage)
+        facts["extensions"]["volume"] = sorted(e.alias for e in conn.block_storage.extensions())
+    return facts
+
+
+def main() -> None:
+    print(json.dumps(discover(openstack.connect())))
+
+
+if __name__ == "__main__":
+    main()
