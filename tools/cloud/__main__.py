@@ -1,6 +1,7 @@
 """Start the cloud of a stack's plan on this machine, use it as a user would, and report.
 
     python -m tools.cloud --stack prod [--out build/cloud/prod] [--keep] [--cni node-ips-in-ipblock]
+                          [--tempest smoke|full]
 
 Needs root (namespaces, cgroups, mounts) and the Debian packages of
 tools/realenv/install_system_packages.sh. Runs itself in a mount namespace of its own, so
@@ -16,6 +17,7 @@ from pathlib import Path
 
 from tools.cloud.netpol import CniMode
 from tools.cloud.run import TEST_STACKS, run
+from tools.cloud.tempest_run import SELECTIONS
 
 _INSIDE = "CLOUD_TEST_MOUNT_NAMESPACE"
 
@@ -32,6 +34,12 @@ def main(argv: list[str] | None = None) -> int:
         default=CniMode.NODE_IPS_NOT_IN_IPBLOCK,
         help="whether NetworkPolicy ipBlocks match other nodes' addresses (Calico: yes; Cilium's default: no)",
     )
+    parser.add_argument(
+        "--tempest",
+        choices=SELECTIONS,
+        help="then run Tempest's API tests of every deployed service (smoke: those tagged smoke); "
+        "writes tempest.json beside the report",
+    )
     args = parser.parse_args(argv)
     if os.geteuid() != 0:
         print("error: the cloud test needs root (network namespaces, cgroups, mounts)", file=sys.stderr)
@@ -41,7 +49,8 @@ def main(argv: list[str] | None = None) -> int:
         os.environ[_INSIDE] = "1"
         unshare = ["unshare", "--mount", "--propagation", "private"]
         os.execvp("unshare", [*unshare, sys.executable, "-m", "tools.cloud", *(argv or sys.argv[1:])])
-    report = run(args.stack, args.out or Path("build/cloud") / args.stack, keep=args.keep, cni=args.cni)
+    out = args.out or Path("build/cloud") / args.stack
+    report = run(args.stack, out, keep=args.keep, cni=args.cni, tempest=args.tempest)
     return 1 if report.deploy_error else 0
 
 

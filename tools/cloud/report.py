@@ -41,6 +41,7 @@ class Report:
     network_policies: dict[str, Any] = field(default_factory=dict)
     provider: dict[str, int] = field(default_factory=dict)
     api: dict[str, Any] = field(default_factory=dict)
+    tempest: dict[str, Any] | None = None  # counts of tools/cloud/tempest_run.py's tempest.json, when asked for
     deploy_error: str = ""
     not_run: list[dict[str, str]] = field(default_factory=list)
     data: dict[str, Any] = field(default_factory=dict)
@@ -91,6 +92,7 @@ class Report:
             "network_policies": self.network_policies,
             "provider_network": self.provider,
             "api": self.api,
+            "tempest": self.tempest or {"not_run": "not asked for (--tempest smoke|full)"},
             "seconds": {k: round(v, 1) for k, v in self.seconds.items()},
             "not_run": self._not_run(cloud, cannot_run, plan_workloads),
             "deploy_error": self.deploy_error,
@@ -204,6 +206,7 @@ class Report:
             f"  maintenance: {_maintenance_line(maintenance)}",
             f"  data stores reached: {d['network_policies']}",
             f"  API: {d['api'].get('requests')} requests, denied {d['api'].get('denied')}",
+            f"  tempest: {d['tempest']}",
             "  seconds: " + ", ".join(f"{k} {v}" for k, v in d["seconds"].items()),
         ]
         if d["deploy_error"]:

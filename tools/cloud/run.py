@@ -24,6 +24,7 @@ from tools.cloud.netpol import CniMode
 from tools.cloud.node import kill_cgroups
 from tools.cloud.report import Report
 from tools.cloud.services import API_SERVER_ADDRESS
+from tools.cloud.tempest_run import TempestError, run_tempest
 from tools.cloud.uplink import UplinkBridges
 from tools.cloud.userpod import UserPod
 from tools.cloud.vmsafety import libvirt_listener, restart_libvirt
@@ -232,7 +233,31 @@ def _stop_once(signum: int, frame: object) -> None:
     raise KeyboardInterrupt
 
 
-def run(stack: str, out: Path, keep: bool = False, cni: CniMode = CniMode.NODE_IPS_NOT_IN_IPBLOCK) -> Report:
+def tempest_step(
+    cloud: Cloud, user: UserPod, venv: Path, which: str, why_not: dict[str, str], log: Callable[[str], None]
+) -> dict[str, Any]:
+    """Tempest's API tests against the cloud (tools/cloud/tempest_run.py), as a user inside the cluster."""
+    try:
+        found = run_tempest(
+            cloud.plan, which, cloud.cluster.state, cloud.out, admin_env(cloud), venv / "bin" / "python", why_not,
+            user.run, log,
+        )  # fmt: skip
+    except (TempestError, OSError, subprocess.SubprocessError) as error:
+        return {"error": f"{type(error).__name__}: {error}"}
+    classes = [f["class"] for f in found["failures"]]
+    counts = {k: found[k] for k in ("passed", "failed", "skipped")}
+    counts |= {"cloud_failures": classes.count("cloud"), "lab_failures": classes.count("lab")}
+    log(f"tempest {which}: {counts}")
+    return {"selection": which, **counts}
+
+
+def run(
+    stack: str,
+    out: Path,
+    keep: bool = False,
+    cni: CniMode = CniMode.NODE_IPS_NOT_IN_IPBLOCK,
+    tempest: str | None = None,
+) -> Report:
     signal.signal(signal.SIGINT, _stop_once)
     signal.signal(signal.SIGTERM, _stop_once)
     shutil.rmtree(out / "logs", ignore_errors=True)
@@ -298,6 +323,10 @@ def run(stack: str, out: Path, keep: bool = False, cni: CniMode = CniMode.NODE_I
                 result = restart_libvirt(cloud, server["host"], server["instance_name"], server["id"], log)
                 report.libvirt_restart = result.as_dict()
                 phase("libvirt_restart", since)
+            if tempest:  # last: the other checks stay as fast, and it sees the cloud they left
+                since = time.monotonic()
+                report.tempest = tempest_step(cloud, user, venv.path, tempest, why_not, log)
+                phase("tempest", since)
         report_api(report, api)
         report.build(cloud, why_not)
         (out / "report.json").write_text(json.dumps(report.data, indent=2) + "\n")
