@@ -6,7 +6,7 @@ VENV := .venv
 STACK ?= dev
 BIN := $(VENV)/bin
 
-.PHONY: plan policy-config bench test test-quick test-cloud system-packages openstack-venv image-check lint clean
+.PHONY: plan policy-config bench test test-quick test-cloud test-tempest system-packages openstack-venv image-check lint clean
 
 $(BIN)/.installed: requirements.txt requirements-dev.txt policies/requirements.txt
 	$(PYTHON) -m venv $(VENV)
@@ -41,6 +41,12 @@ test-quick: $(BIN)/.installed
 # The running cloud of the prod and staging plans (tools/cloud): every pod, a VM, Horizon, VM safety.
 test-cloud: system-packages $(BIN)/.installed
 	$(BIN)/python -m pytest -m cloud
+
+# Tempest's API tests of every service the stack deploys, against its running cloud (tools/cloud/tempest_run.py):
+# build/cloud/<stack>/tempest.json. prod unless STACK=staging.
+test-tempest: STACK = prod
+test-tempest: system-packages $(BIN)/.installed
+	$(BIN)/python -m tools.cloud --stack $(STACK) --tempest full
 
 # Build (or reuse) the cached OpenStack virtualenv of tests/real and tools/cloud ahead of the tests.
 openstack-venv: $(BIN)/.installed

@@ -23,6 +23,8 @@ from tools.runtime import REPO
 
 # Whole runs take minutes; the harness has its own deadlines (tools/cloud/run.py).
 RUN_TIMEOUT = 2700
+# Tempest's smoke set runs against one stack's cloud before it stops (the full set: make test-tempest).
+TEMPEST = {"prod": ("--tempest", "smoke")}
 # Under option 5 libvirt and its guests live outside the pod's cgroup; under option 4 they are the pod's.
 SURVIVES = {"pod-per-service-host-pid": True, "pod-per-service": False}
 
@@ -35,7 +37,8 @@ def report(request: pytest.FixtureRequest) -> dict[str, Any]:
     out = REPO / "build" / "cloud" / stack
     out.mkdir(parents=True, exist_ok=True)
     (out / "report.json").unlink(missing_ok=True)
-    command = [sys.executable, "-m", "tools.cloud", "--stack", stack, "--out", str(out)]
+    (out / "tempest.json").unlink(missing_ok=True)
+    command = [sys.executable, "-m", "tools.cloud", "--stack", stack, "--out", str(out), *TEMPEST.get(stack, ())]
     log = out / "run.log"
     with log.open("w") as output:
         subprocess.run(command, cwd=REPO, stdout=output, stderr=subprocess.STDOUT, timeout=RUN_TIMEOUT)
@@ -181,3 +184,15 @@ def test_the_readmes_drain_procedure_works_step_by_step(report: dict[str, Any]) 
 def test_what_was_not_run_says_why(report: dict[str, Any]) -> None:
     assert all(item["why"] for item in report["not_run"])
     assert Path(REPO / "build" / "cloud" / report["stack"] / "report.json").exists()
+
+
+def test_tempests_smoke_set_passes(report: dict[str, Any]) -> None:
+    """Tempest's smoke-tagged API tests of every deployed service (tools/cloud/tempest_run.py): no failure
+    of the cloud; one of this machine's limits only where tools/cloud/tempest_limits.py names it."""
+    if report["stack"] not in TEMPEST:
+        pytest.skip(f"the smoke set runs against {', '.join(TEMPEST)} only, within make test's time")
+    assert "error" not in report["tempest"], report["tempest"]
+    found = json.loads((REPO / "build" / "cloud" / report["stack"] / "tempest.json").read_text())
+    assert found["selection"] == "smoke"
+    assert found["passed"] > 40, found
+    assert [f for f in found["failures"] if f["class"] == "cloud"] == []
