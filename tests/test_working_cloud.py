@@ -191,6 +191,15 @@ def test_glance_loads_its_metadata_definitions_before_its_api_answers() -> None:
     assert "glance-metadefs-load" in waits_for(plan, "glance-api")
 
 
+@pytest.mark.parametrize("backend", ["file", "cinder"])
+def test_glance_offers_no_copy_between_stores_it_does_not_have(backend: str) -> None:
+    """One store: copy-image has nowhere to copy to (glance answers 202 and does nothing)."""
+    conf = parse_ini(_files(plan_of("staging", glance={"backend": backend}), "glance")["glance-api.conf"])
+    assert conf["DEFAULT"]["enabled_backends"] == f"{backend}:{backend}"  # one store
+    methods = conf["DEFAULT"]["enabled_import_methods"].strip("[]").split(",")
+    assert "copy-image" not in methods and {"glance-direct", "web-download"} <= set(methods)
+
+
 def test_cell_mappings_follow_nova_conf() -> None:
     plan = plan_of("prod")
     script = plan.by_name("nova-bin", "ConfigMap").inputs["data"]["nova_db_sync.sh"]
