@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 from components.inifile import parse_ini
 from tests.conftest import plan_of
 from tools.cloud.tempest_conf import NO_SSH_GUEST, selection, tempest_conf, volume_backend_runs
+from tools.cloud.tempest_discover import GUEST_VCPUS, guest_vcpus
 from tools.cloud.tempest_limits import LabLimit, excluded, summarize
 from tools.realenv.openstack_venv import OPENSTACK, VenvRecipe
 from tools.realenv.tempest_venv import TEMPEST
@@ -159,3 +161,48 @@ def test_each_venv_is_cached_under_a_key_of_everything_that_decides_its_contents
     assert same.cache_key() == TEMPEST.cache_key()
     assert VenvRecipe(TEMPEST.name, {"tempest": "46.3.0"}, TEMPEST.cutoff).cache_key() != TEMPEST.cache_key()
     assert VenvRecipe(TEMPEST.name, dict(TEMPEST.pinned), "2026-01-01T00:00:00Z").cache_key() != TEMPEST.cache_key()
+
+
+class _Response:
+    def __init__(self, status: int, body: dict[str, Any] | None = None) -> None:
+        self.status_code, self.body = status, body or {}
+
+    def json(self) -> dict[str, Any]:
+        return self.body
+
+
+class _Placement:
+    """Placement's inventories of one compute node; nova-compute bumps the generation once, in between."""
+
+    def __init__(self, total: int, reserved: int, ratio: float, conflicts: int = 1) -> None:
+        self.vcpu = {"total": total, "reserved": reserved, "allocation_ratio": ratio, "min_unit": 1, "max_unit": total}
+        self.generation, self.conflicts, self.puts = 5, conflicts, 0
+
+    def get(self, url: str) -> _Response:
+        if url == "/resource_providers":
+            return _Response(200, {"resource_providers": [{"uuid": "rp-1", "name": "node-1"}]})
+        assert url == "/resource_providers/rp-1/inventories"
+        body = {"inventories": {"VCPU": dict(self.vcpu)}, "resource_provider_generation": self.generation}
+        return _Response(200, body)
+
+    def put(self, url: str, json: dict[str, Any], raise_exc: bool) -> _Response:
+        assert url == "/resource_providers/rp-1/inventories/VCPU" and raise_exc is False
+        self.puts += 1
+        if self.conflicts:
+            self.conflicts -= 1
+            self.generation += 1  # nova-compute's periodic update came first
+            return _Response(409)
+        assert json["resource_provider_generation"] == self.generation
+        self.vcpu = {k: json[k] for k in self.vcpu}
+        return _Response(200)
+
+
+def test_a_node_with_too_few_guest_vcpus_gets_a_higher_ratio_through_placement() -> None:
+    placement, prepared = _Placement(total=2, reserved=1, ratio=4.0), []
+    guest_vcpus(SimpleNamespace(placement=placement), prepared)
+    assert placement.vcpu["allocation_ratio"] == GUEST_VCPUS  # one core for guests
+    assert placement.puts == 2  # retried after the generation conflict
+    assert prepared == [f"VCPU allocation ratio of node-1 4.0 -> {float(GUEST_VCPUS)} (1 core(s) for guests)"]
+    roomy, prepared = _Placement(total=64, reserved=2, ratio=4.0), []
+    guest_vcpus(SimpleNamespace(placement=roomy), prepared)
+    assert (roomy.puts, roomy.vcpu["allocation_ratio"], prepared) == (0, 4.0, [])

@@ -7,18 +7,24 @@ interpreter, inside the cluster, with the admin's OS_* variables. Finds the gues
 flavor and the provider network the scenario created, and prepares what an operator prepares for
 Tempest as devstack does (a second flavor beside the first; the provider network as the default
 external network and a shared default subnet pool, which Neutron's auto-allocated topology needs).
+The guest image gets `os_shutdown_timeout` 0: the lab's busybox guest does not answer ACPI's power
+button, so each stop, shelve, rebuild and rescue would wait Nova's shutdown_timeout (60 s) for it.
+A compute node that offers Tempest fewer than GUEST_VCPUS guest vCPUs (this machine: two cores,
+one reserved for the host, times Nova's initial allocation ratio of 4) gets its VCPU allocation
+ratio raised through Placement, as an operator does where nova.conf sets no cpu_allocation_ratio.
 Then reads what each API reports about itself: its microversion range, its extensions, Glance's
-stores, the hypervisors Nova knows. Prints one JSON object; any failure is an exit status other
-than 0, with its traceback on stderr.
+stores, the hypervisors Nova knows. Prints one JSON object ("prepared" lists what it changed);
+any failure is an exit status other than 0, with its traceback on stderr.
 """
 
 from __future__ import annotations
 
 import json
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import openstack
+if TYPE_CHECKING:  # openstacksdk is the OpenStack venv's: the program's tests call these with a double
+    from openstack.connection import Connection
 
 # What tools/cloud/scenario.py creates.
 GUEST_IMAGE, FLAVOR, PROVIDER_NETWORK = "guest", "tiny", "public"
@@ -27,6 +33,9 @@ ALT_FLAVOR = {"name": "tiny-alt", "ram": 192, "vcpus": 1, "disk": 1}
 # devstack's SUBNETPOOL_*_V4 for auto-allocated networks; apart from the scenario's networks and
 # Tempest's project_network_cidr (10.100.0.0/16).
 DEFAULT_POOL = {"name": "default-v4", "prefixes": ["10.200.0.0/16"], "default_prefix_length": 26}
+# Tempest's compute classes hold a few servers each, besides those of the scenario and those still
+# being deleted: below this many guest vCPUs its builds fail with "No valid host was found".
+GUEST_VCPUS = 16
 # Keystone names its API extensions in the link relations of its JSON home document.
 _IDENTITY_EXTENSION = re.compile(r"/ext/([^/]+)/")
 
@@ -41,29 +50,69 @@ def microversions(proxy: Any) -> dict[str, str | None]:
     return {"min": _version(data.min_microversion), "max": _version(data.max_microversion)}
 
 
-def identity_extensions(conn: openstack.connection.Connection) -> list[str]:
+def identity_extensions(conn: Connection) -> list[str]:
     home = conn.identity.get("/", headers={"Accept": "application/json-home"}).json()
     return sorted({m[1] for rel in home.get("resources", {}) for m in [_IDENTITY_EXTENSION.search(rel)] if m})
 
 
-def alt_flavor(conn: openstack.connection.Connection) -> Any:
+def alt_flavor(conn: Connection) -> Any:
     return conn.compute.find_flavor(ALT_FLAVOR["name"]) or conn.compute.create_flavor(**ALT_FLAVOR)
 
 
-def auto_allocation(conn: openstack.connection.Connection, public: Any) -> None:
+def auto_allocation(conn: Connection, public: Any, prepared: list[str]) -> None:
     """The default external network and default subnet pool Neutron allocates a project's network from."""
     if not public.is_default:
         conn.network.update_network(public, is_default=True)
+        prepared.append(f"network {public.name} is the default external network")
     if conn.network.find_subnet_pool(DEFAULT_POOL["name"]) is None:
         conn.network.create_subnet_pool(**DEFAULT_POOL, is_default=True, is_shared=True)
+        prepared.append(f"shared default subnet pool {DEFAULT_POOL['name']} {DEFAULT_POOL['prefixes'][0]}")
 
 
-def discover(conn: openstack.connection.Connection) -> dict[str, Any]:
+def guest_vcpus(conn: Connection, prepared: list[str]) -> None:
+    """Raise the VCPU allocation ratio of each compute node offering fewer than GUEST_VCPUS.
+
+    Nova keeps a ratio set through Placement unless nova.conf sets cpu_allocation_ratio
+    (nova/virt/driver.py _get_allocation_ratios); a generation conflict with nova-compute's own
+    update is retried.
+    """
+    for provider in conn.placement.get("/resource_providers").json()["resource_providers"]:
+        url = f"/resource_providers/{provider['uuid']}/inventories"
+        for _ in range(10):
+            found = conn.placement.get(url).json()
+            vcpu = found["inventories"].get("VCPU")
+            cores = vcpu["total"] - vcpu["reserved"] if vcpu else 0
+            if not vcpu or cores < 1 or cores * vcpu["allocation_ratio"] >= GUEST_VCPUS:
+                break
+            ratio = float(-(-GUEST_VCPUS // cores))
+            generation = found["resource_provider_generation"]
+            body = {**vcpu, "allocation_ratio": ratio, "resource_provider_generation": generation}
+            if conn.placement.put(f"{url}/VCPU", json=body, raise_exc=False).status_code == 200:
+                prepared.append(
+                    f"VCPU allocation ratio of {provider['name']} {vcpu['allocation_ratio']} -> {ratio} "
+                    f"({cores} core(s) for guests)"
+                )
+                break
+
+
+def hard_power_off(conn: Connection, image: Any, prepared: list[str]) -> None:
+    """Nova powers a server of this image off at once (its image_os_shutdown_timeout, compute/manager.py)."""
+    if (image.properties or {}).get("os_shutdown_timeout") != "0":
+        conn.image.update_image(image, os_shutdown_timeout="0")
+        prepared.append(f"image {image.name}: os_shutdown_timeout 0 (the guest ignores ACPI shutdown)")
+
+
+def discover(conn: Connection) -> dict[str, Any]:
+    prepared: list[str] = []
+    image = conn.image.find_image(GUEST_IMAGE, ignore_missing=False)
+    hard_power_off(conn, image, prepared)
     public = conn.network.find_network(PROVIDER_NETWORK, ignore_missing=False)
-    auto_allocation(conn, public)
+    auto_allocation(conn, public, prepared)
+    guest_vcpus(conn, prepared)
     hypervisors = list(conn.compute.hypervisors(details=True))
     facts: dict[str, Any] = {
-        "image": conn.image.find_image(GUEST_IMAGE, ignore_missing=False).id,
+        "prepared": prepared,
+        "image": image.id,
         "flavor": conn.compute.find_flavor(FLAVOR, ignore_missing=False).id,
         "flavor_alt": alt_flavor(conn).id,
         "public_network": public.id,
@@ -86,6 +135,8 @@ def discover(conn: openstack.connection.Connection) -> dict[str, Any]:
 
 
 def main() -> None:
+    import openstack
+
     print(json.dumps(discover(openstack.connect())))
 
 

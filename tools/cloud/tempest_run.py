@@ -139,6 +139,7 @@ def run_tempest(
         "listed": len(tests),
         **result,
         "exit_status": exit_status,
+        "prepared": facts.get("prepared", []),
         "features_off": conf.features_off,
         "seconds": round(time.monotonic() - started, 1),
         "logs": {"run": str(out / "tempest-run.log"), "tempest": str(work / "logs" / "tempest.log")},
