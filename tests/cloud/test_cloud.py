@@ -189,8 +189,9 @@ def test_what_was_not_run_says_why(report: dict[str, Any]) -> None:
 def test_tempests_smoke_set_passes(report: dict[str, Any]) -> None:
     """Tempest's smoke-tagged API tests of every deployed service (tools/cloud/tempest_run.py): no failure
     of the cloud; one of this machine's limits only where tools/cloud/tempest_limits.py names it."""
-    if report["stack"] not in TEMPEST:
-        pytest.skip(f"the smoke set runs against {', '.join(TEMPEST)} only, within make test's time")
+    if report["stack"] not in TEMPEST:  # within make test's time, one stack's cloud runs it
+        assert report["tempest"] == {"not_run": "not asked for (--tempest smoke|full)"}
+        return
     assert "error" not in report["tempest"], report["tempest"]
     found = json.loads((REPO / "build" / "cloud" / report["stack"] / "tempest.json").read_text())
     assert found["selection"] == "smoke"

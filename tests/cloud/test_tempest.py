@@ -85,11 +85,14 @@ def test_features_follow_the_deployment_and_every_one_turned_off_says_why() -> N
     assert "cinder-backup" in found.features_off["volume-feature-enabled.backup"]
     assert conf["validation"]["run_validation"] == "false"
     assert found.features_off["validation.run_validation"] == NO_SSH_GUEST
-    # One hypervisor: no resize; two: resize (nova.conf does not allow resizing to the same host).
-    assert conf["compute-feature-enabled"]["resize"] == "false"
-    assert "1 compute host" in found.features_off["compute-feature-enabled.resize"]
-    two = parse_ini(_conf(facts={**FACTS, "hypervisors": 2}).text)
-    assert two["compute-feature-enabled"]["resize"] == "true"
+    # One hypervisor: no live migration; two: live migration, a block one (local disks). Never a
+    # resize or cold migration: no SSH between compute nodes (nor resizing to the same host).
+    assert conf["compute-feature-enabled"]["live_migration"] == "false"
+    assert "1 compute host" in found.features_off["compute-feature-enabled.live_migration"]
+    two = parse_ini(_conf(facts={**FACTS, "hypervisors": 2}).text)["compute-feature-enabled"]
+    assert (two["live_migration"], two["block_migration_for_live_migration"]) == ("true", "true")
+    assert (two["resize"], two["cold_migration"]) == ("false", "false")
+    assert "SSH" in found.features_off["compute-feature-enabled.cold_migration"]
     features = [(s, o) for s in conf.sections() if s.endswith("-feature-enabled") for o in conf[s]]
     turned_off = {f"{s}.{o}" for s, o in features if o not in conf.defaults() and conf[s][o] == "false"}
     assert "compute-feature-enabled.vnc_console" in turned_off

@@ -2,9 +2,9 @@
 
 The Kubernetes API is tools/kubefake.py (no API server can run here), holding RBAC to exactly
 what the prod plan's Roles and ClusterRole grant the controller's ServiceAccount; Nova and
-Placement are tests/maintenance/fakenova.py (why: its docstring). The real Nova answers the same
-controller in the cloud harness (tools/cloud/maintenance_check.py): cordon, uncordon and a
-refused maintenance on one node.
+Placement are tests/maintenance/fakenova.py (why: its docstring). The controller's own pod runs
+against the real Nova in the cloud lab (tools/cloud/migration_check.py): a maintenance that
+live-migrates the node's servers to the other compute node.
 """
 
 from __future__ import annotations

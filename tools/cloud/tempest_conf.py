@@ -172,12 +172,18 @@ def _compute(
         "min_compute_nodes": hosts,
         "hypervisor_type": types[0],
     }
+    # Cold migration and resize copy the disk between compute nodes over SSH as the nova user, which
+    # the program does not deploy (README, "Cold migration and resize"); a resize to the same host
+    # copies nothing, so nova.conf's allow_resize_to_same_host turns resize back on.
+    no_ssh = "the program deploys no SSH between compute nodes, which cold migration and resize copy disks over"
     same_host = _flag(nova, "DEFAULT", "allow_resize_to_same_host", False)
-    features: dict[str, Any] = {"resize": hosts > 1 or same_host}
-    if not features["resize"]:
-        off["compute-feature-enabled.resize"] = (
-            f"{hosts} compute host here and nova.conf does not allow_resize_to_same_host: a resize needs another host"
-        )
+    features: dict[str, Any] = {
+        "resize": _off(off, "compute-feature-enabled.resize", same_host, f"{no_ssh} (allow_resize_to_same_host off)"),
+        "cold_migration": _off(off, "compute-feature-enabled.cold_migration", False, no_ssh),
+        "live_migration": _off(off, "compute-feature-enabled.live_migration", hosts > 1, f"{hosts} compute host"),
+        # Local disks (no images_type rbd) move with the guest: a block migration.
+        "block_migration_for_live_migration": nova.get("libvirt", "images_type", fallback="default") != "rbd",
+    }
     # The console URL Nova hands out is novncproxy_base_url's public host: no ingress the stack
     # deploys serves it yet, so Tempest's websocket to it cannot connect.
     vnc = _flag(nova, "vnc", "enabled", True)

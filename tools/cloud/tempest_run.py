@@ -2,7 +2,7 @@
 the results into build/cloud/<stack>/tempest.json.
 
 The lab hands over what it knows and a way to run a command as a user inside the cluster
-(`InCluster`: today tools/cloud/run.py's `in_cluster`, the node's network and the cluster's names);
+(`InCluster`: today tools/cloud/userpod.py's `UserPod.run`, a pod's network and the cluster's DNS);
 nothing else of the lab is used. Steps, each logged:
 1. ask the cloud what tempest.conf needs (tools/cloud/tempest_discover.py, OpenStack venv);
 2. write tempest.conf (tools/cloud/tempest_conf.py) into a workspace under the lab's state
