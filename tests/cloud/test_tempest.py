@@ -12,7 +12,7 @@ from components.inifile import parse_ini
 from tests.conftest import plan_of
 from tools.cloud.tempest_conf import NO_SSH_GUEST, selection, tempest_conf, volume_backend_runs
 from tools.cloud.tempest_discover import GUEST_VCPUS, guest_vcpus
-from tools.cloud.tempest_limits import LabLimit, excluded, summarize
+from tools.cloud.tempest_limits import LabLimit, excluded, summarize, volume_backend_tests
 from tools.realenv.openstack_venv import OPENSTACK, VenvRecipe
 from tools.realenv.tempest_venv import TEMPEST
 
@@ -155,6 +155,19 @@ def test_results_are_counted_and_every_failure_classed() -> None:
 def test_tests_are_left_out_by_pattern_with_the_reason() -> None:
     ids = [VOLUME_ID, "tempest.api.volume.test_volumes_get.VolumesGetTest.test_volume_create_get[id-1]"]
     assert excluded(ids, [r"\.test_volumes_get\.VolumesGetTest\."], "why") == {ids[1]: "why"}
+
+
+def test_without_a_volume_backend_only_the_tests_that_need_one_are_left_out() -> None:
+    base = "tempest.api.volume.test_volumes_get.VolumesGetTest"
+    ids = [
+        f"{base}.test_volume_create_get_update_delete[id-c8c5ab38,smoke]",  # listed test
+        f"{base}.test_volume_create_get_update_delete_as_clone[id-3f591b4a]",  # listed test, a longer name
+        f"{base}.test_volume_get_metadata_none[id-0b2ff7a9]",  # its class's other test: needs no volume
+        "tempest.api.volume.test_volumes_list.VolumesListTestJSON.test_volume_list[id-0b6ddd39,smoke]",  # class
+        "tempest.api.volume.admin.test_volume_types.VolumeTypesTest.test_volume_type_list[id-9d9b28e3]",
+    ]
+    left_out = excluded(ids, volume_backend_tests(), "no backend")
+    assert sorted(left_out) == sorted([ids[0], ids[1], ids[3]])
 
 
 def test_each_venv_is_cached_under_a_key_of_everything_that_decides_its_contents() -> None:

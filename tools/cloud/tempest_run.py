@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from tools.cloud.tempest_conf import selection, tempest_conf, volume_backend_runs
-from tools.cloud.tempest_limits import NEEDS_VOLUME_BACKEND, excluded, summarize
+from tools.cloud.tempest_limits import excluded, summarize, volume_backend_tests
 from tools.plan import Plan
 from tools.realenv.tempest_venv import TEMPEST_VERSION, TempestVenv, ensure_tempest_venv
 from tools.runtime import REPO
@@ -115,7 +115,7 @@ def run_tempest(
     regex = selection(plan, smoke=which == "smoke")
     tests = _list(venv, work, regex)
     why = volume_backend_runs(cannot_run)
-    left_out = excluded(tests, NEEDS_VOLUME_BACKEND, f"cinder-volume does not run here: {why}") if why else {}
+    left_out = excluded(tests, volume_backend_tests(), f"cinder-volume does not run here: {why}") if why else {}
     (work / "exclude.txt").write_text("".join(f"^{re.escape(t)}$\n" for t in left_out))
     log(f"tempest {TEMPEST_VERSION} {which}: {len(tests)} tests, {len(left_out)} left out ({out / 'tempest-run.log'})")
     # In a PID namespace of its own: when the run is stopped (Ctrl-C, a timeout), stestr's workers go with it.
