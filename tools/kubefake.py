@@ -24,45 +24,23 @@ from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 from tools.json_http import serve_json
+from tools.merge_patch import MERGE_PATCH, merge_patch
+from tools.rbac import rbac_rules
 
 Manifest = dict[str, Any]
 # (namespace, or None for cluster-wide; resource; verb)
 Grant = tuple[str | None, str, str]
-MERGE_PATCH = "application/merge-patch+json"
 
 
 def grants_for(objects: Iterable[Mapping[str, Any]], namespace: str, account: str) -> set[Grant]:
     """What the ServiceAccount `namespace/account` may do on the core API group, from RBAC objects."""
-    objects = list(objects)
-    roles = {(o["kind"], o["metadata"].get("namespace"), o["metadata"]["name"]): o for o in objects}
-    granted: set[Grant] = set()
-    for binding in objects:
-        if binding["kind"] not in ("RoleBinding", "ClusterRoleBinding"):
-            continue
-        subjects = binding.get("subjects") or []
-        if not any(s.get("kind") == "ServiceAccount" and (s["namespace"], s["name"]) == (namespace, account)
-                   for s in subjects):  # fmt: skip
-            continue
-        ref = binding["roleRef"]
-        where = binding["metadata"].get("namespace") if binding["kind"] == "RoleBinding" else None
-        role = roles.get((ref["kind"], where if ref["kind"] == "Role" else None, ref["name"]))
-        for rule in (role or {}).get("rules") or []:
-            if "" in rule.get("apiGroups", []):
-                granted |= {(where, r, v) for r in rule["resources"] for v in rule["verbs"]}
-    return granted
-
-
-def merge_patch(target: Any, patch: Any) -> Any:
-    """RFC 7386."""
-    if not isinstance(patch, dict):
-        return copy.deepcopy(patch)
-    result = dict(target) if isinstance(target, dict) else {}
-    for key, value in patch.items():
-        if value is None:
-            result.pop(key, None)
-        else:
-            result[key] = merge_patch(result.get(key), value)
-    return result
+    return {
+        (where, resource, verb)
+        for where, rule in rbac_rules(objects, namespace, account)
+        if "" in rule.api_groups
+        for resource in rule.resources
+        for verb in rule.verbs
+    }
 
 
 @dataclass

@@ -30,7 +30,7 @@ import ssl
 import subprocess
 import threading
 import uuid
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -38,9 +38,10 @@ from typing import Any, Protocol
 from urllib.parse import parse_qs, urlsplit
 
 from tools.cloud.netns import enter_netns
+from tools.merge_patch import MERGE_PATCH, merge_patch
+from tools.rbac import rbac_rules
 
 Manifest = dict[str, Any]
-MERGE_PATCH = "application/merge-patch+json"
 ADMIN = ("", "cluster-admin")  # the administrator's subject: a user, not a ServiceAccount
 _VERBS = {"GET": "get", "PUT": "update", "PATCH": "patch", "DELETE": "delete", "POST": "create"}
 
@@ -53,59 +54,6 @@ class LabWorld(Protocol):
     def api_pods(self, namespace: str) -> list[Manifest]: ...
     def api_delete_pod(self, namespace: str, name: str) -> bool: ...
     def api_update_secret(self, namespace: str, name: str, data: Mapping[str, str]) -> None: ...
-
-
-@dataclass(frozen=True)
-class Rule:
-    api_groups: frozenset[str]
-    resources: frozenset[str]
-    verbs: frozenset[str]
-    names: frozenset[str]  # resourceNames; empty: any
-
-    def allows(self, group: str, resource: str, verb: str, name: str | None) -> bool:
-        return (
-            (group in self.api_groups or "*" in self.api_groups)
-            and (resource in self.resources or "*" in self.resources)
-            and (verb in self.verbs or "*" in self.verbs)
-            and (not self.names or (name is not None and name in self.names))
-        )
-
-
-def rbac_rules(objects: Iterable[Mapping[str, Any]], namespace: str, account: str) -> list[tuple[str | None, Rule]]:
-    """(namespace the rule holds in, or None for cluster-wide; the rule) of a ServiceAccount, from RBAC objects."""
-    objects = list(objects)
-    roles = {(o["kind"], o["metadata"].get("namespace"), o["metadata"]["name"]): o for o in objects}
-    found: list[tuple[str | None, Rule]] = []
-    for binding in objects:
-        if binding["kind"] not in ("RoleBinding", "ClusterRoleBinding"):
-            continue
-        if not any(
-            s.get("kind") == "ServiceAccount" and s.get("name") == account and s.get("namespace") == namespace
-            for s in binding.get("subjects") or []
-        ):
-            continue
-        ref = binding["roleRef"]
-        where = binding["metadata"].get("namespace") if binding["kind"] == "RoleBinding" else None
-        role = roles.get((ref["kind"], where if ref["kind"] == "Role" else None, ref["name"]))
-        for rule in (role or {}).get("rules") or []:
-            found.append((where, Rule(
-                frozenset(rule.get("apiGroups") or []), frozenset(rule.get("resources") or []),
-                frozenset(rule.get("verbs") or []), frozenset(rule.get("resourceNames") or []),
-            )))  # fmt: skip
-    return found
-
-
-def merge_patch(target: Any, patch: Any) -> Any:
-    """RFC 7386."""
-    if not isinstance(patch, dict):
-        return copy.deepcopy(patch)
-    result = dict(target) if isinstance(target, dict) else {}
-    for key, value in patch.items():
-        if value is None:
-            result.pop(key, None)
-        else:
-            result[key] = merge_patch(result.get(key), value)
-    return result
 
 
 def status(code: int, reason: str, message: str) -> Manifest:
