@@ -19,7 +19,7 @@ from components.oslo import MARIADB, MEMCACHED, RABBITMQ
 from components.services import service_specs
 from components.settings import OPTIONAL_SERVICES, Problem, Settings, problem
 from components.spec import Process, ServiceSpec
-from policies.registry import RULES
+from policies.registry import HYGIENE_RULES, RULES
 from policies.settings import ENFORCEMENT_LEVELS
 
 DEFAULT_RESOURCES = "default"  # resources.default: what every container's entry does not set
@@ -93,7 +93,15 @@ def unknown_policies(settings: Settings) -> Iterator[Problem]:
     """`policyEnforcement` keys that name no policy of the pack, and values that are no enforcement level."""
     yield from _unknown(("policyEnforcement",), settings.policy_enforcement, POLICIES, "policy")
     for name, level in settings.policy_enforcement.items():
-        if level not in ENFORCEMENT_LEVELS:
+        if name in POLICIES and name not in HYGIENE_RULES:
+            # Set here, a generated config would govern every later deploy: what guards the host
+            # is changed in policies/, where review of the gate happens.
+            message = (
+                "guards the host or the cloud, so its level is fixed in policies/registry.py, not set by a stack; "
+                f"a stack may set only the hygiene policies: {', '.join(sorted(HYGIENE_RULES))}"
+            )
+            yield problem(("policyEnforcement", name), level, message)
+        elif level not in ENFORCEMENT_LEVELS:
             message = _not_one_of(level, ENFORCEMENT_LEVELS, "enforcement level")
             yield problem(("policyEnforcement", name), level, message)
 

@@ -37,6 +37,10 @@ class ResourceRule:
     uses: tuple[str, ...] = ROLE_CONTEXT  # config properties (policies/settings.py)
     # "all" objects; "own": the program's own, not a third-party chart's; "chart": only those.
     scope: str = "all"
+    # Workload hygiene: the one kind of rule a stack file may move (policyEnforcement). Every
+    # other rule guards the host or the cloud, and its level is the one here: changing it is a
+    # change to policies/.
+    hygiene: bool = False
 
     def applies(self, obj: K8sObject) -> bool:
         return self.scope == "all" or (self.scope == "chart") == obj.from_chart
@@ -49,6 +53,7 @@ class StackRule:
     enforcement: str
     check: StackCheck
     uses: tuple[str, ...] = ROLE_CONTEXT
+    hygiene: bool = False  # as ResourceRule.hygiene
 
 
 def chart_hygiene(obj: K8sObject, settings: PackSettings) -> list[str]:
@@ -122,6 +127,7 @@ RESOURCE_RULES: tuple[ResourceRule, ...] = (
         resource_requests_limits,
         uses=ROLE_CONTEXT + RESOURCES,
         scope="own",
+        hygiene=True,
     ),
     ResourceRule(
         "readiness-probes",
@@ -130,6 +136,7 @@ RESOURCE_RULES: tuple[ResourceRule, ...] = (
         readiness_probes,
         uses=(),
         scope="own",
+        hygiene=True,
     ),
     ResourceRule(
         "image-pinned",
@@ -138,6 +145,7 @@ RESOURCE_RULES: tuple[ResourceRule, ...] = (
         image_pinned,
         uses=(),
         scope="own",
+        hygiene=True,
     ),
     ResourceRule(
         "no-plaintext-passwords",
@@ -154,6 +162,7 @@ RESOURCE_RULES: tuple[ResourceRule, ...] = (
         chart_hygiene,
         uses=RESOURCES,
         scope="chart",
+        hygiene=True,
     ),
 )
 
@@ -181,3 +190,5 @@ STACK_RULES: tuple[StackRule, ...] = (
     ),
 )
 RULES: tuple[ResourceRule | StackRule, ...] = RESOURCE_RULES + STACK_RULES
+# What a stack's policyEnforcement may set; the others keep their level above.
+HYGIENE_RULES = tuple(rule.name for rule in RULES if rule.hygiene)

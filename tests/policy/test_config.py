@@ -120,10 +120,10 @@ def test_the_pack_reads_the_stacks_settings_from_its_config(stack: str) -> None:
 def test_a_stack_enforces_every_policy_unless_its_settings_say_otherwise() -> None:
     levels = {name: entry["enforcementLevel"] for name, entry in policy_config(Settings()).items()}
     assert levels == {rule.name: "advisory" if rule.name in ADVISORY_EVERYWHERE else "mandatory" for rule in RULES}
-    lowered = {"host-ports": "disabled", "third-party-chart-hygiene": "remediate"}
-    changed = Settings.parse({"policyEnforcement": lowered})
+    moved = {"image-pinned": "disabled", "third-party-chart-hygiene": "remediate"}
+    changed = Settings.parse({"policyEnforcement": moved})
     levels = {name: entry["enforcementLevel"] for name, entry in policy_config(changed).items()}
-    assert levels["host-ports"] == "disabled" and levels["third-party-chart-hygiene"] == "remediate"
+    assert levels["image-pinned"] == "disabled" and levels["third-party-chart-hygiene"] == "remediate"
     assert levels["host-namespaces"] == "mandatory"
 
 
