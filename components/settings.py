@@ -797,10 +797,21 @@ class Problem:
     shown: bool = True  # False when there is no value to show (a missing one)
 
     def __str__(self) -> str:
-        return f"{self.key}: {self.message}" + (f" (got {self.value!r})" if self.shown else "")
+        return f"{self.key}: {self.message}" + (f" (got {excerpt(self.value)})" if self.shown else "")
 
     def hidden(self) -> Problem:
         return dataclasses.replace(self, value=SECRET_MARK)
+
+
+EXCERPT = 120  # characters of a value a problem quotes: a huge value would bury every other line
+
+
+def excerpt(value: Any) -> str:
+    """A value as a problem quotes it: whole when short, else its start and how long it is."""
+    shown = repr(value)
+    if len(shown) <= EXCERPT:
+        return shown
+    return f"{shown[:EXCERPT]}... ({len(value) if isinstance(value, str) else len(shown)} characters)"
 
 
 def problem(path: tuple[str | int, ...], value: Any, message: str) -> Problem:

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from policies.k8s import K8sObject
+from policies.lists import flatten
 from policies.registry import HYGIENE_RULES, RESOURCE_RULES, RULES, STACK_RULES
 from policies.settings import ENFORCEMENT_LEVELS, ConfigError, PackSettings, check_property
 
@@ -104,7 +105,9 @@ def settings_for(config: Mapping[str, Any], name: str) -> PackSettings:
 
 
 def check_objects(objects: Sequence[K8sObject], config: Mapping[str, Any]) -> list[Violation]:
-    """The resource rules over each object (what tools/policycheck runs on manifests)."""
+    """The resource rules over each object, a list's items each on its own (what tools/policycheck runs
+    on manifests)."""
+    objects = [item for obj in objects for item in flatten(obj)]
     violations = []
     for rule in RESOURCE_RULES:
         level = enforcement(config, rule.name, rule.enforcement)
