@@ -106,6 +106,18 @@ def unknown_policies(settings: Settings) -> Iterator[Problem]:
             yield problem(("policyEnforcement", name), level, message)
 
 
+def shared_public_hosts(settings: Settings, public_hosts: Iterable[str]) -> Iterator[Problem]:
+    """`endpoints.hosts` entries that give a service the public host another one has (its own entry, or
+    its default `<service>.<domain>`): one route would take both services' requests."""
+    hosts = {service: settings.public_host(service) for service in public_hosts}
+    for service in settings.endpoints.hosts:
+        host = hosts.get(service)
+        others = sorted(other for other, theirs in hosts.items() if theirs == host and other != service)
+        if host is not None and others:
+            message = f"{host} is also {others[0]}'s public host; give every service a host of its own"
+            yield problem(("endpoints", "hosts", service), host, message)
+
+
 def unknown_names(settings: Settings) -> Iterator[Problem]:
     """A problem for every map key that names nothing of the program under this stack's topology
     and node groups. The services the stack leaves off count: turning one off keeps its tuning."""
@@ -118,5 +130,7 @@ def unknown_names(settings: Settings) -> Iterator[Problem]:
     containers = (n for n in settings.resources if n != DEFAULT_RESOURCES)
     yield from _unknown(("resources",), containers, names.containers, "container")
     yield from _unknown(("endpoints", "hosts"), settings.endpoints.hosts, names.public_hosts, "public host")
+    if settings.endpoints.hosts:
+        yield from shared_public_hosts(settings, declared_names(settings).public_hosts)
     yield from _unknown(("images", "overrides"), settings.images.overrides, names.images, "image")
     yield from unknown_policies(settings)
