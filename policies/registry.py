@@ -16,6 +16,7 @@ from policies.k8s import K8sObject
 from policies.passwords import no_plaintext_passwords
 from policies.podspec import pod_templates
 from policies.privileges import added_capabilities, host_namespaces, host_ports, privileged_containers
+from policies.rbac import rbac_advice, rbac_grants
 from policies.restricted import control_plane_restricted, restricted_findings
 from policies.settings import PackSettings
 from policies.stack_rules import agents_on_their_nodes, api_waits_for_db_sync, vm_safe_updates
@@ -63,6 +64,7 @@ def chart_hygiene(obj: K8sObject, settings: PackSettings) -> list[str]:
     found = [f.message for pod in pod_templates(obj) if not pod.operator for f in restricted_findings(pod)]
     for check in (resource_requests_limits, readiness_probes, image_pinned, no_plaintext_passwords):
         found += check(obj, settings)
+    found += rbac_advice(obj)
     return [f"third-party chart: {message}" for message in found]
 
 
@@ -111,6 +113,14 @@ RESOURCE_RULES: tuple[ResourceRule, ...] = (
         "carry no pod: its privileges would pass unjudged.",
         "mandatory",
         unknown_pod_kinds,
+        uses=(),
+    ),
+    ResourceRule(
+        "rbac-grants",
+        "No RBAC that hands over the cluster, its nodes or its Secrets: cluster-admin, bindings to everyone, "
+        "wildcards, escalate, bind, impersonate, nodes/proxy, pods/exec, every Secret.",
+        "mandatory",
+        rbac_grants,
         uses=(),
     ),
     ResourceRule(
