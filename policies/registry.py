@@ -13,6 +13,7 @@ from policies.baseline import pod_security_baseline
 from policies.host_volumes import host_path_volumes
 from policies.hygiene import image_pinned, readiness_probes, resource_requests_limits
 from policies.k8s import K8sObject
+from policies.network_policies import data_store_ingress
 from policies.passwords import no_plaintext_passwords
 from policies.podspec import pod_templates
 from policies.privileges import added_capabilities, host_namespaces, host_ports, privileged_containers
@@ -122,6 +123,14 @@ RESOURCE_RULES: tuple[ResourceRule, ...] = (
         "mandatory",
         rbac_grants,
         uses=(),
+    ),
+    ResourceRule(
+        "data-store-ingress",
+        "No NetworkPolicy opens MariaDB, RabbitMQ or memcached to everyone beyond MariaDB's and RabbitMQ's client "
+        "ports; no other network policy kind.",
+        "mandatory",
+        data_store_ingress,
+        uses=("namespace",),
     ),
     ResourceRule(
         "control-plane-restricted",
