@@ -108,8 +108,11 @@ def test_the_pack_reads_the_stacks_settings_from_its_config(stack: str) -> None:
         seen = settings_for(config, rule.name)
         if "namespace" in rule.uses:
             assert seen.namespace == settings.namespace
+        if "hypervisorIsolation" in rule.uses:
             assert seen.topology == settings.hypervisor_isolation
+        if "imageRegistry" in rule.uses:
             assert seen.image_registry == settings.images.registry
+        if "imageOverrides" in rule.uses:
             assert seen.image_overrides == settings.images.overrides
         if "vmSafe" in rule.uses:
             assert seen.vm_safe == settings.compute.vm_safe
