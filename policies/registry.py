@@ -10,6 +10,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from policies.baseline import pod_security_baseline
+from policies.host_storage import host_storage
 from policies.host_volumes import host_path_volumes
 from policies.hygiene import image_pinned, readiness_probes, resource_requests_limits
 from policies.k8s import K8sObject
@@ -93,6 +94,14 @@ RESOURCE_RULES: tuple[ResourceRule, ...] = (
         "hostPath volumes only under a node role's host paths (by path segment), read-only where it only reads.",
         "mandatory",
         host_path_volumes,
+    ),
+    ResourceRule(
+        "host-storage",
+        "No storage that reaches the host around hostPath: PersistentVolumes on node paths, claims bound by name, "
+        "volumeDevices, inline CSI and flexVolume.",
+        "mandatory",
+        host_storage,
+        uses=(),
     ),
     ResourceRule(
         "added-capabilities",
