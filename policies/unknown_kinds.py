@@ -15,7 +15,7 @@ import itertools
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from policies.k8s import K8sObject, get, is_list
+from policies.k8s import CHART_TYPES, K8sObject, get, is_list
 from policies.layouts import SECTIONS, judged_kinds, judges
 from policies.messages import forbidden
 from policies.podspec import join
@@ -66,7 +66,8 @@ def carried(value: Any, path: str = "") -> Iterator[str]:
 
 
 def unknown_pod_kinds(obj: K8sObject, settings: PackSettings) -> list[str]:
-    if not obj.type.startswith("kubernetes:") or judges(obj):
+    # A Chart or ConfigFile is no object of the cluster: the engine judges each object it renders.
+    if not obj.type.startswith("kubernetes:") or obj.type in CHART_TYPES or judges(obj):
         return []
     why = f"the pack does not know how a {obj.type} runs its pod, so it would pass unjudged"
     allowed = f"a pod only in a kind the pack judges: {judged_kinds()}"

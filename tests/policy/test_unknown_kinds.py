@@ -140,6 +140,8 @@ def test_a_pod_carrying_kind_of_another_controller_is_refused(
             "openAPIV3Schema": {"properties": {"image": {"type": "string"}, "containers": {"type": "array"}}}}}]}}),
         # Kubernetes' own kinds that hold text named image, never a pod.
         ("v1", "ConfigMap", {"data": {"image": "quay.io/x:1"}}),
+        # A chart's values: the engine judges each object the chart renders.
+        ("helm.sh/v4", "Chart", {"chart": "oci://x/y", "values": {"image": "quay.io/x:1"}}),
     ],
 )  # fmt: skip
 def test_kinds_that_run_no_container_pass(api_version: str, kind: str, body: dict) -> None:
