@@ -64,6 +64,7 @@ SECRET_MARK = "[secret]"  # how a secret value is shown in a problem
 RELEASES: dict[str, str] = {"2026.1": "2026.1-ubuntu-noble"}
 # kubernetes-validate ships the schemas of these minor versions.
 KUBERNETES_VERSIONS = tuple(f"1.{minor}" for minor in range(25, 38))
+MIN_ADMISSION_POLICY_MINOR = 30  # admissionregistration.k8s.io/v1 ValidatingAdmissionPolicy is GA from 1.30
 # The label the README proposes for node groups: one key, a value per group, so groups are disjoint.
 NODE_GROUP_LABEL = "openstack-compute-group"
 OPTIONAL_SERVICES = catalog.optional_services()
@@ -704,6 +705,7 @@ class Settings(Model):
                 "under ha at least 2 network nodes are needed: a router or a network's DHCP on one node goes "
                 "down with it, and HA routers and DHCP agents need a second node to fail over to",
             )
+        yield from self._admission_policies()
         yield from self._requests_within_limits()
         yield from self._overlapping_node_groups()
         # Imported here: the service modules that declare those names import this module.
@@ -721,6 +723,19 @@ class Settings(Model):
                     f"its {share.setting} is {share.percent}% of the limit and at least {share.minimum_mib}MiB; "
                     f"the rest is for {share.rest}",
                 )
+
+    def _admission_policies(self) -> Iterator[Problem]:
+        # nova-compute-maintenance's right to patch nodes is narrowed by a ValidatingAdmissionPolicy
+        # (components/maintenance.py), admissionregistration.k8s.io/v1 from Kubernetes 1.30 on.
+        minor = int(self.kubernetes_version.split(".")[1])
+        if self.maintenance.enabled and self.services.on("nova") and minor < MIN_ADMISSION_POLICY_MINOR:
+            yield problem(
+                ("kubernetesVersion",),
+                self.kubernetes_version,
+                "nova-compute-maintenance needs Kubernetes 1.30 or later: a ValidatingAdmissionPolicy "
+                "(admissionregistration.k8s.io/v1) narrows its right to patch nodes to its own annotations; "
+                "set kubernetesVersion to the cluster's (1.30 or later), or maintenance.enabled: false",
+            )
 
     def _node_selector_problems(self) -> Iterator[Problem]:
         """What the pack's agents-on-their-nodes would refuse in the plan, said of the setting:

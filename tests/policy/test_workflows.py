@@ -201,7 +201,12 @@ def test_readme_preview_role_only_reads_and_never_secrets() -> None:
 
 
 # pulumi-kubernetes' module names of the groups whose API name is longer.
-API_GROUPS = {"core": "", "networking": "networking.k8s.io", "rbac": "rbac.authorization.k8s.io"}
+API_GROUPS = {
+    "core": "",
+    "networking": "networking.k8s.io",
+    "rbac": "rbac.authorization.k8s.io",
+    "admissionregistration": "admissionregistration.k8s.io",
+}
 
 
 def plural(kind: str) -> str:
