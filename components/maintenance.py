@@ -98,7 +98,7 @@ def node_policy_spec(settings: Settings) -> dict[str, Any]:
                     "message": f"{NAME} {unchanged}, not its {field}",
                 }
                 for field, empty in (("labels", "{}"), ("finalizers", "[]"), ("ownerReferences", "[]"))
-            ),  # fmt: skip
+            ),
         ],
     }
 
