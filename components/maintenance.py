@@ -49,7 +49,6 @@ POD_RULES = [{"apiGroups": CORE, "resources": ["pods"], "verbs": ["list", "delet
 EVENT_RULES = [{"apiGroups": CORE, "resources": ["events"], "verbs": ["create"]}]
 # The annotations the controller writes (components/scripts/maintenance_plan.py PHASE, PROGRESS, STATE).
 OWN_ANNOTATIONS = ("openstack.org/maintenance", "openstack.org/maintenance-progress", "openstack.org/maintenance-state")
-ADMISSION_API = "admissionregistration.k8s.io/v1"
 
 
 def _either(field: str, empty: str) -> str:
