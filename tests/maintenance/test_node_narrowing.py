@@ -25,7 +25,7 @@ from tools import schemas
 from tools.plan import Plan
 
 CEL = celpy.Environment()
-NODE = {
+NODE: dict[str, Any] = {
     "apiVersion": "v1",
     "kind": "Node",
     "metadata": {

@@ -23,7 +23,7 @@ MARIADB = {"app.kubernetes.io/name": "mariadb", "app.kubernetes.io/instance": "m
 RABBITMQ = {"app.kubernetes.io/name": "rabbitmq", "app.kubernetes.io/part-of": "rabbitmq"}
 MEMCACHED = {"app.kubernetes.io/name": "memcached", "app.kubernetes.io/component": "server"}
 OPENSTACK = {"podSelector": {"matchLabels": {"app.kubernetes.io/part-of": "openstack"}}}
-EVERY_NAMESPACE = {"namespaceSelector": {}}
+EVERY_NAMESPACE: dict[str, Any] = {"namespaceSelector": {}}
 ANYWHERE = {"ipBlock": {"cidr": "0.0.0.0/0"}}
 
 
