@@ -197,3 +197,16 @@ def test_a_partial_override_still_checks_what_it_sets() -> None:
     with pytest.raises(SettingsError) as caught:
         Settings.parse({"operators": {"rabbitmq": {"version": "v2.22.0"}}})
     assert any(p.startswith("openstack:operators.rabbitmq: ") and "cert-manager" in p for p in caught.value.problems)
+
+
+def test_a_node_selector_mistake_stops_the_plan_before_the_policy(
+    tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    """What the pack's agents-on-their-nodes found in the plan is a settings error, exit 2, naming the key."""
+    path = tmp_path / "Pulumi.x.yaml"
+    path.write_text("config:\n  openstack:nodeSelectors:\n    compute: {}\n")
+    out = tmp_path / "out"
+    assert plan_tool.main(["--stack", "x", "--stack-file", str(path), "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "openstack:nodeSelectors.compute: empty" in err and "mandatory policy violation" not in err
+    assert not out.exists()
