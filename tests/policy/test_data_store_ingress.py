@@ -123,9 +123,18 @@ def test_what_the_design_needs_passes(manifest: dict[str, Any]) -> None:
     assert judged(manifest) == []
 
 
+# The operators the stack installs (in its namespace and rabbitmq-system), and a cluster's own
+# elsewhere: the policies then admit the operators' pods in those namespaces.
+OPERATORS_ELSEWHERE = {
+    "mariadb": {"install": False, "namespace": "databases"},
+    "rabbitmq": {"install": False, "namespace": "messaging"},
+}
+
+
+@pytest.mark.parametrize("operators", [{}, OPERATORS_ELSEWHERE], ids=["installed", "elsewhere"])
 @pytest.mark.parametrize("node_cidrs", [(), ("192.168.0.0/16",)])
-def test_the_programs_own_policies_pass(node_cidrs: tuple[str, ...]) -> None:
-    settings = Settings.parse({"networkPolicies": {"nodeCidrs": list(node_cidrs)}})
+def test_the_programs_own_policies_pass(node_cidrs: tuple[str, ...], operators: dict[str, Any]) -> None:
+    settings = Settings.parse({"networkPolicies": {"nodeCidrs": list(node_cidrs)}, "operators": operators})
     for store, spec in isolation.policies(settings).items():
         assert judged(policy(spec)) == [], store
 
