@@ -11,8 +11,12 @@ It authenticates to Nova as the nova service user (`compute-credentials`, as nov
 preStop hook does) and to the Kubernetes API with its own ServiceAccount, allowed only:
 
 - nodes get, list, watch, patch (ClusterRole `<namespace>-nova-compute-maintenance`). RBAC cannot
-  narrow a patch to annotations: the controller patches only `metadata.annotations` (the
-  `openstack.org/maintenance*` keys), which its tests check request by request;
+  narrow a patch to some fields, and with patch alone a compromised controller could relabel a
+  control-plane node so that the privileged compute DaemonSets land on it. A
+  ValidatingAdmissionPolicy of the same name (admissionregistration.k8s.io/v1, Kubernetes 1.30)
+  denies the account any change to a Node but its own annotations (`openstack.org/maintenance`,
+  `-progress`, `-state`: what maintenance_plan.py writes); the ClusterRoleBinding is created
+  after the policy and its binding;
 - pods list, delete in the stack's namespace (Role `nova-compute-maintenance`), to restart a node's pods;
 - events create in `default` (Role `<namespace>-nova-compute-maintenance-events`): Events about a
   Node, a cluster-scoped object, must live there (kubernetes pkg/apis/core/validation/events.go).
@@ -43,6 +47,59 @@ CORE = [""]
 NODE_RULES = [{"apiGroups": CORE, "resources": ["nodes"], "verbs": ["get", "list", "watch", "patch"]}]
 POD_RULES = [{"apiGroups": CORE, "resources": ["pods"], "verbs": ["list", "delete"]}]
 EVENT_RULES = [{"apiGroups": CORE, "resources": ["events"], "verbs": ["create"]}]
+# The annotations the controller writes (components/scripts/maintenance_plan.py PHASE, PROGRESS, STATE).
+OWN_ANNOTATIONS = ("openstack.org/maintenance", "openstack.org/maintenance-progress", "openstack.org/maintenance-state")
+
+
+def _either(field: str, empty: str) -> str:
+    """CEL: a field of the Node, or `empty` where it is unset (an absent map is no map)."""
+    return f"has(object.metadata.{field}) ? object.metadata.{field} : {empty}"
+
+
+def _before(field: str, empty: str) -> str:
+    return f"has(oldObject.metadata.{field}) ? oldObject.metadata.{field} : {empty}"
+
+
+def node_policy_spec(settings: Settings) -> dict[str, Any]:
+    """What the controller's account may change of a Node: its own annotations, nothing else. The
+    status is the kubelet's (a patch of the main resource leaves it as it is), metadata the API
+    server keeps (resourceVersion, managedFields) changes on every write and is not compared."""
+    account = f"system:serviceaccount:{settings.namespace}:{NAME}"
+    own = "[" + ", ".join(f"'{key}'" for key in OWN_ANNOTATIONS) + "]"
+    unchanged = "may change only its own annotations of a Node"
+    return {
+        "failurePolicy": "Fail",
+        # A PATCH is an UPDATE to admission; RBAC gives the account no other write on nodes.
+        "matchConstraints": {
+            "resourceRules": [
+                {"apiGroups": [""], "apiVersions": ["v1"], "operations": ["UPDATE"], "resources": ["nodes"]}
+            ]
+        },
+        "matchConditions": [
+            {"name": "maintenance-controller", "expression": f"request.userInfo.username == '{account}'"}
+        ],
+        "variables": [
+            {"name": "own", "expression": own},
+            {"name": "annotations", "expression": _either("annotations", "{}")},
+            {"name": "oldAnnotations", "expression": _before("annotations", "{}")},
+        ],
+        "validations": [
+            {
+                "expression": "variables.annotations.all(k, k in variables.own || (k in variables.oldAnnotations && "
+                "variables.oldAnnotations[k] == variables.annotations[k])) && "
+                "variables.oldAnnotations.all(k, k in variables.own || k in variables.annotations)",
+                "message": f"{NAME} {unchanged}: {', '.join(OWN_ANNOTATIONS)}",
+            },
+            {"expression": "object.spec == oldObject.spec", "message": f"{NAME} {unchanged}, not its spec"},
+            *(
+                {
+                    "expression": f"({_either(field, empty)}) == ({_before(field, empty)})",
+                    "message": f"{NAME} {unchanged}, not its {field}",
+                }
+                for field, empty in (("labels", "{}"), ("finalizers", "[]"), ("ownerReferences", "[]"))
+            ),
+        ],
+    }
 
 
 def enabled(settings: Settings) -> bool:
@@ -106,13 +163,23 @@ class MaintenanceAccess(pulumi.ComponentResource):
             opts=child,
         )
         cluster = cluster_name(settings)
+        policy = k8s.admissionregistration.v1.ValidatingAdmissionPolicy(
+            cluster, metadata=_cluster_metadata(cluster), spec=node_policy_spec(settings), opts=child
+        )
+        narrowing = k8s.admissionregistration.v1.ValidatingAdmissionPolicyBinding(
+            cluster,
+            metadata=_cluster_metadata(cluster),
+            spec={"policyName": cluster, "validationActions": ["Deny"]},
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[policy]),
+        )
         k8s.rbac.v1.ClusterRole(cluster, metadata=_cluster_metadata(cluster), rules=NODE_RULES, opts=child)
+        # The right to patch nodes exists only once the policy narrows it.
         k8s.rbac.v1.ClusterRoleBinding(
             cluster,
             metadata=_cluster_metadata(cluster),
             role_ref={"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": cluster},
             subjects=subject,
-            opts=child,
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[policy, narrowing]),
         )
         for name, namespace, rules in ((NAME, ns, POD_RULES), (f"{cluster}-events", EVENTS_NAMESPACE, EVENT_RULES)):
             k8s.rbac.v1.Role(name, metadata=metadata(name, namespace, SERVICE, COMPONENT), rules=rules, opts=child)

@@ -19,7 +19,7 @@ from components.oslo import MARIADB, MEMCACHED, RABBITMQ
 from components.services import service_specs
 from components.settings import OPTIONAL_SERVICES, Problem, Settings, problem
 from components.spec import Process, ServiceSpec
-from policies.registry import RULES
+from policies.registry import HYGIENE_RULES, RULES
 from policies.settings import ENFORCEMENT_LEVELS
 
 DEFAULT_RESOURCES = "default"  # resources.default: what every container's entry does not set
@@ -93,9 +93,29 @@ def unknown_policies(settings: Settings) -> Iterator[Problem]:
     """`policyEnforcement` keys that name no policy of the pack, and values that are no enforcement level."""
     yield from _unknown(("policyEnforcement",), settings.policy_enforcement, POLICIES, "policy")
     for name, level in settings.policy_enforcement.items():
-        if level not in ENFORCEMENT_LEVELS:
+        if name in POLICIES and name not in HYGIENE_RULES:
+            # Set here, a generated config would govern every later deploy: what guards the host
+            # is changed in policies/, where review of the gate happens.
+            message = (
+                "guards the host or the cloud, so its level is fixed in policies/registry.py, not set by a stack; "
+                f"a stack may set only the hygiene policies: {', '.join(sorted(HYGIENE_RULES))}"
+            )
+            yield problem(("policyEnforcement", name), level, message)
+        elif level not in ENFORCEMENT_LEVELS:
             message = _not_one_of(level, ENFORCEMENT_LEVELS, "enforcement level")
             yield problem(("policyEnforcement", name), level, message)
+
+
+def shared_public_hosts(settings: Settings, public_hosts: Iterable[str]) -> Iterator[Problem]:
+    """`endpoints.hosts` entries that give a service the public host another one has (its own entry, or
+    its default `<service>.<domain>`): one route would take both services' requests."""
+    hosts = {service: settings.public_host(service) for service in public_hosts}
+    for service in settings.endpoints.hosts:
+        host = hosts.get(service)
+        others = sorted(other for other, theirs in hosts.items() if theirs == host and other != service)
+        if host is not None and others:
+            message = f"{host} is also {others[0]}'s public host; give every service a host of its own"
+            yield problem(("endpoints", "hosts", service), host, message)
 
 
 def unknown_names(settings: Settings) -> Iterator[Problem]:
@@ -110,5 +130,7 @@ def unknown_names(settings: Settings) -> Iterator[Problem]:
     containers = (n for n in settings.resources if n != DEFAULT_RESOURCES)
     yield from _unknown(("resources",), containers, names.containers, "container")
     yield from _unknown(("endpoints", "hosts"), settings.endpoints.hosts, names.public_hosts, "public host")
+    if settings.endpoints.hosts:
+        yield from shared_public_hosts(settings, declared_names(settings).public_hosts)
     yield from _unknown(("images", "overrides"), settings.images.overrides, names.images, "image")
     yield from unknown_policies(settings)

@@ -226,20 +226,64 @@ def _duration(value: str) -> str:
 
 
 Duration = Annotated[Text, AfterValidator(_duration)]
-# An S3 bucket name (AWS's rules, which S3-compatible stores follow): 3-63 of a-z 0-9 . -.
-S3Bucket = Annotated[
-    Text,
-    _matching(
-        r"(?=.{3,63}$)[a-z0-9][a-z0-9.-]*[a-z0-9]",
-        "must be an S3 bucket name: 3-63 of a-z 0-9 . -, starting and ending with a letter or digit",
-    ),
-]
+# AWS's naming rules for general purpose buckets, which S3-compatible stores follow (the
+# prefixes and suffixes are reserved for AWS's own access points and aliases).
+_BUCKET_RESERVED_PREFIXES = ("xn--", "sthree-", "amzn-s3-demo-")
+_BUCKET_RESERVED_SUFFIXES = ("-s3alias", "--ol-s3", ".mrap", "--x-s3", "--table-s3")
+
+
+def _bucket(value: str) -> str:
+    rules = "must be an S3 bucket name: 3-63 of a-z 0-9 . -, starting and ending with a letter or digit"
+    if not re.fullmatch(r"(?=.{3,63}$)[a-z0-9][a-z0-9.-]*[a-z0-9]", value):
+        raise ValueError(rules)
+    if ".." in value:
+        raise ValueError(f"{rules}, without two periods in a row")
+    if ".-" in value or "-." in value:
+        raise ValueError(f"{rules}, without a period next to a hyphen (no DNS name has one)")
+    if re.fullmatch(r"[0-9]+(\.[0-9]+){3}", value):
+        raise ValueError(f"{rules}, not an IP address")
+    reserved = [p for p in _BUCKET_RESERVED_PREFIXES if value.startswith(p)]
+    reserved += [s for s in _BUCKET_RESERVED_SUFFIXES if value.endswith(s)]
+    if reserved:
+        raise ValueError(f"{rules}; {reserved[0]!r} is reserved by AWS")
+    return value
+
+
+S3Bucket = Annotated[Text, AfterValidator(_bucket)]
+MAX_PORT = 65535
+
+
+def _endpoint(value: str) -> str:
+    allowed = (
+        "must be a host name and optional port (1-65535) without scheme, such as 's3.us-east-1.amazonaws.com' or "
+        "'minio.storage.svc:9000'"
+    )
+    match = re.fullmatch(rf"{_LABEL}(\.{_LABEL})*(:(?P<port>[0-9]{{1,5}}))?", value)
+    if not match or (match["port"] is not None and not 1 <= int(match["port"]) <= MAX_PORT):
+        raise ValueError(allowed)
+    return value
+
+
 # An S3 endpoint as mariadb-operator takes it: a host and optional port, without scheme.
-S3Endpoint = Annotated[
+S3Endpoint = Annotated[Text, AfterValidator(_endpoint)]
+
+
+def _count(value: object) -> object:
+    # JSON's true is no number, though Python's bool is an int: `replicas: true` is a mistake.
+    if isinstance(value, bool):
+        raise ValueError("must be a whole number, not true or false")
+    return value
+
+
+# How many of something: replicas, MiB, CPUs, days.
+Count = Annotated[int, BeforeValidator(_count)]
+# A Helm chart's version: SemVer 2 (Helm refuses a chart whose version is not), one exact release;
+# the chart is pulled by it (a range or 'latest' would pull whatever was published last).
+ChartVersion = Annotated[
     Text,
     _matching(
-        rf"{_LABEL}(\.{_LABEL})*(:[0-9]{{1,5}})?",
-        "must be a host name and optional port without scheme, such as 's3.us-east-1.amazonaws.com' or "
-        "'minio.storage.svc:9000'",
+        r"(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)(-[0-9A-Za-z.-]+)?(\+[0-9A-Za-z.-]+)?",
+        "must be a chart version: one exact SemVer release such as '26.6.0' or '26.7.0-rc.1' (no range, "
+        "no 'latest', no leading 'v')",
     ),
 ]

@@ -33,7 +33,10 @@ from components.memory import SHARES as MEMORY_SHARES
 from components.memory import value_of
 from components.roles import Topology
 from components.setting_types import (
+    MAX_PORT,
     ByteQuantity,
+    ChartVersion,
+    Count,
     CpuModel,
     CpuQuantity,
     CronSchedule,
@@ -61,6 +64,7 @@ SECRET_MARK = "[secret]"  # how a secret value is shown in a problem
 RELEASES: dict[str, str] = {"2026.1": "2026.1-ubuntu-noble"}
 # kubernetes-validate ships the schemas of these minor versions.
 KUBERNETES_VERSIONS = tuple(f"1.{minor}" for minor in range(25, 38))
+MIN_ADMISSION_POLICY_MINOR = 30  # admissionregistration.k8s.io/v1 ValidatingAdmissionPolicy is GA from 1.30
 # The label the README proposes for node groups: one key, a value per group, so groups are disjoint.
 NODE_GROUP_LABEL = "openstack-compute-group"
 OPTIONAL_SERVICES = catalog.optional_services()
@@ -76,9 +80,29 @@ def _topology(value: object) -> Topology:
 
 
 class Model(BaseModel):
-    """Stack files use camelCase keys; unknown keys are errors, so typos do not pass silently."""
+    """Stack files use camelCase keys; unknown keys are errors, so typos do not pass silently.
+
+    The program builds defaults by field name (`Purge(schedule=...)`); a stack's keys are read by
+    their camelCase alias only (`Settings.parse`), so `vm_safe` beside `vmSafe` is an unknown key,
+    not a second spelling of the same setting.
+    """
 
     model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid", frozen=True)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _keep_nested_defaults(cls, data: Any) -> Any:
+        """A nested setting given in part keeps the rest of its default: `operators.mariadb:
+        {install: false}` keeps the default chartVersion, rather than demanding it."""
+        if not isinstance(data, Mapping):
+            return data
+        merged = dict(data)
+        for name, field in cls.model_fields.items():
+            key = field.alias or name
+            if isinstance(field.default, BaseModel) and isinstance(data.get(key), Mapping):
+                default = field.default.model_dump(by_alias=True, exclude_unset=True)
+                merged[key] = {**default, **data[key]}
+        return merged
 
 
 class Images(Model):
@@ -234,9 +258,34 @@ def _vxlan_udp_port(port: int) -> int:
     return port
 
 
-BridgeInterfaces = dict[InterfaceName, InterfaceName]
 # neutron's OVS agent owns these bridges (integration_bridge, tunnel_bridge): no provider network goes there.
 AGENT_BRIDGES = ("br-int", "br-tun")
+
+
+def uplink_problems(interfaces: Mapping[str, str], bridges: Collection[str]) -> list[str]:
+    """What is wrong with `bridge → NIC` uplinks: a NIC is a port of one bridge at most (OVS moves
+    it, so the first bridge would lose it), and a bridge is no node's NIC."""
+    problems = []
+    for nic in sorted(set(interfaces.values())):
+        owners = sorted(bridge for bridge, given in interfaces.items() if given == nic)
+        if len(owners) > 1:
+            problems.append(f"{nic} is the uplink of {' and '.join(owners)}: a NIC can be a port of one bridge only")
+        if nic in {*AGENT_BRIDGES, *bridges, *interfaces}:
+            problems.append(
+                f"{nic} is a bridge (neutron's OVS agent's or one of bridgeMappings), not a NIC: "
+                "an uplink is the node's own interface, e.g. eth1"
+            )
+    return problems
+
+
+def _uplinks(value: dict[str, str]) -> dict[str, str]:
+    problems = uplink_problems(value, ())
+    if problems:
+        raise ValueError("; ".join(problems))
+    return value
+
+
+BridgeInterfaces = Annotated[dict[InterfaceName, InterfaceName], AfterValidator(_uplinks)]
 
 
 class Neutron(Model):
@@ -258,13 +307,13 @@ class Neutron(Model):
     )
     tenant_network_type: Literal["vxlan", "vlan"] = "vxlan"
     vlan_ranges: tuple[VlanRange, ...] = Field((), description="'physnet:first:last' for vlan tenant networks")
-    network_node_count: int | None = Field(
+    network_node_count: Count | None = Field(
         None,
         ge=1,
         description="how many nodes nodeSelectors.network selects (the cluster knows, not the program); "
         "unset: 3 under ha, else 1. Under ha, routers are HA on up to 3 of them and networks get DHCP on 2",
     )
-    vxlan_udp_port: Annotated[int, Field(ge=1, le=65535), AfterValidator(_vxlan_udp_port)] = Field(
+    vxlan_udp_port: Annotated[Count, Field(ge=1, le=MAX_PORT), AfterValidator(_vxlan_udp_port)] = Field(
         VXLAN_UDP_PORT,
         description="UDP port of the OVS agents' VXLAN tunnels, in the nodes' network namespace: not one of the "
         "ports network plugins tunnel on there (4789 Calico/Antrea, 8472 Flannel/Cilium, 6081 Geneve, "
@@ -296,12 +345,20 @@ class Neutron(Model):
             raise ValueError(f"bridgeInterfaces names bridges that bridgeMappings does not map: {', '.join(unmapped)}")
         return self
 
+    @property
+    def bridges(self) -> tuple[str, ...]:
+        return tuple(self.bridge_mappings.values())
+
+    def problems(self) -> Iterator[Problem]:
+        for message in uplink_problems(self.bridge_interfaces, self.bridges):
+            yield problem(("neutron", "bridgeInterfaces"), self.bridge_interfaces, message)
+
 
 class ChartOperator(Model):
     """An operator installed from its Helm chart."""
 
     install: bool = Field(True, description="false when the cluster already runs this operator")
-    chart_version: Text
+    chart_version: ChartVersion
 
 
 # Where a cluster's own operator runs when the stack installs none (`install: false`), unless
@@ -400,19 +457,19 @@ class NodeGroup(Model):
     virt_type: Literal["kvm", "qemu", "lxc"] = "kvm"
     cpu_mode: Literal["host-model", "host-passthrough", "custom", "none"] = "host-model"
     cpu_models: tuple[CpuModel, ...] = ()
-    reserved_host_memory_mb: int = Field(2048, ge=0)
-    reserved_host_cpus: int = Field(0, ge=0)
+    reserved_host_memory_mb: Count = Field(2048, ge=0)
+    reserved_host_cpus: Count = Field(0, ge=0)
     bridge_interfaces: BridgeInterfaces | None = Field(
         None, description="OVS bridge → NIC on this group's nodes; unset: neutron.bridgeInterfaces"
     )
-    qemu_max_processes: int = Field(
+    qemu_max_processes: Count = Field(
         131072,
         ge=1024,
         description="qemu.conf max_processes (kolla-ansible's qemu_max_processes): QEMU's RLIMIT_NPROC, which "
         "counts every QEMU thread of the node (QEMU runs as nova). It must not exceed the hard limit the "
         "libvirt container starts with (containerd and CRI-O: none), or no guest starts",
     )
-    qemu_max_files: int = Field(
+    qemu_max_files: Count = Field(
         32768, ge=1024, description="qemu.conf max_files (kolla-ansible's qemu_max_files): QEMU's RLIMIT_NOFILE"
     )
 
@@ -562,7 +619,7 @@ class Purge(Model):
     """A housekeeping CronJob: when it runs, and how old a deleted row must be to go."""
 
     schedule: CronSchedule
-    age_in_days: int = Field(30, ge=1, le=3650)
+    age_in_days: Count = Field(30, ge=1, le=3650)
 
 
 class Housekeeping(Model):
@@ -583,7 +640,7 @@ class Settings(Model):
     images: Images = Images()
     region: Annotated[Text, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")] = "RegionOne"
     endpoints: Endpoints = Endpoints()
-    replicas: dict[Text, Annotated[int, Field(ge=1, le=50)]] = Field(default_factory=dict)
+    replicas: dict[Text, Annotated[Count, Field(ge=1, le=50)]] = Field(default_factory=dict)
     resources: dict[Text, Resources] = Field(default_factory=dict)
     storage: Storage = Storage()
     node_selectors: NodeSelectors = NodeSelectors()
@@ -607,6 +664,7 @@ class Settings(Model):
     def problems(self) -> Iterator[Problem]:
         """What no single setting shows: settings that contradict each other, or the program."""
         mapped = set(self.neutron.bridge_mappings.values())
+        yield from self.neutron.problems()
         for index, group in enumerate(self.compute.node_groups):
             unmapped = sorted(set(group.bridge_interfaces or {}) - mapped)
             if unmapped:
@@ -616,6 +674,12 @@ class Settings(Model):
                     f"compute.nodeGroups {group.name!r}: bridgeInterfaces names bridges that "
                     f"neutron.bridgeMappings does not map: {', '.join(unmapped)}",
                 )
+            for message in uplink_problems(group.bridge_interfaces or {}, self.neutron.bridges):
+                if "not a NIC" in message and group.bridge_interfaces is not None:
+                    where = ("compute", "nodeGroups", index, "bridgeInterfaces")
+                    yield problem(where, group.bridge_interfaces, message)
+        yield from self._node_selector_problems()
+        yield from self._operator_namespaces()
         if self.services.on("glance") and self.glance.backend == "cinder" and not self.services.on("cinder"):
             yield problem(("glance", "backend"), "cinder", "backend 'cinder' needs services.cinder to be enabled")
         # Replicas on several nodes mount one claim, ReadWriteMany, which the cluster's default
@@ -641,6 +705,7 @@ class Settings(Model):
                 "under ha at least 2 network nodes are needed: a router or a network's DHCP on one node goes "
                 "down with it, and HA routers and DHCP agents need a second node to fail over to",
             )
+        yield from self._admission_policies()
         yield from self._requests_within_limits()
         yield from self._overlapping_node_groups()
         # Imported here: the service modules that declare those names import this module.
@@ -657,6 +722,45 @@ class Settings(Model):
                     f"{workload} needs a memory limit of at least {share.smallest_limit_mib()}Mi: "
                     f"its {share.setting} is {share.percent}% of the limit and at least {share.minimum_mib}MiB; "
                     f"the rest is for {share.rest}",
+                )
+
+    def _admission_policies(self) -> Iterator[Problem]:
+        # nova-compute-maintenance's right to patch nodes is narrowed by a ValidatingAdmissionPolicy
+        # (components/maintenance.py), admissionregistration.k8s.io/v1 from Kubernetes 1.30 on.
+        minor = int(self.kubernetes_version.split(".")[1])
+        if self.maintenance.enabled and self.services.on("nova") and minor < MIN_ADMISSION_POLICY_MINOR:
+            yield problem(
+                ("kubernetesVersion",),
+                self.kubernetes_version,
+                "nova-compute-maintenance needs Kubernetes 1.30 or later: a ValidatingAdmissionPolicy "
+                "(admissionregistration.k8s.io/v1) narrows its right to patch nodes to its own annotations; "
+                "set kubernetesVersion to the cluster's (1.30 or later), or maintenance.enabled: false",
+            )
+
+    def _node_selector_problems(self) -> Iterator[Problem]:
+        """What the pack's agents-on-their-nodes would refuse in the plan, said of the setting:
+        every kind of node pod the stack runs is pinned, and a group keeps the compute selector."""
+        runs = {"compute": self.services.on("nova"), "network": self.services.on("neutron"),
+                "storage": self.services.on("cinder")}  # fmt: skip
+        for kind, used in runs.items():
+            if used and not getattr(self.node_selectors, kind):
+                yield problem(
+                    ("nodeSelectors", kind),
+                    {},
+                    f"empty, so nothing would keep {kind} agents (privileged, in the host's namespaces) on "
+                    f"{kind} nodes: give a label, e.g. openstack-{kind}-node: enabled",
+                )
+        compute = self.node_selectors.compute
+        for index, group in enumerate(self.compute.node_groups):
+            changed = sorted(key for key in group.node_selector.keys() & compute.keys()
+                             if group.node_selector[key] != compute[key])  # fmt: skip
+            if changed:
+                yield problem(
+                    ("compute", "nodeGroups", index, "nodeSelector"),
+                    group.node_selector,
+                    f"gives {', '.join(changed)} another value than nodeSelectors.compute ({compute}): a group's "
+                    "selector adds to the compute nodes' one, so its agents would leave the compute nodes; "
+                    f"use a key of its own, e.g. {NODE_GROUP_LABEL}: {group.name}",
                 )
 
     def _overlapping_node_groups(self) -> Iterator[Problem]:
@@ -692,6 +796,45 @@ class Settings(Model):
                         f"{workload}'s {kind} request ({request}) must be at most its limit ({limit}); "
                         "a workload's entry takes what it does not set from resources.default",
                     )
+
+    @field_validator("namespace")
+    @classmethod
+    def _own_namespace(cls, value: str) -> str:
+        # The program creates and owns its namespace (deleting the stack deletes it): not one of
+        # the cluster's own. Operators' namespaces come from operators.* (_operator_namespaces).
+        if value == "default" or value.startswith("kube-"):
+            raise ValueError(f"{value} is the cluster's own namespace; name one for the cloud, e.g. openstack")
+        return value
+
+    def operator_namespaces(self) -> dict[str, str]:
+        """The namespaces where an operator that serves this stack runs apart from it, and which one.
+
+        The mariadb-operator the stack installs runs in the stack's own namespace; a cluster's own
+        runs in operators.mariadb.namespace. The RabbitMQ Cluster Operator always runs in
+        operators.rabbitmq.namespace: its release manifest's, or where the cluster's own runs.
+        """
+        found: dict[str, str] = {}
+        mariadb = self.operators.mariadb
+        if not mariadb.install:
+            found[mariadb.namespace_in(self.namespace)] = "cluster's mariadb-operator (operators.mariadb.namespace)"
+        rabbitmq = self.operators.rabbitmq
+        found[rabbitmq.namespace] = (
+            "RabbitMQ Cluster Operator (its release manifest installs it there)"
+            if rabbitmq.install
+            else "cluster's RabbitMQ Cluster Operator (operators.rabbitmq.namespace)"
+        )
+        return found
+
+    def _operator_namespaces(self) -> Iterator[Problem]:
+        # Deleting the stack deletes its namespace, and the operator running there with it; a
+        # second owner of one namespace also breaks the isolation's per-namespace policies.
+        operator = self.operator_namespaces().get(self.namespace)
+        if operator is not None:
+            yield problem(
+                ("namespace",),
+                self.namespace,
+                f"{self.namespace} is the namespace of the {operator}; name another for the cloud",
+            )
 
     @field_validator("kubernetes_version", mode="before")
     @classmethod
@@ -764,7 +907,8 @@ class Settings(Model):
         settings = None
         for _ in range(MAX_ROUNDS):
             try:
-                settings = cls.model_validate(data)
+                # By alias only: a snake_case key is unknown, not a second spelling (Model).
+                settings = cls.model_validate(data, by_alias=True, by_name=False)
             except ValidationError as error:
                 items = error.errors(include_url=False)
                 found += [p for p in map(_problem_of, items) if not _related(p.path, set_aside)]
@@ -797,10 +941,21 @@ class Problem:
     shown: bool = True  # False when there is no value to show (a missing one)
 
     def __str__(self) -> str:
-        return f"{self.key}: {self.message}" + (f" (got {self.value!r})" if self.shown else "")
+        return f"{self.key}: {self.message}" + (f" (got {excerpt(self.value)})" if self.shown else "")
 
     def hidden(self) -> Problem:
         return dataclasses.replace(self, value=SECRET_MARK)
+
+
+EXCERPT = 120  # characters of a value a problem quotes: a huge value would bury every other line
+
+
+def excerpt(value: Any) -> str:
+    """A value as a problem quotes it: whole when short, else its start and how long it is."""
+    shown = repr(value)
+    if len(shown) <= EXCERPT:
+        return shown
+    return f"{shown[:EXCERPT]}... ({len(value) if isinstance(value, str) else len(shown)} characters)"
 
 
 def problem(path: tuple[str | int, ...], value: Any, message: str) -> Problem:

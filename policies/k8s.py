@@ -84,6 +84,7 @@ class K8sObject:
     type: str  # pulumi type token, e.g. kubernetes:apps/v1:DaemonSet
     props: Mapping[str, Any]  # inputs in Kubernetes wire format
     dependencies: tuple[str, ...] = ()  # URNs the engine waits for before creating it
+    within: str = ""  # for an item of a list (lists.py): which item of which list, e.g. "item 0 of PodList x"
 
     @property
     def type_kind(self) -> str:
@@ -133,4 +134,4 @@ class K8sObject:
 
     def describe(self) -> str:
         where = f"{self.namespace}/{self.name}" if self.namespace else self.name
-        return f"{self.type_kind} {where}"
+        return f"{self.type_kind} {where}" + (f" ({self.within})" if self.within else "")

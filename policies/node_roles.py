@@ -79,6 +79,8 @@ def find_node_pod(service: object, component: object, settings: PackSettings) ->
 
 def _refusal(template: PodTemplate, settings: PackSettings) -> str:
     obj, labels = template.obj, template.labels
+    if obj.within:
+        return "an item of a list holds no node role: node pods are the program's own DaemonSets"
     if obj.from_chart:
         return "rendered by a third-party Helm chart or manifest, and roles are only for the program's own objects"
     if template.operator:

@@ -13,6 +13,7 @@ from pulumi_policy import (
 )
 
 from policies.k8s import K8sObject
+from policies.lists import flatten
 from policies.registry import RESOURCE_RULES, STACK_RULES, ResourceRule, StackRule
 from policies.settings import PackSettings, schema
 
@@ -25,11 +26,11 @@ def _schema(uses: tuple[str, ...]) -> PolicyConfigSchema | None:
 
 def resource_policy(rule: ResourceRule) -> ResourceValidationPolicy:
     def validate(args: ResourceValidationArgs, report_violation: ReportViolation) -> None:
-        obj = K8sObject(args.urn, args.resource_type, args.props)
-        if rule.applies(obj):
-            settings = PackSettings.from_config(args.get_config(), rule.name)
-            for message in rule.check(obj, settings):
-                report_violation(message, None)
+        settings = PackSettings.from_config(args.get_config(), rule.name)
+        for obj in flatten(K8sObject(args.urn, args.resource_type, args.props)):
+            if rule.applies(obj):
+                for message in rule.check(obj, settings):
+                    report_violation(message, None)
 
     return ResourceValidationPolicy(
         name=rule.name,

@@ -10,12 +10,15 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from policies.baseline import pod_security_baseline
+from policies.host_storage import host_storage
 from policies.host_volumes import host_path_volumes
 from policies.hygiene import image_pinned, readiness_probes, resource_requests_limits
 from policies.k8s import K8sObject
+from policies.network_policies import data_store_ingress
 from policies.passwords import no_plaintext_passwords
 from policies.podspec import pod_templates
 from policies.privileges import added_capabilities, host_namespaces, host_ports, privileged_containers
+from policies.rbac import rbac_advice, rbac_grants
 from policies.restricted import control_plane_restricted, restricted_findings
 from policies.settings import PackSettings
 from policies.stack_rules import agents_on_their_nodes, api_waits_for_db_sync, vm_safe_updates
@@ -37,6 +40,10 @@ class ResourceRule:
     uses: tuple[str, ...] = ROLE_CONTEXT  # config properties (policies/settings.py)
     # "all" objects; "own": the program's own, not a third-party chart's; "chart": only those.
     scope: str = "all"
+    # Workload hygiene: the one kind of rule a stack file may move (policyEnforcement). Every
+    # other rule guards the host or the cloud, and its level is the one here: changing it is a
+    # change to policies/.
+    hygiene: bool = False
 
     def applies(self, obj: K8sObject) -> bool:
         return self.scope == "all" or (self.scope == "chart") == obj.from_chart
@@ -49,6 +56,7 @@ class StackRule:
     enforcement: str
     check: StackCheck
     uses: tuple[str, ...] = ROLE_CONTEXT
+    hygiene: bool = False  # as ResourceRule.hygiene
 
 
 def chart_hygiene(obj: K8sObject, settings: PackSettings) -> list[str]:
@@ -58,6 +66,7 @@ def chart_hygiene(obj: K8sObject, settings: PackSettings) -> list[str]:
     found = [f.message for pod in pod_templates(obj) if not pod.operator for f in restricted_findings(pod)]
     for check in (resource_requests_limits, readiness_probes, image_pinned, no_plaintext_passwords):
         found += check(obj, settings)
+    found += rbac_advice(obj)
     return [f"third-party chart: {message}" for message in found]
 
 
@@ -87,6 +96,14 @@ RESOURCE_RULES: tuple[ResourceRule, ...] = (
         host_path_volumes,
     ),
     ResourceRule(
+        "host-storage",
+        "No storage that reaches the host around hostPath: PersistentVolumes on node paths, claims bound by name, "
+        "volumeDevices, inline CSI and flexVolume.",
+        "mandatory",
+        host_storage,
+        uses=(),
+    ),
+    ResourceRule(
         "added-capabilities",
         "Capabilities beyond the Pod Security baseline set only for node roles that need them.",
         "mandatory",
@@ -109,6 +126,22 @@ RESOURCE_RULES: tuple[ResourceRule, ...] = (
         uses=(),
     ),
     ResourceRule(
+        "rbac-grants",
+        "No RBAC that hands over the cluster, its nodes or its Secrets: cluster-admin, bindings to everyone, "
+        "wildcards, escalate, bind, impersonate, nodes/proxy, pods/exec, every Secret.",
+        "mandatory",
+        rbac_grants,
+        uses=(),
+    ),
+    ResourceRule(
+        "data-store-ingress",
+        "No NetworkPolicy opens MariaDB, RabbitMQ or memcached to everyone beyond MariaDB's and RabbitMQ's client "
+        "ports; no other network policy kind.",
+        "mandatory",
+        data_store_ingress,
+        uses=("namespace",),
+    ),
+    ResourceRule(
         "control-plane-restricted",
         "The program's control-plane pods meet the Pod Security Standards restricted profile.",
         "mandatory",
@@ -122,6 +155,7 @@ RESOURCE_RULES: tuple[ResourceRule, ...] = (
         resource_requests_limits,
         uses=ROLE_CONTEXT + RESOURCES,
         scope="own",
+        hygiene=True,
     ),
     ResourceRule(
         "readiness-probes",
@@ -130,6 +164,7 @@ RESOURCE_RULES: tuple[ResourceRule, ...] = (
         readiness_probes,
         uses=(),
         scope="own",
+        hygiene=True,
     ),
     ResourceRule(
         "image-pinned",
@@ -138,6 +173,7 @@ RESOURCE_RULES: tuple[ResourceRule, ...] = (
         image_pinned,
         uses=(),
         scope="own",
+        hygiene=True,
     ),
     ResourceRule(
         "no-plaintext-passwords",
@@ -154,6 +190,7 @@ RESOURCE_RULES: tuple[ResourceRule, ...] = (
         chart_hygiene,
         uses=RESOURCES,
         scope="chart",
+        hygiene=True,
     ),
 )
 
@@ -181,3 +218,5 @@ STACK_RULES: tuple[StackRule, ...] = (
     ),
 )
 RULES: tuple[ResourceRule | StackRule, ...] = RESOURCE_RULES + STACK_RULES
+# What a stack's policyEnforcement may set; the others keep their level above.
+HYGIENE_RULES = tuple(rule.name for rule in RULES if rule.hygiene)

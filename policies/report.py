@@ -17,7 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from policies.k8s import K8sObject
-from policies.registry import RESOURCE_RULES, RULES, STACK_RULES
+from policies.lists import flatten
+from policies.registry import HYGIENE_RULES, RESOURCE_RULES, RULES, STACK_RULES
 from policies.settings import ENFORCEMENT_LEVELS, ConfigError, PackSettings, check_property
 
 CONFIG_DIR = Path(__file__).resolve().parent / "config"
@@ -63,12 +64,28 @@ def validate_config(config: Any, source: str = "config") -> None:
         level = value.get("enforcementLevel", "advisory")
         if level not in ENFORCEMENT_LEVELS:
             raise ConfigError(f"{source}: {name}.enforcementLevel: {level!r}; allowed: {', '.join(ENFORCEMENT_LEVELS)}")
+        _check_fixed_level(source, name, value, rules)
         for key, item in value.items():
             if key == "enforcementLevel":
                 continue
             if name == "all" or key not in rules[name].uses:
                 raise ConfigError(f"{source}: {name}: property {key!r} is not read by this policy")
             check_property(f"{source}: {name}", key, item)
+
+
+def _check_fixed_level(source: str, name: str, value: dict[str, Any], rules: Mapping[str, Any]) -> None:
+    """Only hygiene rules take a level from the config: the others guard the host and the cloud,
+    so a file that lowers one (by hand, or "all") is refused, not obeyed."""
+    if "enforcementLevel" not in value:
+        return
+    level = value["enforcementLevel"]
+    fixed = [rules[name]] if name != "all" else [rule for rule in rules.values() if not rule.hygiene]
+    lowered = [rule.name for rule in fixed if not rule.hygiene and level != rule.enforcement]
+    if lowered:
+        raise ConfigError(
+            f"{source}: {name}.enforcementLevel: {level!r} would lower {', '.join(lowered)}, whose level is "
+            f"fixed in policies/registry.py ({fixed[0].enforcement}); a config may set only {', '.join(HYGIENE_RULES)}"
+        )
 
 
 def _entry(config: Mapping[str, Any], name: str) -> Mapping[str, Any]:
@@ -88,7 +105,9 @@ def settings_for(config: Mapping[str, Any], name: str) -> PackSettings:
 
 
 def check_objects(objects: Sequence[K8sObject], config: Mapping[str, Any]) -> list[Violation]:
-    """The resource rules over each object (what tools/policycheck runs on manifests)."""
+    """The resource rules over each object, a list's items each on its own (what tools/policycheck runs
+    on manifests)."""
+    objects = [item for obj in objects for item in flatten(obj)]
     violations = []
     for rule in RESOURCE_RULES:
         level = enforcement(config, rule.name, rule.enforcement)

@@ -53,6 +53,9 @@ def test_every_object_is_labelled_and_namespaced(stack_plan: Plan) -> None:
         ("Namespace", namespace): None,
         ("ClusterRole", f"{namespace}-nova-compute-maintenance"): None,
         ("ClusterRoleBinding", f"{namespace}-nova-compute-maintenance"): None,
+        # What narrows its ClusterRole to its own annotations of a Node (cluster-scoped too).
+        ("ValidatingAdmissionPolicy", f"{namespace}-nova-compute-maintenance"): None,
+        ("ValidatingAdmissionPolicyBinding", f"{namespace}-nova-compute-maintenance"): None,
         ("Role", f"{namespace}-nova-compute-maintenance-events"): "default",
         ("RoleBinding", f"{namespace}-nova-compute-maintenance-events"): "default",
     }

@@ -53,11 +53,20 @@ UNKNOWN_NAMES: list[tuple[dict[str, Any], str, str]] = [
         "unknown policy; did you mean 'image-pinned'?; allowed: added-capabilities, ",
     ),
     (
-        {"policyEnforcement": {"host-ports": "mandtory"}},
-        "openstack:policyEnforcement.host-ports",
+        {"policyEnforcement": {"image-pinned": "mandtory"}},
+        "openstack:policyEnforcement.image-pinned",
         "unknown enforcement level; did you mean 'mandatory'?; allowed: advisory, mandatory, remediate, disabled",
     ),
-    ({"policyEnforcement": {"host-ports": "warn"}}, "openstack:policyEnforcement.host-ports", "allowed: advisory"),
+    (
+        {"policyEnforcement": {"readiness-probes": "warn"}},
+        "openstack:policyEnforcement.readiness-probes",
+        "allowed: advisory",
+    ),
+    (
+        {"policyEnforcement": {"host-ports": "mandatory"}},
+        "openstack:policyEnforcement.host-ports",
+        "its level is fixed in policies/registry.py",
+    ),
 ]
 
 

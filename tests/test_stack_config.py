@@ -136,3 +136,61 @@ def test_stacks_read_as_the_cli_reads_them() -> None:
         config = runtime.stack_config(stack)
         assert all(isinstance(v, str) for v in config.values())
         assert json.loads(config["openstack:compute"])["nodeGroups"]
+
+
+# Stack files read as the Pulumi CLI reads them (go-yaml v3, tools/yaml_reading.py).
+DUPLICATED: list[tuple[str, str]] = [
+    ("config:\n  openstack:ha: true\n  openstack:ha: false\n", 'duplicate key "openstack:ha"'),
+    ("config:\n  openstack:compute:\n    vmSafe: true\n    vmSafe: false\n", 'duplicate key "vmSafe"'),
+    ("config:\n  openstack:namespace: a\nconfig:\n  openstack:namespace: b\n", 'duplicate key "config"'),
+]
+
+
+@pytest.mark.parametrize(("text", "says"), DUPLICATED, ids=["top", "nested", "config"])
+def test_a_key_written_twice_is_refused(
+    text: str, says: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+) -> None:
+    assert _plan_file(text, tmp_path, monkeypatch) == 2
+    err = capsys.readouterr().err
+    assert says in err and "Pulumi.dev.yaml" in err and "Traceback" not in err
+
+
+def test_yes_is_text_in_a_structured_setting_as_the_cli_passes_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """go-yaml v3 reads `yes` as the string "yes" (YAML 1.2): a valid label value, not a boolean."""
+    text = DEV.replace("      openstack-compute-node: enabled\n", "      openstack-compute-node: yes\n")
+    assert text != DEV
+    assert _plan_file(text, tmp_path, monkeypatch) == 0
+    document = json.loads((tmp_path / "out" / "plan.json").read_text())
+    assert document["settings"]["nodeSelectors"]["compute"] == {"openstack-compute-node": "yes"}
+
+
+def test_a_stack_file_that_is_not_utf8_is_a_clear_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+) -> None:
+    path = tmp_path / "Pulumi.dev.yaml"
+    path.write_bytes("config:\n  openstack:region: R\u00e9gion\n".encode("latin-1"))
+    monkeypatch.setattr(runtime, "stack_file", lambda stack: path)
+    assert plan_tool.main(["--stack", "dev", "--out", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err
+    assert f"{path}: not UTF-8 text" in err and "Traceback" not in err
+
+
+def test_a_stack_file_that_is_a_directory_is_a_clear_error(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    out = tmp_path / "out"
+    assert plan_tool.main(["--stack", "dev", "--stack-file", str(tmp_path), "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert f"{tmp_path}: is a directory, not a stack file" in err and not out.exists()
+
+
+def test_an_error_quotes_only_an_excerpt_of_a_huge_value(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+) -> None:
+    huge = "x" * 200_000
+    text = f"config:\n  openstack:region: {huge}\n  openstack:endpoints:\n    domain: {huge}\n"
+    assert _plan_file(text, tmp_path, monkeypatch) == 2
+    err = capsys.readouterr().err
+    assert "openstack:region" in err and "openstack:endpoints.domain" in err
+    assert len(err) < 2_000, len(err)
+    assert "200000 characters" in err  # says how long the value is

@@ -49,6 +49,10 @@ ADVISORY_UNLESS_SET = ("third-party-chart-hygiene",)
 
 
 def enforcement_level(settings: Settings, rule: ResourceRule | StackRule) -> str:
+    """A hygiene rule's level is the stack's to set; every other rule's is the pack's (the settings
+    refuse a stack that names one, and the pack's loader a config that lowers one)."""
+    if not rule.hygiene:
+        return rule.enforcement
     default = "advisory" if rule.name in ADVISORY_UNLESS_SET else "mandatory"
     return settings.policy_enforcement.get(rule.name, default)
 

@@ -22,8 +22,10 @@ from typing import Any
 import yaml
 
 from policies.k8s import K8sObject, type_token
+from policies.lists import LIST_SUFFIX
 from policies.report import check_objects, has_mandatory, load_config
 from policies.settings import ConfigError
+from tools.yaml_reading import KubectlLoader
 
 
 class ManifestError(ValueError):
@@ -31,10 +33,18 @@ class ManifestError(ValueError):
 
 
 def _objects(document: Any, where: str) -> Iterator[dict[str, Any]]:
+    """The objects kubectl would apply: a document, or the items of a list (policies/lists.py):
+    any object with `items`, whose items without kind and apiVersion take the list's."""
     if not isinstance(document, dict):
         raise ManifestError(f"{where}: not a Kubernetes object (a YAML mapping), but {type(document).__name__}")
-    if document.get("kind") == "List":  # what `kubectl get -o yaml` prints for several objects
-        for index, item in enumerate(document.get("items") or []):
+    if "items" in document:
+        items = document["items"]
+        if items is not None and not isinstance(items, list):
+            raise ManifestError(f"{where}: items is not a list but {type(items).__name__}")
+        for index, item in enumerate(items or []):
+            if isinstance(item, dict) and "kind" not in item and "apiVersion" not in item:
+                kind = str(document.get("kind", "")).removesuffix(LIST_SUFFIX)
+                item = {"apiVersion": document.get("apiVersion"), "kind": kind, **item}
             yield from _objects(item, f"{where} item {index}")
         return
     missing = [key for key in ("apiVersion", "kind") if not isinstance(document.get(key), str)]
@@ -51,7 +61,7 @@ def read_objects(path: Path) -> list[K8sObject]:
         reason = error.strerror if isinstance(error, OSError) and error.strerror else str(error)
         raise ManifestError(f"cannot read {path}: {reason}") from None
     try:
-        documents = list(yaml.safe_load_all(text))
+        documents = list(yaml.load_all(text, Loader=KubectlLoader))  # as kubectl reads them
     except yaml.YAMLError as error:
         raise ManifestError(f"{path}: not valid YAML: {error}") from None
     objects = []

@@ -26,6 +26,7 @@ from pulumi.runtime.stack import run_pulumi_func
 from pulumi.runtime.sync_await import _sync_await
 
 from components.settings import PROJECT, Problem, SettingsError
+from tools.yaml_reading import PulumiCliLoader, duplicate_key
 
 REPO = Path(__file__).resolve().parent.parent
 SECRET_MARK = "[secret]"
@@ -245,8 +246,20 @@ def read_stack_file(path: Path) -> dict[str, str]:
     def wrong(what: str, value: Any = None, shown: bool = True) -> SettingsError:
         return SettingsError([Problem(str(path), value, what, shown=shown)])
 
+    if path.is_dir():
+        raise wrong("is a directory, not a stack file", shown=False)
     try:
-        document = yaml.compose(path.read_text())
+        text = path.read_bytes().decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise wrong(f"not UTF-8 text (byte {error.start}), which the Pulumi CLI reads", shown=False) from None
+    except OSError as error:
+        raise wrong(f"cannot read: {error.strerror or error}", shown=False) from None
+    try:
+        # The CLI's go-yaml v3 refuses a key written twice, where PyYAML keeps the last.
+        document = yaml.compose(text, Loader=PulumiCliLoader)
+        found = duplicate_key(document) if document is not None else None
+        if found is not None:
+            raise yaml.MarkedYAMLError(problem=f'duplicate key "{found[0]}"', problem_mark=found[1])
     except yaml.YAMLError as error:
         raise wrong(f"not valid YAML: {error}", shown=False) from None
     if document is None:
@@ -268,7 +281,8 @@ def read_stack_file(path: Path) -> dict[str, str]:
 
 
 def _construct(node: yaml.Node) -> Any:
-    return yaml.SafeLoader("").construct_document(node)
+    """A value as the CLI's go-yaml v3 makes it: YAML 1.2 booleans only (`yes` stays text)."""
+    return PulumiCliLoader("").construct_document(node)
 
 
 def _as_engine_config(config: Mapping[str, Any]) -> dict[str, str]:

@@ -108,8 +108,11 @@ def test_the_pack_reads_the_stacks_settings_from_its_config(stack: str) -> None:
         seen = settings_for(config, rule.name)
         if "namespace" in rule.uses:
             assert seen.namespace == settings.namespace
+        if "hypervisorIsolation" in rule.uses:
             assert seen.topology == settings.hypervisor_isolation
+        if "imageRegistry" in rule.uses:
             assert seen.image_registry == settings.images.registry
+        if "imageOverrides" in rule.uses:
             assert seen.image_overrides == settings.images.overrides
         if "vmSafe" in rule.uses:
             assert seen.vm_safe == settings.compute.vm_safe
@@ -120,10 +123,10 @@ def test_the_pack_reads_the_stacks_settings_from_its_config(stack: str) -> None:
 def test_a_stack_enforces_every_policy_unless_its_settings_say_otherwise() -> None:
     levels = {name: entry["enforcementLevel"] for name, entry in policy_config(Settings()).items()}
     assert levels == {rule.name: "advisory" if rule.name in ADVISORY_EVERYWHERE else "mandatory" for rule in RULES}
-    lowered = {"host-ports": "disabled", "third-party-chart-hygiene": "remediate"}
-    changed = Settings.parse({"policyEnforcement": lowered})
+    moved = {"image-pinned": "disabled", "third-party-chart-hygiene": "remediate"}
+    changed = Settings.parse({"policyEnforcement": moved})
     levels = {name: entry["enforcementLevel"] for name, entry in policy_config(changed).items()}
-    assert levels["host-ports"] == "disabled" and levels["third-party-chart-hygiene"] == "remediate"
+    assert levels["image-pinned"] == "disabled" and levels["third-party-chart-hygiene"] == "remediate"
     assert levels["host-namespaces"] == "mandatory"
 
 

@@ -158,7 +158,6 @@ def test_actionlint_checks_the_inputs_of_pulumi_actions_v7(tmp_path: Path) -> No
 
 def test_deploy_goes_dev_staging_prod_through_environments() -> None:
     deploy = workflow("deploy.yml")
-    assert deploy["on"] == {"push": {"branches": ["main"]}}
     jobs = deploy["jobs"]
     assert list(jobs) == STACKS
     assert [jobs[s].get("needs") for s in STACKS] == [None, "dev", "staging"]
@@ -202,7 +201,12 @@ def test_readme_preview_role_only_reads_and_never_secrets() -> None:
 
 
 # pulumi-kubernetes' module names of the groups whose API name is longer.
-API_GROUPS = {"core": "", "networking": "networking.k8s.io", "rbac": "rbac.authorization.k8s.io"}
+API_GROUPS = {
+    "core": "",
+    "networking": "networking.k8s.io",
+    "rbac": "rbac.authorization.k8s.io",
+    "admissionregistration": "admissionregistration.k8s.io",
+}
 
 
 def plural(kind: str) -> str:
@@ -256,3 +260,41 @@ def test_preview_comments_the_plan_diff_of_the_base_branch_and_the_pull_request(
     assert comment["env"]["PR"] == "${{ github.event.pull_request.number }}"
     # The token is given only to the step that comments, not to the one running the pull request's code.
     assert "GH_TOKEN" not in plan.get("env", {}) and "secrets." not in plan["run"]
+
+
+# What a deploy job must hold true before it runs: CI passed, on a push to main of this repository.
+DEPLOY_CONDITIONS = (
+    "github.event.workflow_run.conclusion == 'success'",
+    "github.event.workflow_run.event == 'push'",
+    "github.event.workflow_run.head_branch == 'main'",
+    "github.event.workflow_run.head_repository.full_name == github.repository",
+)
+
+
+def test_deploy_runs_only_after_ci_passed_on_main() -> None:
+    deploy = workflow("deploy.yml")
+    # Not on push: a push to main deploys only once its CI run (ci.yml's name) has succeeded.
+    assert deploy["on"] == {"workflow_run": {"workflows": [workflow("ci.yml")["name"]], "types": ["completed"],
+                                             "branches": ["main"]}}  # fmt: skip
+    for stack in STACKS:
+        condition = deploy["jobs"][stack].get("if", "")
+        # `branches` matches a fork's pull request from its own `main` too: the event and the
+        # repository say it was a push here.
+        for required in DEPLOY_CONDITIONS:
+            assert required in condition, (stack, required)
+        assert " || " not in condition, "each condition must hold, not one of them"
+
+
+def test_deploy_checks_out_the_commit_ci_passed_and_checks_its_policy_config_first() -> None:
+    jobs = workflow("deploy.yml")["jobs"]
+    for stack in STACKS:
+        steps = jobs[stack]["steps"]
+        [checkout] = steps_using(jobs[stack], "actions/checkout")
+        # The commit CI tested, not main's head at the time the deploy starts.
+        assert checkout["with"]["ref"] == "${{ github.event.workflow_run.head_sha }}"
+        assert checkout["with"]["persist-credentials"] is False
+        [setup] = steps_using(jobs[stack], "./.github/actions/pulumi-setup")
+        [check] = [s for s in steps if "tools.policy_config --check" in s.get("run", "")]
+        [pulumi] = steps_using(jobs[stack], "pulumi/actions")
+        assert check["run"].strip() == ".venv/bin/python -m tools.policy_config --check"
+        assert steps.index(checkout) < steps.index(setup) < steps.index(check) < steps.index(pulumi)

@@ -1,0 +1,88 @@
+"""YAML read as the tools that consume it read it, so what is judged is what is applied.
+
+- `KubectlLoader`: manifests as kubectl reads them. kubectl turns YAML into JSON with
+  sigs.k8s.io/yaml, which decodes with go-yaml v2: YAML 1.1 booleans, `y`, `Y`, `n` and `N`
+  among them (go-yaml v2 resolve.go), where PyYAML reads `y` as a string. `privileged: y` is
+  true to the API server, so it must be true to the pack. kubectl refuses a mapping with a
+  key twice ("mapping key ... already defined", e.g. k8up-io/k8up#452); PyYAML would keep the
+  last value, so a file could show the pack another value than the one a reader sees first.
+- `PulumiCliLoader`: stack files as the Pulumi CLI reads them, with go-yaml v3: a key twice is
+  an error ("mapping key ... already defined"), and only `true`/`false` (any case variant the
+  YAML 1.2 core schema has) are booleans; `yes`, `on`, `y` stay text (go-yaml v3 README,
+  "Compatibility": YAML 1.1 booleans only when decoding into a bool).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, ClassVar
+
+import yaml
+from yaml.constructor import ConstructorError
+
+BOOL = "tag:yaml.org,2002:bool"
+MERGE = "tag:yaml.org,2002:merge"
+# go-yaml v2's boolean words (resolve.go, resolveMapList).
+GO_YAML_V2_BOOLS = {
+    **dict.fromkeys(("y", "Y", "yes", "Yes", "YES", "true", "True", "TRUE", "on", "On", "ON"), True),
+    **dict.fromkeys(("n", "N", "no", "No", "NO", "false", "False", "FALSE", "off", "Off", "OFF"), False),
+}
+# The YAML 1.2 core schema's, which go-yaml v3 resolves into an untyped value.
+YAML_1_2_BOOLS = {**dict.fromkeys(("true", "True", "TRUE"), True), **dict.fromkeys(("false", "False", "FALSE"), False)}
+
+
+def duplicate_key(node: yaml.Node) -> tuple[str, yaml.Mark] | None:
+    """The first key written twice in one mapping anywhere under `node`, with where it is."""
+    todo = [node]
+    while todo:
+        current = todo.pop()
+        if isinstance(current, yaml.MappingNode):
+            seen: set[tuple[str, str]] = set()
+            for key, value in current.value:
+                if isinstance(key, yaml.ScalarNode) and key.tag != MERGE:
+                    if (key.tag, key.value) in seen:
+                        return key.value, key.start_mark
+                    seen.add((key.tag, key.value))
+                todo += [key, value]
+        elif isinstance(current, yaml.SequenceNode):
+            todo += current.value
+    return None
+
+
+class _Strict(yaml.SafeLoader):
+    """SafeLoader that refuses a mapping with a key twice, and resolves booleans from `bools` only."""
+
+    bools: ClassVar[dict[str, bool]] = {}
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        found = duplicate_key(node)
+        if found is not None:
+            key, mark = found
+            raise ConstructorError(None, None, f'duplicate key "{key}"', mark)
+        return super().construct_mapping(node, deep=deep)
+
+    def construct_yaml_bool(self, node: yaml.ScalarNode) -> bool:
+        return self.bools[self.construct_scalar(node)]  # type: ignore[index]
+
+
+def _with_bools(loader: type[_Strict], words: dict[str, bool]) -> None:
+    """Make `words`, and only them, booleans for this loader (a resolver per first character)."""
+    loader.bools = words
+    resolvers = {first: [r for r in found if r[0] != BOOL] for first, found in loader.yaml_implicit_resolvers.items()}
+    pattern = re.compile("^(?:" + "|".join(map(re.escape, words)) + ")$")
+    for first in {word[0] for word in words}:
+        resolvers.setdefault(first, []).insert(0, (BOOL, pattern))
+    loader.yaml_implicit_resolvers = resolvers
+    loader.add_constructor(BOOL, _Strict.construct_yaml_bool)
+
+
+class KubectlLoader(_Strict):
+    pass
+
+
+class PulumiCliLoader(_Strict):
+    pass
+
+
+_with_bools(KubectlLoader, GO_YAML_V2_BOOLS)
+_with_bools(PulumiCliLoader, YAML_1_2_BOOLS)
