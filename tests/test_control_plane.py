@@ -34,7 +34,12 @@ def _api(service: str, *extra: str) -> set[str]:
 
 # Each edge derived from what the process needs when it starts (see the examples).
 EDGES: dict[str, dict[str, set[str]]] = {
-    "glance": {**_registered("glance"), "glance-api": _api("glance")},
+    "glance": {
+        **_registered("glance"),
+        # Glance's metadata definitions need its schema (kolla-ansible: db_load_metadefs after db_sync).
+        "glance-metadefs-load": {"glance-db-sync"},
+        "glance-api": _api("glance", "glance-metadefs-load"),
+    },
     "placement": {**_registered("placement"), "placement-api": _api("placement")},
     "nova": {
         **_registered("nova"),

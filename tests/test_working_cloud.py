@@ -184,8 +184,8 @@ def test_glance_loads_its_metadata_definitions_before_its_api_answers() -> None:
     """An empty `GET /v2/metadefs/*` was Tempest's finding: Kolla and openstack-helm load them after db_sync."""
     plan = plan_of("prod")
     load = _container(plan, "Job", "glance-metadefs-load", "glance-metadefs-load")
-    assert load["command"][-4:] == ["db", "load_metadefs", "--path", "/etc/glance/metadefs"]
-    assert "--merge" not in load["command"]  # definitions already there (or edited) are kept
+    assert load["args"][-4:] == ["db", "load_metadefs", "--path", "/etc/glance/metadefs"]
+    assert "--merge" not in load["args"]  # definitions already there (or edited) are kept
     assert "/etc/glance/glance-api.conf" in {m["mountPath"] for m in load["volumeMounts"]}
     assert "glance-db-sync" in waits_for(plan, "glance-metadefs-load")
     assert "glance-metadefs-load" in waits_for(plan, "glance-api")

@@ -214,11 +214,11 @@ class _Placement:
 
 
 def test_a_node_with_too_few_guest_vcpus_gets_a_higher_ratio_through_placement() -> None:
-    placement, prepared = _Placement(total=2, reserved=1, ratio=4.0), []
+    placement, prepared = _Placement(total=2, reserved=1, ratio=4.0), list[str]()
     guest_vcpus(SimpleNamespace(placement=placement), prepared)
     assert placement.vcpu["allocation_ratio"] == GUEST_VCPUS  # one core for guests
     assert placement.puts == 2  # retried after the generation conflict
     assert prepared == [f"VCPU allocation ratio of node-1 4.0 -> {float(GUEST_VCPUS)} (1 core(s) for guests)"]
-    roomy, prepared = _Placement(total=64, reserved=2, ratio=4.0), []
+    roomy, prepared = _Placement(total=64, reserved=2, ratio=4.0), list[str]()
     guest_vcpus(SimpleNamespace(placement=roomy), prepared)
     assert (roomy.puts, roomy.vcpu["allocation_ratio"], prepared) == (0, 4.0, [])

@@ -14,7 +14,7 @@ from tools.cloud.tempest_limits import LabLimit, summarize
 from tools.realenv.tempest_venv import TEMPEST_VERSION, ensure_tempest_venv
 from tools.runtime import REPO
 
-CASES = '''
+CASES = """
 import unittest
 
 class Cases(unittest.TestCase):
@@ -29,7 +29,7 @@ class Cases(unittest.TestCase):
 
     def test_far_away(self):
         raise TimeoutError("no route to download.cirros-cloud.net")
-'''
+"""
 
 
 def test_tempest_venv_holds_the_pinned_tempest() -> None:

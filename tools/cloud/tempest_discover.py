@@ -32,7 +32,8 @@ GUEST_IMAGE, FLAVOR, PROVIDER_NETWORK = "guest", "tiny", "public"
 ALT_FLAVOR = {"name": "tiny-alt", "ram": 192, "vcpus": 1, "disk": 1}
 # devstack's SUBNETPOOL_*_V4 for auto-allocated networks; apart from the scenario's networks and
 # Tempest's project_network_cidr (10.100.0.0/16).
-DEFAULT_POOL = {"name": "default-v4", "prefixes": ["10.200.0.0/16"], "default_prefix_length": 26}
+DEFAULT_POOL_PREFIX = "10.200.0.0/16"
+DEFAULT_POOL: dict[str, Any] = {"name": "default-v4", "prefixes": [DEFAULT_POOL_PREFIX], "default_prefix_length": 26}
 # Tempest's compute classes hold a few servers each, besides those of the scenario and those still
 # being deleted: below this many guest vCPUs its builds fail with "No valid host was found".
 GUEST_VCPUS = 16
@@ -66,7 +67,7 @@ def auto_allocation(conn: Connection, public: Any, prepared: list[str]) -> None:
         prepared.append(f"network {public.name} is the default external network")
     if conn.network.find_subnet_pool(DEFAULT_POOL["name"]) is None:
         conn.network.create_subnet_pool(**DEFAULT_POOL, is_default=True, is_shared=True)
-        prepared.append(f"shared default subnet pool {DEFAULT_POOL['name']} {DEFAULT_POOL['prefixes'][0]}")
+        prepared.append(f"shared default subnet pool {DEFAULT_POOL['name']} {DEFAULT_POOL_PREFIX}")
 
 
 def guest_vcpus(conn: Connection, prepared: list[str]) -> None:
