@@ -5,6 +5,7 @@ tests/real/test_image_contents.py runs it on the real plans against the images a
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import pytest
@@ -25,6 +26,7 @@ PACKAGES = {
     "libpython3.12-minimal": ["usr/lib/python3.12/os.py", "usr/lib/python3.12/json/__init__.py"],
     "openvswitch-switch": ["usr/bin/ovs-vsctl", "usr/share/openvswitch/vswitch.ovsschema"],
     "python3-libvirt": ["usr/lib/python3/dist-packages/libvirt.py"],
+    "dumb-init": ["usr/bin/dumb-init"],
 }
 DISTS = {
     "nova": (["nova", "nova.cmd", "nova.cmd.compute"], ["nova-compute", "nova-manage"]),
@@ -241,6 +243,15 @@ def test_a_python_script_may_import_its_mounted_neighbours() -> None:
 def test_without_a_command_the_image_entrypoint_and_cmd_run() -> None:
     result = check(container(None), image(BASE))
     assert names(result.misses, "command") == {"dumb-init"}
+
+
+def test_args_alone_run_through_the_images_entrypoint_which_runs_them() -> None:
+    """The program's containers give only args: Kolla's dumb-init is PID 1 and runs them."""
+    img = image([*BASE, "dumb-init"], ["nova"])
+    only_args = dataclasses.replace(container(None), args=("nova-compute", "--config-file", "/etc/nova/nova.conf"))
+    assert [(m.kind, m.name) for m in check(only_args, img).misses] == [("file", "/etc/nova/nova.conf")]
+    missing = dataclasses.replace(container(None), args=("ovs-vsctl", "show"))
+    assert names(check(missing, img).misses, "command") == {"ovs-vsctl"}  # followed into dumb-init's arguments
 
 
 def test_merged_usr_and_alternatives_find_what_debian_puts_elsewhere() -> None:

@@ -33,6 +33,8 @@ WRAPPERS: dict[str, tuple[frozenset[str], int]] = {
     "stdbuf": (frozenset({"-i", "-o", "-e"}), 0),
     "ionice": (frozenset({"-c", "-n", "-p"}), 0),
     "flock": (frozenset({"-w", "--timeout", "-E", "--conflict-exit-code"}), 1),
+    # Kolla's ENTRYPOINT (`dumb-init --single-child --`): a container with only args runs them through it.
+    "dumb-init": (frozenset({"-r", "--rewrite"}), 0),
 }
 # Options whose value is a file the program reads at start.
 READ_OPTIONS = frozenset({"--config-file", "--config-dir", "--config", "--ini", "--log-config", "--log-config-append"})
