@@ -1,8 +1,8 @@
-"""Glance: the image service, storing images on a PersistentVolumeClaim or in Cinder."""
+"""Glance: the image service, storing images on a PersistentVolumeClaim, in Cinder or in Ceph RBD."""
 
 from __future__ import annotations
 
-from components import oslo
+from components import ceph, oslo
 from components.api import registered_api_needs, uwsgi_file, wsgi_api
 from components.bootstrap import db_purge, db_sync
 from components.inifile import render_ini
@@ -16,6 +16,16 @@ IMAGES = "/var/lib/glance/images"
 MANAGE = ("glance-manage", "--config-file", f"{CONFIG_DIR}/glance-api.conf")
 # The metadata definitions glance ships (its etc/metadefs), copied there by Kolla's glance-base image.
 METADEFS = f"{CONFIG_DIR}/metadefs"
+
+
+def _rbd_store(settings: Settings) -> dict[str, object]:
+    """kolla-ansible's [rbd] store (glance-api.conf.j2): the images pool as client glance."""
+    assert settings.ceph is not None  # settings refuse backend rbd without a cluster
+    return {
+        "rbd_store_pool": settings.ceph.pools.images,
+        "rbd_store_user": settings.ceph.clients.glance.user,
+        "rbd_store_ceph_conf": ceph.CONF,
+    }
 
 
 def render(ctx: RenderContext) -> dict[str, str]:
@@ -32,6 +42,8 @@ def render(ctx: RenderContext) -> dict[str, str]:
             "cinder_os_region_name": settings.region,
         },
     }
+    if backend == "rbd":
+        stores["rbd"] = _rbd_store(settings)
     conf = {
         "DEFAULT": {
             **oslo.logging(),
@@ -40,6 +52,10 @@ def render(ctx: RenderContext) -> dict[str, str]:
             # would accept the request and do nothing (a client waiting for the copy waits forever, as
             # Tempest's copy-image test did). Glance's other default methods stay.
             "enabled_import_methods": "[glance-direct,web-download]",
+            # Nova's and Cinder's RBD drivers clone a raw image in the same cluster instead of
+            # downloading it, and find it by the image's direct URL (rbd://fsid/pool/image/snap):
+            # Ceph's rbd-openstack guide. Only for rbd: a file path tells a user nothing of use.
+            "show_image_direct_url": True if backend == "rbd" else None,
         },
         "database": oslo.database(settings, "glance", secrets["database"], "glance"),
         "keystone_authtoken": oslo.keystone_authtoken(settings, "glance", secrets),
@@ -52,7 +68,10 @@ def render(ctx: RenderContext) -> dict[str, str]:
         "oslo_concurrency": oslo.lock_path("/var/lib/glance/tmp"),
         "oslo_middleware": {"enable_proxy_headers_parsing": True},
     }
-    return {"glance-api.conf": render_ini(conf), **uwsgi_file("glance-api", "glance.wsgi.api:application", PORT)}
+    files = {"glance-api.conf": render_ini(conf), **uwsgi_file("glance-api", "glance.wsgi.api:application", PORT)}
+    if backend == "rbd":
+        files.update(ceph.conf_files(settings))
+    return files
 
 
 def housekeeping(settings: Settings) -> tuple[Step, ...]:
@@ -102,6 +121,10 @@ def glance(settings: Settings) -> ServiceSpec:
         if on_volume_claim
         else ()
     )
+    # On rbd, ceph.conf and client glance's keyring (and no other client's).
+    on_rbd = settings.glance.backend == "rbd" and settings.ceph is not None
+    config_files = ("glance-api.conf", ceph.CONF_MOUNT) if on_rbd else ("glance-api.conf",)
+    keyrings = ceph.keyrings((settings.ceph.clients.glance,) if on_rbd and settings.ceph else ())
     return ServiceSpec(
         name="glance",
         config_dir=CONFIG_DIR,
@@ -128,8 +151,10 @@ def glance(settings: Settings) -> ServiceSpec:
                 # And the metadata definitions, as Kolla loads them before the API starts: an API
                 # that answers is one whose definitions are there.
                 needs=(*registered_api_needs("glance"), "glance-metadefs-load"),
-                config_files=("glance-api.conf",),
+                config_files=config_files,
                 claims=claims,
+                extra_volumes=keyrings[0],
+                extra_mounts=keyrings[1],
                 # Image import stages data on one replica; the others proxy to it at this URL
                 # (unset, glance disables the proxying). Per pod, so through oslo.config's
                 # OS_<GROUP>__<OPTION> variables, which it reads before the files.

@@ -229,6 +229,18 @@ CINDER_VOLUME = Role(
 )
 
 
+CINDER_BACKUP = Role(
+    name="cinder-backup",
+    image="cinder-backup",
+    # cinder-backup reads a volume through os-brick's connector, and os-brick gathers every
+    # connector's properties first, some through its privsep daemon (rootwrap, SYS_ADMIN):
+    # kolla-ansible runs it privileged. It backs up rbd volumes to Ceph only, through librbd and
+    # the rbd command (export-diff | import-diff), so it needs none of the host's paths or network.
+    privileged=True,
+    why="backs volumes up through os-brick, whose connector probes run in its privsep daemon",
+)
+
+
 @dataclass(frozen=True)
 class NodePod:
     """One DaemonSet's pod on a node: the labels it carries and its containers' roles."""
@@ -267,7 +279,10 @@ NETWORK_NODE_PODS: tuple[NodePod, ...] = (
 )
 
 
-STORAGE_NODE_PODS: tuple[NodePod, ...] = (NodePod("cinder-volume", "cinder", NodeKind.STORAGE, (CINDER_VOLUME,)),)
+CINDER_VOLUME_POD = NodePod("cinder-volume", "cinder", NodeKind.STORAGE, (CINDER_VOLUME,))
+# Declared only with cinder.backup (components/cinder.py).
+CINDER_BACKUP_POD = NodePod("cinder-backup", "cinder", NodeKind.STORAGE, (CINDER_BACKUP,))
+STORAGE_NODE_PODS: tuple[NodePod, ...] = (CINDER_VOLUME_POD, CINDER_BACKUP_POD)
 
 
 # Attaching iSCSI volumes needs the initiator daemon on every compute node. Under options 2 and

@@ -81,8 +81,11 @@ def test_features_follow_the_deployment_and_every_one_turned_off_says_why() -> N
     conf = parse_ini(found.text)
     services = conf["service_available"]
     assert (services["cinder"], services["neutron"], services["swift"]) == ("true", "true", "false")
-    assert conf["volume-feature-enabled"]["backup"] == "false"
-    assert "cinder-backup" in found.features_off["volume-feature-enabled.backup"]
+    # prod backs volumes up to Ceph; staging deploys no cinder-backup.
+    assert conf["volume-feature-enabled"]["backup"] == "true"
+    staging = _conf("staging")
+    assert parse_ini(staging.text)["volume-feature-enabled"]["backup"] == "false"
+    assert "cinder-backup" in staging.features_off["volume-feature-enabled.backup"]
     assert conf["validation"]["run_validation"] == "false"
     assert found.features_off["validation.run_validation"] == NO_SSH_GUEST
     # One hypervisor: no live migration; two: live migration, a block one (local disks). Never a
@@ -222,3 +225,9 @@ def test_a_node_with_too_few_guest_vcpus_gets_a_higher_ratio_through_placement()
     roomy, prepared = _Placement(total=64, reserved=2, ratio=4.0), list[str]()
     guest_vcpus(SimpleNamespace(placement=roomy), prepared)
     assert (roomy.puts, roomy.vcpu["allocation_ratio"], prepared) == (0, 4.0, [])
+
+
+def test_the_volume_protocol_is_the_one_the_backends_driver_reports() -> None:
+    """Tempest compares it with the pools' storage_protocol: cinder's RBD driver says 'ceph', LVM's target iSCSI."""
+    assert parse_ini(_conf().text)["volume"]["storage_protocol"] == "ceph"
+    assert parse_ini(_conf("staging").text)["volume"]["storage_protocol"] == "iSCSI"

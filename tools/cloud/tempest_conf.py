@@ -217,6 +217,8 @@ def _volume(
     names = [cinder.get(b, "volume_backend_name", fallback=b) for b in backends]
     # Tempest's spelling of the protocol the backend's driver reports (iSCSI for LVM's target).
     protocol = {"iscsi": "iSCSI"}.get(cinder.get(first, "target_protocol", fallback=""), first) if first else None
+    if cinder.get(first, "volume_driver", fallback="") == "cinder.volume.drivers.rbd.RBDDriver":
+        protocol = "ceph"  # what cinder's RBD driver reports (STORAGE_PROTOCOL, constants.CEPH)
     volume = {
         **service(facts.get("volume_catalog_type"), "volume"),
         "backend_names": names,

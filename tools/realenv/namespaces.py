@@ -103,6 +103,7 @@ NOT_OSLO: dict[str, str] = {
     "libvirt-auth.conf": "libvirt clients' credentials file",
     "qemu*.conf": "libvirt's QEMU driver configuration",
     "local_settings.py": "Horizon's Django settings, Python code",
+    "ceph.conf": "Ceph's client configuration, read by librados (its fsid and mon_host: tests/test_ceph.py)",
 }
 
 
