@@ -161,3 +161,10 @@ def test_libvirt_start_refuses_a_keyring_without_a_key(tmp_path: Path) -> None:
         assert "holds no 'key = ...' line" in str(getattr(error, "stderr", ""))
     else:
         raise AssertionError("libvirt_start.sh started libvirtd without the secret")
+
+
+def test_no_network_policy_of_the_program_holds_back_the_ceph_traffic() -> None:
+    """The monitors (3300, 6789) and OSDs (6800-7300) are outside the cluster: a policy that restricts
+    egress would have to admit them (README, Ceph). The program's policies restrict ingress only."""
+    policies = objects(plan_of("prod"), "NetworkPolicy")
+    assert policies and all(p.inputs["spec"]["policyTypes"] == ["Ingress"] for p in policies.values())
