@@ -45,6 +45,26 @@ KVM_PROBE_SECONDS = 20
 NO_LVM = "LVM needs device-mapper and the LIO iSCSI target configfs; this machine's kernel has neither"
 NO_ISCSI = "iscsid needs the kernel's iSCSI transport (scsi_transport_iscsi); this machine's kernel has no modules"
 RBAC_KINDS = ("ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding")
+NO_CEPH = (
+    "the lab starts no Ceph cluster yet (tools/cloud/ceph.py prepares the stand-in; the run does not start it): "
+    "Glance keeps images on its claim, Cinder uses LVM and Nova local disks here, as staging does"
+)
+
+
+def without_ceph(config: dict[str, str]) -> dict[str, Any]:
+    """The settings that move a stack's data from Ceph to what the lab runs without it: Glance on its
+    claim (of the class the backups use: ReadWriteMany there), LVM volumes without backups, local disks.
+
+    Until the lab starts its Ceph stand-in, a stack that keeps data in Ceph would have every pod that
+    uses it wait for a keyring Secret nobody makes; the report lists Ceph as not run instead.
+    """
+    if "openstack:ceph" not in config:
+        return {}
+    storage = dict(json.loads(config.get("openstack:storage") or "{}"))
+    classes = dict(storage.get("classes") or {})
+    classes.setdefault("images", classes.get("backups") or storage.get("storageClass") or "cephfs")
+    cinder = {**json.loads(config.get("openstack:cinder") or "{}"), "backend": "lvm", "backup": "none"}
+    return {"glance": {"backend": "file"}, "cinder": cinder, "storage": {**storage, "classes": classes}}
 
 
 def machine_overrides(stack: str, virt_type: str) -> dict[str, Any]:
@@ -70,9 +90,10 @@ def machine_overrides(stack: str, virt_type: str) -> dict[str, Any]:
         hard = resource.getrlimit(limit)[1]
         if hard != resource.RLIM_INFINITY and hard - above < planned:
             capped[key] = hard - above
+    compute["ephemeralStorage"] = "local"  # without_ceph
     compute["nodeGroups"] = [
         {
-            **group,
+            **{k: v for k, v in group.items() if k != "ephemeralStorage"},
             "virtType": virt_type,
             "reservedHostCpus": min(group.get("reservedHostCpus", 0), cpus - 1),
             **{k: min(v, group.get(k, v)) for k, v in capped.items()},
@@ -86,7 +107,7 @@ def machine_overrides(stack: str, virt_type: str) -> dict[str, Any]:
         "datapathType": "netdev",
         "userspaceTso": False,
     }
-    return {"compute": compute, "neutron": neutron}
+    return {"compute": compute, "neutron": neutron, **without_ceph(config)}
 
 
 def build_cluster(plan: Plan, state: Path, layout: str) -> Cluster:
@@ -280,6 +301,8 @@ def run(
     virt = virt_type(guest, log)
     plan = build_plan(stack, machine_overrides(stack, virt))
     report = Report(stack, plan.settings.hypervisor_isolation.value)
+    if without_ceph(stack_config(stack)):
+        report.not_run.append({"what": "Ceph", "why": NO_CEPH})
     if virt != "kvm":
         why = "/dev/kvm here does not boot a guest: guests run under QEMU's software emulation (TCG)"
         report.not_run.append({"what": "KVM", "why": why})
