@@ -171,7 +171,7 @@ def backup_process(settings: Settings) -> Process | None:
 
 def cinder(settings: Settings) -> ServiceSpec:
     backend = settings.cinder.backend
-    volume_files = ("cinder.conf", "nfs_shares") if backend == "nfs" else CINDER_CONF
+    volume_files: tuple[str, ...] = ("cinder.conf", "nfs_shares") if backend == "nfs" else CINDER_CONF
     on_rbd = backend == "rbd" and settings.ceph is not None
     if on_rbd:
         volume_files += (ceph.CONF_MOUNT,)
