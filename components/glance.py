@@ -74,6 +74,13 @@ def render(ctx: RenderContext) -> dict[str, str]:
     return files
 
 
+def conf_files(settings: Settings) -> tuple[str, ...]:
+    """What every glance container reads: glance-api.conf, and on rbd the ceph.conf it names
+    (rbd_store_ceph_conf; no key: the keyring goes to glance-api alone)."""
+    on_rbd = settings.glance.backend == "rbd" and settings.ceph is not None
+    return ("glance-api.conf", ceph.CONF_MOUNT) if on_rbd else ("glance-api.conf",)
+
+
 def housekeeping(settings: Settings) -> tuple[Step, ...]:
     """glance-db-purge: `glance-manage db purge` deletes rows soft-deleted more than --age_in_days
     ago from every table but `images` (glance/cmd/manage.py; the images table keeps its rows so
@@ -87,13 +94,13 @@ def housekeeping(settings: Settings) -> tuple[Step, ...]:
             "glance",
             "glance-api",
             (*MANAGE, "db", "purge", "--age_in_days", str(purge.age_in_days), "--max_rows", "-1"),
-            ("glance-api.conf",),
+            conf_files(settings),
             purge.schedule,
         ),
     )
 
 
-def metadefs_load() -> Step:
+def metadefs_load(settings: Settings) -> Step:
     """glance-metadefs-load (openstack-helm's name): the metadata definitions into the migrated schema.
 
     Without them `GET /v2/metadefs/*` answers empty lists, and Horizon offers no image, flavor or
@@ -108,7 +115,7 @@ def metadefs_load() -> Step:
         image="glance-api",
         command=(*MANAGE, "db", "load_metadefs", "--path", METADEFS),
         needs=("glance-db-sync",),
-        config_files=("glance-api.conf",),
+        config_files=conf_files(settings),
     )
 
 
@@ -123,7 +130,7 @@ def glance(settings: Settings) -> ServiceSpec:
     )
     # On rbd, ceph.conf and client glance's keyring (and no other client's).
     on_rbd = settings.glance.backend == "rbd" and settings.ceph is not None
-    config_files = ("glance-api.conf", ceph.CONF_MOUNT) if on_rbd else ("glance-api.conf",)
+    config_files = conf_files(settings)
     keyrings = ceph.keyrings((settings.ceph.clients.glance,) if on_rbd and settings.ceph else ())
     return ServiceSpec(
         name="glance",
@@ -135,9 +142,9 @@ def glance(settings: Settings) -> ServiceSpec:
                 "glance",
                 "glance-api",
                 (*MANAGE, "db_sync"),
-                ("glance-api.conf",),
+                config_files,
             ),
-            metadefs_load(),
+            metadefs_load(settings),
             *housekeeping(settings),
         ),
         processes=(

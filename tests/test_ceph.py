@@ -168,3 +168,12 @@ def test_no_network_policy_of_the_program_holds_back_the_ceph_traffic() -> None:
     egress would have to admit them (README, Ceph). The program's policies restrict ingress only."""
     policies = objects(plan_of("prod"), "NetworkPolicy")
     assert policies and all(p.inputs["spec"]["policyTypes"] == ["Ingress"] for p in policies.values())
+
+
+def test_glances_jobs_read_the_ceph_conf_their_config_names_and_no_key() -> None:
+    """glance-api.conf names /etc/ceph/ceph.conf (rbd_store_ceph_conf) wherever it is mounted (tools/imagecheck)."""
+    plan = plan_of("prod")
+    for kind, name in (("Job", "glance-db-sync"), ("Job", "glance-metadefs-load"), ("CronJob", "glance-db-purge")):
+        [container] = pod_template(plan.by_name(name, kind))["spec"]["containers"]
+        assert "/etc/ceph/ceph.conf" in [m["mountPath"] for m in container["volumeMounts"]], name
+        assert name not in keyring_mounts(plan)
