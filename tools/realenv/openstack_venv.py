@@ -66,7 +66,7 @@ MARKER = "openstack-venv.json"
 IMAGE_LINKS = {
     "openstack_dashboard/local/local_settings.py": "/etc/openstack-dashboard/local_settings.py",
 }
-LAYOUT = 2  # 2: built relocatable
+LAYOUT = 3  # 2: built relocatable; 3: with bytecode
 
 
 @dataclass(frozen=True)
@@ -164,7 +164,11 @@ def _build(recipe: VenvRecipe, path: Path, uv_cache: Path, log: Path) -> None:
     _run([uv, "venv", "--no-config", "--relocatable", "--seed", "--python", sys.executable, path], log, env)
     python = path / "bin" / "python"
     exempt = [arg for name in recipe.pinned for arg in ("--exclude-newer-package", f"{name}=false")]
-    install = ["install", "--no-config", "--python", str(python), "--exclude-newer", recipe.cutoff, *exempt]
+    # --compile-bytecode: as pip installs into Kolla's venv, with the .pyc files. The lab's services run as
+    # Kolla's users, who cannot write into this root-owned venv, so without them every process compiles
+    # what it imports at each start (a fresh clone's prod deploy took 2.3 times as long: 420 s, not 180).
+    install = ["install", "--no-config", "--compile-bytecode", "--python", str(python)]
+    install += ["--exclude-newer", recipe.cutoff, *exempt]
     _run([uv, "pip", *install, *recipe.requirements()], log, env)
     freeze = subprocess.run(
         [uv, "pip", "freeze", "--python", python],
