@@ -365,10 +365,11 @@ keyring = {self.client_dir}/$cluster.$name.keyring
         shutil.rmtree(self.state, ignore_errors=True)
 
     def facts(self) -> dict[str, object]:
-        """What the report says of the stand-in (report.json's stand_ins.ceph)."""
+        """What the report says of the stand-in (report.json's stand_ins.ceph): its daemons count as the
+        pods of the other stand-ins do (pods, ready: running), beside where it ran and how soon it was healthy."""
         running = sum(p.poll() is None for p in self.processes.values())
         return {"kind": "Ceph 16 (Debian 12)", "address": CEPH_ADDRESS, "daemons": sorted(self.processes),
-                "running": running, "healthy_after_s": self.started_seconds}  # fmt: skip
+                "pods": len(self.processes), "ready": running, "healthy_after_s": self.started_seconds}  # fmt: skip
 
     def keyring_secrets(self) -> dict[str, dict[str, str]]:
         """The Secrets the stack's clients name (keyringSecret → {keyring: the keyring file}), as a user makes them."""

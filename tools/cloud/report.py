@@ -41,6 +41,8 @@ class Report:
     network_policies: dict[str, Any] = field(default_factory=dict)
     provider: dict[str, int] = field(default_factory=dict)
     api: dict[str, Any] = field(default_factory=dict)
+    # Stand-ins that are not pods of the plan (tools/cloud/ceph.py's cluster), by name: kind, pods, ready, ...
+    external_stand_ins: dict[str, dict[str, Any]] = field(default_factory=dict)
     tempest: dict[str, Any] | None = None  # counts of tools/cloud/tempest_run.py's tempest.json, when asked for
     deploy_error: str = ""
     not_run: list[dict[str, str]] = field(default_factory=list)
@@ -71,7 +73,11 @@ class Report:
             },
             "pods": {"total": wanted, "started": len(long_running), "ready": sum(p.ready for p in long_running)},
             "stand_ins": {
-                w.name: {"kind": w.kind, "pods": len(w.pods), "ready": sum(p.ready for p in w.pods)} for w in stand_ins
+                **{
+                    w.name: {"kind": w.kind, "pods": len(w.pods), "ready": sum(p.ready for p in w.pods)}
+                    for w in stand_ins
+                },
+                **self.external_stand_ins,
             },
             "probes": {"total": len(probes), "passed": sum(r.passed for r in probes)},
             "jobs": {

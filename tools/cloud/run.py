@@ -15,7 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from tools.cloud.apiserver import LabApiServer
-from tools.cloud.cluster import LAYOUTS, Cluster, provider_counters
+from tools.cloud.ceph import CephStandIn, CephStartError, monitors_override
+from tools.cloud.cluster import FABRIC_NETNS, LAYOUTS, Cluster, provider_counters
 from tools.cloud.deploy import API_SERVER_PORT, Cloud, DeployFailedError, api_server_endpoint
 from tools.cloud.guest import BOOTED, Guest, build_guest
 from tools.cloud.images import image_name
@@ -45,26 +46,14 @@ KVM_PROBE_SECONDS = 20
 NO_LVM = "LVM needs device-mapper and the LIO iSCSI target configfs; this machine's kernel has neither"
 NO_ISCSI = "iscsid needs the kernel's iSCSI transport (scsi_transport_iscsi); this machine's kernel has no modules"
 RBAC_KINDS = ("ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding")
-NO_CEPH = (
-    "the lab starts no Ceph cluster yet (tools/cloud/ceph.py prepares the stand-in; the run does not start it): "
-    "Glance keeps images on its claim, Cinder uses LVM and Nova local disks here, as staging does"
-)
 
 
-def without_ceph(config: dict[str, str]) -> dict[str, Any]:
-    """The settings that move a stack's data from Ceph to what the lab runs without it: Glance on its
-    claim (of the class the backups use: ReadWriteMany there), LVM volumes without backups, local disks.
-
-    Until the lab starts its Ceph stand-in, a stack that keeps data in Ceph would have every pod that
-    uses it wait for a keyring Secret nobody makes; the report lists Ceph as not run instead.
-    """
+def ceph_override(config: dict[str, str]) -> dict[str, Any]:
+    """A stack with a Ceph cluster meets the lab's stand-in (tools/cloud/ceph.py) at its address: its
+    monitors are the one machine difference, as the virt type is; fsid, pools and clients stay."""
     if "openstack:ceph" not in config:
         return {}
-    storage = dict(json.loads(config.get("openstack:storage") or "{}"))
-    classes = dict(storage.get("classes") or {})
-    classes.setdefault("images", classes.get("backups") or storage.get("storageClass") or "cephfs")
-    cinder = {**json.loads(config.get("openstack:cinder") or "{}"), "backend": "lvm", "backup": "none"}
-    return {"glance": {"backend": "file"}, "cinder": cinder, "storage": {**storage, "classes": classes}}
+    return {"ceph": monitors_override(json.loads(config["openstack:ceph"]))}
 
 
 def machine_overrides(stack: str, virt_type: str) -> dict[str, Any]:
@@ -90,10 +79,9 @@ def machine_overrides(stack: str, virt_type: str) -> dict[str, Any]:
         hard = resource.getrlimit(limit)[1]
         if hard != resource.RLIM_INFINITY and hard - above < planned:
             capped[key] = hard - above
-    compute["ephemeralStorage"] = "local"  # without_ceph
     compute["nodeGroups"] = [
         {
-            **{k: v for k, v in group.items() if k != "ephemeralStorage"},
+            **group,
             "virtType": virt_type,
             "reservedHostCpus": min(group.get("reservedHostCpus", 0), cpus - 1),
             **{k: min(v, group.get(k, v)) for k, v in capped.items()},
@@ -107,7 +95,7 @@ def machine_overrides(stack: str, virt_type: str) -> dict[str, Any]:
         "datapathType": "netdev",
         "userspaceTso": False,
     }
-    return {"compute": compute, "neutron": neutron, **without_ceph(config)}
+    return {"compute": compute, "neutron": neutron, **ceph_override(config)}
 
 
 def build_cluster(plan: Plan, state: Path, layout: str) -> Cluster:
@@ -187,6 +175,36 @@ def api_server(cloud: Cloud, log: Callable[[str], None]) -> LabApiServer:
     return api
 
 
+def ceph_stand_in(plan: Plan, state: Path, log: Callable[[str], None]) -> CephStandIn | None:
+    """The external Ceph cluster of a stack that names one, played on the lab's fabric; None without."""
+    if plan.settings.ceph is None:
+        return None
+    return CephStandIn(plan.settings.ceph, state / "ceph", log)
+
+
+def start_ceph(ceph: CephStandIn, cluster: Cluster, cloud: Cloud, api: LabApiServer) -> None:
+    """The cluster up and healthy, and the keyring Secrets its administrator would give the stack, in the
+    API server and the kubelet's view before any pod that mounts them starts (tools/cloud/pods.py)."""
+    ceph.start(cluster.nodes, FABRIC_NETNS)
+    for name, data in ceph.keyring_secrets().items():
+        api.add_secret(cloud.plan.settings.namespace, {"metadata": {"name": name}, "stringData": data})
+        cloud.objects[("Secret", name)] = dict(data)
+
+
+def ceph_env(ceph: CephStandIn | None, cloud: Cloud) -> dict[str, str]:
+    """What tools/cloud/scenario.py needs for its Ceph steps: which settings keep data there, the
+    pools, and a client's ceph.conf whose keyrings include the admin's (the administrator's view)."""
+    if ceph is None:
+        return {"CEPH_USERS": "[]"}
+    users = sorted(".".join(key) for key in cloud.plan.settings.ceph_users())
+    return {
+        "CEPH_USERS": json.dumps(users),
+        "CEPH_POOLS": json.dumps(ceph.ceph.pools.model_dump()),
+        "CEPH_CONF": str(ceph.client_conf_path),
+        "CEPH_ID": "admin",
+    }
+
+
 def report_api(report: Report, api: LabApiServer) -> None:
     """What the plan's pods asked of the API: refusals are findings (the plan's RBAC is too narrow)."""
     report.api = {
@@ -197,7 +215,13 @@ def report_api(report: Report, api: LabApiServer) -> None:
 
 
 def use_cloud(
-    cloud: Cloud, api: LabApiServer, user: UserPod, venv: Path, guest: Guest, why_not: dict[str, str]
+    cloud: Cloud,
+    api: LabApiServer,
+    user: UserPod,
+    venv: Path,
+    guest: Guest,
+    why_not: dict[str, str],
+    ceph: CephStandIn | None = None,
 ) -> dict[str, Any]:
     """Run tools/cloud/scenario.py as a user inside the cluster would: from a pod, by the cluster's names."""
     settings = cloud.plan.settings
@@ -218,6 +242,7 @@ def use_cloud(
         "KUBE_TOKEN": api.admin_token(),
         "KUBE_CA_FILE": str(api.ca),
         "KUBE_NAMESPACE": settings.namespace,
+        **ceph_env(ceph, cloud),
     }
     command = [str(venv / "bin" / "python"), "-m", "tools.cloud.scenario", str(guest.kernel), str(guest.initramfs),
                str(guest.disk)]  # fmt: skip
@@ -301,8 +326,6 @@ def run(
     virt = virt_type(guest, log)
     plan = build_plan(stack, machine_overrides(stack, virt))
     report = Report(stack, plan.settings.hypervisor_isolation.value)
-    if without_ceph(stack_config(stack)):
-        report.not_run.append({"what": "Ceph", "why": NO_CEPH})
     if virt != "kvm":
         why = "/dev/kvm here does not boot a guest: guests run under QEMU's software emulation (TCG)"
         report.not_run.append({"what": "KVM", "why": why})
@@ -320,21 +343,26 @@ def run(
     api = api_server(cloud, log)
     user = UserPod(cluster.control_plane, cluster.state / "user", plan.settings.namespace,
                    plan.settings.endpoints.cluster_domain)  # fmt: skip
+    ceph = ceph_stand_in(plan, cluster.state, log)
     try:
         since = time.monotonic()
         try:
+            if ceph is not None:  # first: the plan's pods mount its keyring Secrets
+                start_ceph(ceph, cluster, cloud, api)
+                phase("ceph", since)
+                since = time.monotonic()
             api.start(cluster.control_plane.netns_path, API_SERVER_PORT)
             cloud.start_cluster_services(api_server_endpoint(cluster.control_plane))
             user.start()
             cloud.deploy()
             cloud.run_cron_jobs(JOB_TIMEOUT)
-        except DeployFailedError as error:
+        except (DeployFailedError, CephStartError) as error:
             report.deploy_error = str(error)
             log(f"deploy failed: {error}")
         phase("deploy", since)
         if not report.deploy_error:
             since = time.monotonic()
-            report.user = use_cloud(cloud, api, user, venv.path, guest, why_not)
+            report.user = use_cloud(cloud, api, user, venv.path, guest, why_not, ceph)
             report.provider = provider_counters()
             log(f"user: {json.dumps(report.user)[:2000]}")
             phase("use", since)
@@ -351,6 +379,8 @@ def run(
                 report.tempest = tempest_step(cloud, user, venv.path, tempest, why_not, log)
                 phase("tempest", since)
         report_api(report, api)
+        if ceph is not None:
+            report.external_stand_ins["ceph"] = ceph.facts()
         report.build(cloud, why_not)
         (out / "report.json").write_text(json.dumps(report.data, indent=2) + "\n")
         print(report.summary(), flush=True)
@@ -362,6 +392,8 @@ def run(
     finally:
         uplinks.stop()
         cloud.stop()
+        if ceph is not None:  # after the pods (QEMU among them) that hold its images open
+            ceph.stop()
         api.stop()
         user.stop()
         cluster.delete()
