@@ -127,6 +127,25 @@ def test_cinder_answers_and_says_why_no_volume(report: dict[str, Any]) -> None:
     assert volume.get("status") == "available" or "device-mapper" in volume.get("not_run", "")
 
 
+def test_prod_keeps_images_volumes_and_disks_in_a_real_ceph(report: dict[str, Any]) -> None:
+    ceph = report["ceph"]
+    if report["stack"] != "prod":  # staging keeps files and LVM
+        assert "not_run" in ceph, ceph
+        return
+    assert ceph["errors"] == {}, ceph["errors"]
+    assert ceph["image"]["protected_snapshot"], ceph["image"]  # Glance wrote it to the images pool
+    assert ceph["clone"]["parent_is_image"], ceph["clone"]  # vm1's disk is a clone of it, not a copy
+    assert ceph["boot_from_volume"]["booted"] and ceph["boot_from_volume"]["volume_parent"], ceph["boot_from_volume"]
+    attach = ceph["attach"]
+    assert attach["read_back_matches"] and attach["in_rbd"], attach  # the guest's write survived detach/attach
+    assert ceph["snapshot"]["in_rbd"] and ceph["backup"]["in_rbd"], (ceph["snapshot"], ceph["backup"])
+    moved = ceph["live_migration"]
+    assert moved["to"] != moved["from"] and moved["counter_kept"] and moved["block_migration"] is False, moved
+    # prod's volumes are in Ceph: a volume was made, so "a Cinder volume" is not listed as not run.
+    assert report["volume"].get("status") == "available", report["volume"]
+    assert "a Cinder volume" not in [item["what"] for item in report["not_run"]]
+
+
 def test_vm_safety_of_the_topology(report: dict[str, Any]) -> None:
     restart = report["libvirt_restart"]
     assert restart["qemu_pid_before"] is not None, "no running QEMU to restart libvirt under"

@@ -92,6 +92,8 @@ class Report:
             "horizon": self.user.get("horizon", {}),
             "volume_type": self.user.get("volume_type"),
             "volume": self.user.get("volume") or {"not_run": "the scenario did not reach the volume step"},
+            # The proof with a real Ceph (tools/cloud/ceph_check.py), for a stack that keeps data there.
+            "ceph": self.user.get("ceph") or {"not_run": "the scenario did not reach the Ceph step"},
             "libvirt_restart": self.libvirt_restart or {"not_run": "no running server to test it with"},
             "libvirt_listener": self.libvirt_listener,
             "maintenance": self._maintenance(),
@@ -207,6 +209,7 @@ class Report:
             f"lease {server['dhcp_lease']}, metadata {server['metadata']}, provider network through SNAT "
             f"{server['provider_reachable']}, peer VM across the tunnel {server['peer_reachable']}",
             f"  horizon login {d['horizon_login']}; volume {d['volume']}",
+            f"  ceph: {_ceph_line(d['ceph'])}",
             f"  libvirt pod restart: {restart}",
             f"  libvirt for migrations: {d['libvirt_listener']}",
             f"  maintenance: {_maintenance_line(maintenance)}",
@@ -225,6 +228,21 @@ class Report:
             lines.append(f"  job: {item[:200]}")
         lines.append(f"  not run ({len(d['not_run'])}): " + "; ".join(n["what"] for n in d["not_run"]))
         return "\n".join(lines)
+
+
+def _ceph_line(found: dict[str, Any]) -> str:
+    if "not_run" in found:
+        return f"not run ({found['not_run']})"
+    checks = {
+        "image in RBD": (found.get("image") or {}).get("protected_snapshot"),
+        "disk a clone": (found.get("clone") or {}).get("parent_is_image"),
+        "boot from volume": (found.get("boot_from_volume") or {}).get("booted"),
+        "guest read back": (found.get("attach") or {}).get("read_back_matches"),
+        "snapshot": (found.get("snapshot") or {}).get("in_rbd"),
+        "backup": (found.get("backup") or {}).get("in_rbd"),
+        "live migration": (found.get("live_migration") or {}).get("counter_kept"),
+    }
+    return ", ".join(f"{k} {v}" for k, v in checks.items()) + f"; errors {sorted(found.get('errors') or {})}"
 
 
 def _maintenance_line(found: dict[str, Any]) -> str:
