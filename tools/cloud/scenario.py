@@ -10,6 +10,7 @@ builds a network with a router to the provider network, boots a server on each c
 (COMPUTE_HOSTS) and reads what the guests say on their consoles (DHCP, metadata, the provider
 network through the router's SNAT, the first VM from the second across the tunnel); logs in to
 Horizon through its login form as a browser behind the ingress would; asks Cinder for a volume;
+for a stack that keeps data in Ceph, proves it against the cluster (tools/cloud/ceph_check.py);
 then moves the VMs off a node, by nova-compute-maintenance and by the README's procedure
 (tools/cloud/migration_check.py). Prints one JSON object with what it found; each step's failure
 is recorded, not raised.
