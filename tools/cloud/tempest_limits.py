@@ -48,6 +48,9 @@ NEEDS_VOLUME_BACKEND: dict[str, tuple[str, ...]] = {
     "compute.admin.test_live_migration.LiveAutoBlockMigrationV225Test": (
         "test_live_block_migration_with_attached_volume",
     ),
+    "compute.admin.test_live_migration.LiveMigrationWithoutHostTest": (
+        "test_live_block_migration_with_attached_volume",
+    ),
     "compute.admin.test_volumes_negative.VolumesAdminNegativeTest": (
         "test_update_attached_volume_with_nonexistent_volume_in_uri",
     ),
