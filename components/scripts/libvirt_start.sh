@@ -17,26 +17,31 @@ libvirtd=(libvirtd --listen --config /tmp/libvirtd.conf)
 # (root's group, or no group access: crw------- root root) the device goes to Kolla's qemu group,
 # of which the image's nova is a member, mode 0660: what kolla-ansible's udev rule
 # 99-kolla-kvm.rules does on every KVM host (openstack-helm's libvirt chowns it to kvm likewise).
+# Also under virtType qemu, where guests never use it, wherever the node has one: libvirt's cache of
+# QEMU's capabilities holds only while its probe (which finds KVM) agrees with whether QEMU's user
+# may open /dev/kvm ("KVM was enabled when probing ..., but it is not available now": libvirt
+# qemu_capabilities.c virQEMUCapsIsValid). Disagreeing, libvirt probes QEMU again at every lookup,
+# and each boot waited on those probes for over a minute in the lab.
 kvm=/dev/kvm
-if [ "${VIRT_TYPE:-}" = "kvm" ]; then
-  if [ ! -e "$kvm" ]; then
+if [ ! -e "$kvm" ]; then
+  if [ "${VIRT_TYPE:-}" = "kvm" ]; then
     echo "warning: $kvm does not exist: guests of virtType kvm will not start on this node" >&2
-  else
-    gid=$(stat -c %g "$kvm")
-    # The group's read and write bits: characters 5 and 6 of `ls -l`'s mode, e.g. crw-rw----.
-    if [ "$gid" != 0 ] && [ "$(stat -c %A "$kvm" | cut -c5-6)" = rw ]; then
-      group=$(getent group "$gid" | cut -d: -f1 || true)
-      if [ -z "$group" ]; then
-        group="kvm-$gid"
-        groupadd -g "$gid" "$group"
-      fi
-      usermod -a -G "$group" "${QEMU_USER}"
-      echo "$kvm: group $gid has read-write access; QEMU's user ${QEMU_USER} joins it as $group" >&2
-    else
-      chgrp "${KOLLA_QEMU_GID}" "$kvm"
-      chmod 0660 "$kvm"
-      echo "$kvm: given to group ${KOLLA_QEMU_GID} (Kolla's qemu group, ${QEMU_USER}'s), mode 0660" >&2
+  fi
+else
+  gid=$(stat -c %g "$kvm")
+  # The group's read and write bits: characters 5 and 6 of `ls -l`'s mode, e.g. crw-rw----.
+  if [ "$gid" != 0 ] && [ "$(stat -c %A "$kvm" | cut -c5-6)" = rw ]; then
+    group=$(getent group "$gid" | cut -d: -f1 || true)
+    if [ -z "$group" ]; then
+      group="kvm-$gid"
+      groupadd -g "$gid" "$group"
     fi
+    usermod -a -G "$group" "${QEMU_USER}"
+    echo "$kvm: group $gid has read-write access; QEMU's user ${QEMU_USER} joins it as $group" >&2
+  else
+    chgrp "${KOLLA_QEMU_GID}" "$kvm"
+    chmod 0660 "$kvm"
+    echo "$kvm: given to group ${KOLLA_QEMU_GID} (Kolla's qemu group, ${QEMU_USER}'s), mode 0660" >&2
   fi
 fi
 

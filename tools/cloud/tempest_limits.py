@@ -43,6 +43,14 @@ NEEDS_VOLUME_BACKEND: dict[str, tuple[str, ...]] = {
         "test_volume_assisted_snapshot_create_delete",
     ),
     "compute.admin.test_volume.AttachSCSIVolumeTestJSON": ("test_attach_scsi_disk_with_config_drive",),
+    # Live migration runs with two compute nodes (found in the multi-node lab's full set, 2026-11-24).
+    "compute.admin.test_live_migration.LiveMigrationTest": ("test_live_block_migration_with_attached_volume",),
+    "compute.admin.test_live_migration.LiveAutoBlockMigrationV225Test": (
+        "test_live_block_migration_with_attached_volume",
+    ),
+    "compute.admin.test_live_migration.LiveMigrationWithoutHostTest": (
+        "test_live_block_migration_with_attached_volume",
+    ),
     "compute.admin.test_volumes_negative.VolumesAdminNegativeTest": (
         "test_update_attached_volume_with_nonexistent_volume_in_uri",
     ),
