@@ -145,15 +145,19 @@ def admin_env(cloud: Cloud) -> dict[str, str]:
     raise LookupError("no Job of the plan authenticates as admin")
 
 
-def image_commands(plan: Plan) -> dict[str, dict[str, str]]:
-    """Each Kolla image's commands as Kolla builds it (tools/imagecheck): a container's PATH finds only those."""
-    names = {
+def plan_images(plan: Plan) -> set[str]:
+    """The image names (tools/cloud/images.py's keys) of the plan's containers."""
+    return {
         image_name(c["image"])
         for r in plan.custom
         if r.kind in ("Deployment", "StatefulSet", "DaemonSet", "Job", "CronJob")
         for c in _pod_spec(r).get("containers", []) + _pod_spec(r).get("initContainers", [])
     }
-    return {name: dict(software.executables) for name, software in image_software(sorted(names)).items()}
+
+
+def image_commands(plan: Plan) -> dict[str, dict[str, str]]:
+    """Each Kolla image's commands as Kolla builds it (tools/imagecheck): a container's PATH finds only those."""
+    return {name: dict(software.executables) for name, software in image_software(sorted(plan_images(plan))).items()}
 
 
 def _pod_spec(r: Registration) -> dict[str, Any]:
