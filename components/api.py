@@ -10,8 +10,9 @@ from components.spec import Process
 from components.workload import Probe
 
 
-def uwsgi_file(process: str, module: str, port: int) -> dict[str, str]:
-    return {f"{process}-uwsgi.ini": render_ini(oslo.uwsgi_ini(module, port))}
+def uwsgi_file(process: str, module: str, port: int, **options: Any) -> dict[str, str]:
+    """`<process>-uwsgi.ini`; `options` are `oslo.uwsgi_ini`'s."""
+    return {f"{process}-uwsgi.ini": render_ini(oslo.uwsgi_ini(module, port, **options))}
 
 
 def wsgi_api(

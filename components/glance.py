@@ -14,6 +14,9 @@ CONFIG_DIR = "/etc/glance"
 PORT = 9292
 IMAGES = "/var/lib/glance/images"
 MANAGE = ("glance-manage", "--config-file", f"{CONFIG_DIR}/glance-api.conf")
+# Image data arrives as a chunked body (Nova's snapshots, glanceclient's uploads); kolla-ansible gives
+# Glance's uWSGI parts of up to 64 MiB (its glance role's service_uwsgi_config_chunked_input_limit).
+CHUNKED_INPUT_LIMIT = 64 * 1024 * 1024
 # The metadata definitions glance ships (its etc/metadefs), copied there by Kolla's glance-base image.
 METADEFS = f"{CONFIG_DIR}/metadefs"
 
@@ -68,7 +71,10 @@ def render(ctx: RenderContext) -> dict[str, str]:
         "oslo_concurrency": oslo.lock_path("/var/lib/glance/tmp"),
         "oslo_middleware": {"enable_proxy_headers_parsing": True},
     }
-    files = {"glance-api.conf": render_ini(conf), **uwsgi_file("glance-api", "glance.wsgi.api:application", PORT)}
+    files = {
+        "glance-api.conf": render_ini(conf),
+        **uwsgi_file("glance-api", "glance.wsgi.api:application", PORT, chunked_input_limit=CHUNKED_INPUT_LIMIT),
+    }
     if backend == "rbd":
         files.update(ceph.conf_files(settings))
     return files

@@ -183,15 +183,26 @@ def merge(*parts: dict[str, Section]) -> dict[str, Section]:
     return merged
 
 
-def uwsgi_ini(module: str, port: int, processes: int = 2) -> dict[str, Section]:
+def uwsgi_ini(module: str, port: int, processes: int = 2, chunked_input_limit: int | None = None) -> dict[str, Section]:
     """A uWSGI server for a WSGI API, listening on all addresses of the pod on `port`.
 
     Kolla installs uWSGI from PyPI into the service's virtualenv: Python is built in, so
-    no plugin is loaded.
+    no plugin is loaded. The workers speak HTTP themselves (`http-socket`) rather than
+    behind kolla-ansible's `http` router process: the Service already spreads connections
+    over pods, and one process less per pod.
+
+    `socket-timeout` is kolla-ansible's 30 s: uWSGI's default of 4 s is also how long an
+    application waits for the next part of a chunked body (`uwsgi.chunked_read`), and a
+    client that pauses longer between parts (Nova uploading a snapshot while the node is
+    busy) gets a 500. `chunked_input_limit` is the largest part such an application
+    accepts; uWSGI's default is 1 MiB.
     """
+    limit = {} if chunked_input_limit is None else {"chunked-input-limit": chunked_input_limit}
     return {
         "uwsgi": {
             "http-socket": f"0.0.0.0:{port}",
+            "socket-timeout": 30,
+            **limit,
             "module": module,
             "processes": processes,
             "threads": 1,

@@ -21,7 +21,9 @@ libvirtd=(libvirtd --listen --config /tmp/libvirtd.conf)
 # QEMU's capabilities holds only while its probe (which finds KVM) agrees with whether QEMU's user
 # may open /dev/kvm ("KVM was enabled when probing ..., but it is not available now": libvirt
 # qemu_capabilities.c virQEMUCapsIsValid). Disagreeing, libvirt probes QEMU again at every lookup,
-# and each boot waited on those probes for over a minute in the lab.
+# and each boot waited on those probes for over a minute in the lab. kolla-ansible installs its
+# rule only where nova_compute_virt_type is kvm (nova-cell config-host.yml); a node whose QEMU is
+# emulated there has the same disagreement.
 kvm=/dev/kvm
 if [ ! -e "$kvm" ]; then
   if [ "${VIRT_TYPE:-}" = "kvm" ]; then
