@@ -12,7 +12,7 @@ from components.api import registered_api_needs, rpc_daemon, uwsgi_file, wsgi_ap
 from components.bootstrap import TOOLBOX, admin_env, db_purge, db_sync
 from components.glance import PORT as GLANCE_PORT
 from components.inifile import render_ini
-from components.roles import CINDER_BACKUP_POD, CINDER_VOLUME_POD
+from components.roles import CINDER_BACKUP_POD, CINDER_VOLUME_PODS
 from components.settings import Settings
 from components.spec import CatalogEntry, Process, RenderContext, ServiceSpec, Step
 from components.workload import env
@@ -230,7 +230,7 @@ def cinder(settings: Settings) -> ServiceSpec:
                 CELL_NEEDS,
                 volume_files,
                 scripts=("cinder_volume_start.sh",),
-                node_pod=CINDER_VOLUME_POD,
+                node_pod=CINDER_VOLUME_PODS[settings.cinder.backend],
                 env=(
                     env("CINDER_BACKEND", settings.cinder.backend),
                     env("LVM_SIZE", settings.cinder.lvm_size.replace("i", "")),

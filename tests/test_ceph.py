@@ -177,3 +177,15 @@ def test_glances_jobs_read_the_ceph_conf_their_config_names_and_no_key() -> None
         [container] = pod_template(plan.by_name(name, kind))["spec"]["containers"]
         assert "/etc/ceph/ceph.conf" in [m["mountPath"] for m in container["volumeMounts"]], name
         assert name not in keyring_mounts(plan)
+
+
+def host_paths(plan: Plan, workload: str) -> set[str]:
+    spec = pod_template(objects(plan, "DaemonSet")[workload])["spec"]
+    return {v["hostPath"]["path"] for v in spec.get("volumes", []) if "hostPath" in v}
+
+
+def test_cinder_volume_on_rbd_needs_none_of_the_lvm_and_iscsi_host_paths() -> None:
+    """A node without configfs or LVM runs the rbd backend's cinder-volume (the lab's node, without
+    configfs, could not start it); staging's LVM backend keeps them."""
+    assert host_paths(plan_of("prod"), "cinder-volume") == set()
+    assert {"/sys/kernel/config", "/run/lock/lvm", "/dev"} <= host_paths(plan_of("staging"), "cinder-volume")
