@@ -68,3 +68,48 @@ def test_the_summary_line_names_each_check() -> None:
                        "errors": {"backup": "x"}})  # fmt: skip
     assert "image in RBD True" in line and "guest read back False" in line and "errors ['backup']" in line
     assert _ceph_line({"not_run": "no Ceph"}) == "not run (no Ceph)"
+
+
+class _Cloud:
+    """Nova and Cinder as the attach step sees them (a double: no cloud here). Cinder reports the
+    volume available before Nova drops its own record of the attachment, as nova-compute does
+    (Cinder's attachment first, then the block device mapping), for `lingering` more polls."""
+
+    def __init__(self, lingering: int) -> None:
+        self.lingering, self.attached, self.polls = lingering, False, 0
+        self.compute = SimpleNamespace(
+            create_volume_attachment=self.create_attachment,
+            delete_volume_attachment=self.delete_attachment,
+            volume_attachments=self.attachments,
+            get_server_console_output=lambda server_id: {"output": "guest: disk wrote m-1\nguest: disk read m-1\n"},
+        )
+        self.block_storage = SimpleNamespace(
+            create_volume=lambda **kw: SimpleNamespace(id="vol-1", status="available"),
+            wait_for_status=lambda volume, **kw: volume,
+        )
+
+    def create_attachment(self, server: Any, volume: Any) -> None:
+        if self.attached:
+            raise RuntimeError(f"volume {volume.id} is already attached to instances: {server.id}")
+        self.attached = True
+
+    def delete_attachment(self, server: Any, volume: Any) -> None:
+        self.polls = self.lingering
+
+    def attachments(self, server: Any) -> list[Any]:
+        if self.polls:
+            self.polls -= 1
+        else:
+            self.attached = False
+        return [SimpleNamespace(volume_id="vol-1")] if self.attached else []
+
+
+def test_a_volume_is_attached_again_only_after_nova_forgets_the_detached_one(
+    ceph_env: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(ceph_check, "rbd_image", lambda pool, name: {"head": "m-1"})
+    monkeypatch.setattr(ceph_check.time, "sleep", lambda seconds: None)
+    cloud, found = _Cloud(lingering=3), {}
+    proof = ceph_check.CephProof(cloud, {"server": SimpleNamespace(id="srv-1")}, found)  # type: ignore[arg-type]
+    proof.attach()
+    assert found["attach"]["read_back_matches"] is True and found["attach"]["in_rbd"] is True

@@ -142,6 +142,16 @@ class CephProof:
         def detach_and_wait() -> None:
             compute.delete_volume_attachment(server, data)
             block.wait_for_status(data, status="available", failures=["error"], wait=VOLUME_TIMEOUT)
+            # nova-compute deletes its own record (the block device mapping) only after Cinder's
+            # attachment: until then Nova refuses a new attachment of the volume to this server
+            # ("already attached"). Tempest waits for the same (waiters.wait_for_volume_attachment_
+            # remove_from_server).
+            _until(
+                "Nova's record of the detached volume gone",
+                lambda: all(a.volume_id != data.id for a in compute.volume_attachments(server)),
+                VOLUME_TIMEOUT,
+                2,
+            )
 
         attach_and_wait()
         wrote = _until("the guest's marker on the attached disk", lambda: _console(self.conn, server.id).disk_wrote,
