@@ -54,10 +54,15 @@ def _volume_name(client: CephClient) -> str:
     return "ceph-" + re.sub(r"[^a-z0-9-]", "-", client.user.lower())[:58].strip("-")
 
 
+def distinct(clients: Iterable[CephClient]) -> tuple[CephClient, ...]:
+    """Each client once, in order (Nova's client is Cinder's unless the stack names another)."""
+    return tuple({client.user: client for client in clients}.values())
+
+
 def keyrings(clients: Iterable[CephClient]) -> tuple[tuple[Manifest, ...], tuple[Mount, ...]]:
     """The volumes and mounts of these clients' keyring Secrets (each once), read-only for root and
     the pod's group, which is the service's own user in restricted pods."""
-    unique = {client.user: client for client in clients}
+    unique = distinct(clients)
     volumes = tuple(
         {
             "name": _volume_name(client),
@@ -67,14 +72,13 @@ def keyrings(clients: Iterable[CephClient]) -> tuple[tuple[Manifest, ...], tuple
                 "defaultMode": 0o440,
             },
         }
-        for client in unique.values()
+        for client in unique
     )
-    mounts = tuple(Mount(_volume_name(c), keyring_path(c), sub_path=KEYRING_KEY) for c in unique.values())
+    mounts = tuple(Mount(_volume_name(c), keyring_path(c), sub_path=KEYRING_KEY) for c in unique)
     return volumes, mounts
 
 
 def libvirt_clients_env(ceph: Ceph, clients: Iterable[CephClient]) -> tuple[Manifest, ...]:
     """What libvirt_start.sh defines the secrets from: 'uuid=client.user=keyring path' per client."""
-    unique = {client.user: client for client in clients}
-    entries = (f"{ceph.libvirt_secret_uuid(c)}=client.{c.user}={keyring_path(c)}" for c in unique.values())
+    entries = (f"{ceph.libvirt_secret_uuid(c)}=client.{c.user}={keyring_path(c)}" for c in distinct(clients))
     return (env("LIBVIRT_CEPH_CLIENTS", " ".join(entries)),)

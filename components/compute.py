@@ -79,7 +79,7 @@ def ceph_clients(settings: Settings, group: NodeGroup) -> tuple[CephClient, ...]
         found.append(clients.cinder)
     if settings.compute.ephemeral_of(group) == "rbd":
         found.append(clients.nova_client)
-    return tuple({client.user: client for client in found}.values())
+    return ceph.distinct(found)
 
 
 def _rbd_disks(settings: Settings) -> dict[str, object]:
@@ -181,19 +181,20 @@ class _Containers:
     def __call__(self, role: Role) -> Process:
         return getattr(self, role.name.replace("-", "_"))(role)
 
-    def _ceph(self) -> tuple[tuple[str, ...], tuple[Manifest, ...], tuple[Mount, ...]]:
-        """ceph.conf and the keyrings of the group's Ceph clients, for nova-compute and libvirt."""
+    def _ceph(self) -> tuple[tuple[str, ...], tuple[Manifest, ...], tuple[Mount, ...], tuple[Manifest, ...]]:
+        """ceph.conf, the keyrings of the group's Ceph clients (nova-compute and libvirt) and what
+        libvirt defines its secrets from."""
         assert self.group is not None
         clients = ceph_clients(self.settings, self.group)
+        if self.settings.ceph is None or not clients:
+            return (), (), (), ()
         volumes, mounts = ceph.keyrings(clients)
-        return ((ceph.CONF_MOUNT,) if clients else ()), volumes, mounts
+        return (ceph.CONF_MOUNT,), volumes, mounts, ceph.libvirt_clients_env(self.settings.ceph, clients)
 
     def libvirt(self, role: Role) -> Process:
         assert self.group is not None
         name = self.group.name
-        ceph_files, ceph_volumes, ceph_mounts = self._ceph()
-        clients = ceph_clients(self.settings, self.group)
-        ceph_env = ceph.libvirt_clients_env(self.settings.ceph, clients) if self.settings.ceph and clients else ()
+        ceph_files, ceph_volumes, ceph_mounts, ceph_env = self._ceph()
         return Process(
             name=role.name,
             image=role.image,
@@ -251,7 +252,7 @@ class _Containers:
 
     def nova_compute(self, role: Role) -> Process:
         assert self.group is not None
-        ceph_files, ceph_volumes, ceph_mounts = self._ceph()
+        ceph_files, ceph_volumes, ceph_mounts, _ = self._ceph()
         return Process(
             name=role.name,
             image=role.image,
