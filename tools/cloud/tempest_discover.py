@@ -106,7 +106,7 @@ def hard_power_off(conn: Connection, image: Any, prepared: list[str]) -> None:
 
 def alt_image(conn: Connection, image: Any, prepared: list[str]) -> Any:
     """Tempest's image_ref_alt: the guest again under another name and id (a server listing filtered
-    by image needs two). devstack, given one image, names it twice and Tempest skips those tests."""
+    by image needs two; with one, Tempest skips them: "Need distinct images to run this test")."""
     found = conn.image.find_image(ALT_IMAGE)
     if found is None:
         data = conn.image.download_image(image).content
