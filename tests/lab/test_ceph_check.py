@@ -109,7 +109,7 @@ def test_a_volume_is_attached_again_only_after_nova_forgets_the_detached_one(
 ) -> None:
     monkeypatch.setattr(ceph_check, "rbd_image", lambda pool, name: {"head": "m-1"})
     monkeypatch.setattr(ceph_check.time, "sleep", lambda seconds: None)
-    cloud, found = _Cloud(lingering=3), {}
+    cloud, found = _Cloud(lingering=3), dict[str, Any]()
     proof = ceph_check.CephProof(cloud, {"server": SimpleNamespace(id="srv-1")}, found)  # type: ignore[arg-type]
     proof.attach()
     assert found["attach"]["read_back_matches"] is True and found["attach"]["in_rbd"] is True
