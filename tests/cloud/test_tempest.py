@@ -90,12 +90,12 @@ def test_features_follow_the_deployment_and_every_one_turned_off_says_why() -> N
     assert "cinder-backup" in staging.features_off["volume-feature-enabled.backup"]
     assert conf["validation"]["run_validation"] == "false"
     assert found.features_off["validation.run_validation"] == NO_SSH_GUEST
-    # One hypervisor: no live migration; two: live migration, a block one (local disks). Never a
-    # resize or cold migration: no SSH between compute nodes (nor resizing to the same host).
+    # One hypervisor: no live migration; two: live migration. Never a resize or cold migration: no
+    # SSH between compute nodes (nor resizing to the same host).
     assert conf["compute-feature-enabled"]["live_migration"] == "false"
     assert "1 compute host" in found.features_off["compute-feature-enabled.live_migration"]
     two = parse_ini(_conf(facts={**FACTS, "hypervisors": 2}).text)["compute-feature-enabled"]
-    assert (two["live_migration"], two["block_migration_for_live_migration"]) == ("true", "true")
+    assert two["live_migration"] == "true"
     assert (two["resize"], two["cold_migration"]) == ("false", "false")
     assert "SSH" in found.features_off["compute-feature-enabled.cold_migration"]
     # libvirt's stable device rescue where the hypervisors are libvirt's, and only there.
@@ -107,6 +107,31 @@ def test_features_follow_the_deployment_and_every_one_turned_off_says_why() -> N
     turned_off = {f"{s}.{o}" for s, o in features if o not in conf.defaults() and conf[s][o] == "false"}
     assert "compute-feature-enabled.vnc_console" in turned_off
     assert turned_off <= found.features_off.keys(), turned_off - found.features_off.keys()
+
+
+def test_block_migration_only_where_every_node_group_keeps_its_disks_locally() -> None:
+    # prod's VM disks are in Ceph: nova-compute refuses to block-migrate them (the full run's 400
+    # "Block migration can not be used with shared storage" when the conf said otherwise).
+    assert plan_of("prod").settings.compute.ephemeral_storage == "rbd"
+    two = {**FACTS, "hypervisors": 2}
+    prod = _conf(facts=two)
+    assert parse_ini(prod.text)["compute-feature-enabled"]["block_migration_for_live_migration"] == "false"
+    assert "rbd" in prod.features_off["compute-feature-enabled.block_migration_for_live_migration"]
+    staging = parse_ini(_conf("staging", facts=two).text)["compute-feature-enabled"]
+    assert staging["block_migration_for_live_migration"] == "true"
+
+
+def test_volume_backed_live_migration_where_volumes_run_and_servers_can_move() -> None:
+    two = {**FACTS, "hypervisors": 2}
+    assert (
+        parse_ini(_conf(facts=two, cannot_run={}).text)["compute-feature-enabled"]["volume_backed_live_migration"]
+        == "true"
+    )
+    no_backend = _conf(facts=two)  # NO_LVM: cinder-volume does not run
+    assert parse_ini(no_backend.text)["compute-feature-enabled"]["volume_backed_live_migration"] == "false"
+    assert "volume backend" in no_backend.features_off["compute-feature-enabled.volume_backed_live_migration"]
+    one = _conf(cannot_run={})
+    assert parse_ini(one.text)["compute-feature-enabled"]["volume_backed_live_migration"] == "false"
 
 
 def test_a_volume_backend_the_lab_cannot_run_is_named() -> None:

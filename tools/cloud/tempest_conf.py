@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from components.inifile import parse_ini, render_ini
+from components.settings import Settings
 from tools.plan import Plan
 
 # The API tests of each deployed service (tempest/api/<dir>); Placement has none in Tempest.
@@ -153,14 +154,25 @@ def tempest_conf(
             "ipv6_subnet_attributes": True,
         }
     if on("nova"):
-        conf["compute"], conf["compute-feature-enabled"] = _compute(facts, nova, service(versions="compute"), off)
+        conf["compute"], conf["compute-feature-enabled"] = _compute(
+            settings, facts, nova, service(versions="compute"), off, volumes_run=_volumes_run(plan, cannot_run)
+        )
     if on("cinder"):
         conf["volume"], conf["volume-feature-enabled"] = _volume(plan, facts, cinder, cannot_run, service, off)
     return TempestConf(render_ini(conf), off)
 
 
+def _volumes_run(plan: Plan, cannot_run: Mapping[str, str]) -> bool:
+    return plan.settings.services.on("cinder") and not volume_backend_runs(cannot_run)
+
+
 def _compute(
-    facts: Mapping[str, Any], nova: configparser.ConfigParser, endpoint: dict[str, Any], off: dict[str, str]
+    settings: Settings,
+    facts: Mapping[str, Any],
+    nova: configparser.ConfigParser,
+    endpoint: dict[str, Any],
+    off: dict[str, str],
+    volumes_run: bool,
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     hosts = int(facts.get("hypervisors", 0))
     types = facts.get("hypervisor_types") or [None]
@@ -192,9 +204,25 @@ def _compute(
             bool(set(types) & LIBVIRT_HYPERVISORS),
             f"hypervisors {types} are not libvirt's",
         ),
-        # Local disks (no images_type rbd) move with the guest: a block migration.
-        "block_migration_for_live_migration": nova.get("libvirt", "images_type", fallback="default") != "rbd",
     }
+    # Local disks move with the guest (a block migration); disks in RBD are shared, and nova-compute
+    # refuses a block migration of them ("Block migration can not be used with shared storage").
+    # Where they live is the node groups' nova.conf, not the API's (the one read above): the
+    # settings say it for every group, and Tempest may pick any two hosts.
+    local = {settings.compute.ephemeral_of(group) == "local" for group in settings.compute.node_groups}
+    features["block_migration_for_live_migration"] = _off(
+        off,
+        "compute-feature-enabled.block_migration_for_live_migration",
+        local == {True},
+        "the VM disks of some node groups are in Ceph (ephemeralStorage rbd): shared, never block-migrated",
+    )
+    # A server on a volume migrates with its volume attached on both hosts: where volumes run.
+    features["volume_backed_live_migration"] = _off(
+        off,
+        "compute-feature-enabled.volume_backed_live_migration",
+        features["live_migration"] and volumes_run,
+        "no live migration here" if not features["live_migration"] else "no volume backend runs here",
+    )
     # The console URL Nova hands out is novncproxy_base_url's public host: no ingress the stack
     # deploys serves it yet, so Tempest's websocket to it cannot connect.
     vnc = _flag(nova, "vnc", "enabled", True)
