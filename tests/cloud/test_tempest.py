@@ -8,9 +8,12 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
+import pytest
+
 from components.inifile import parse_ini
 from tests.conftest import plan_of
-from tools.cloud.tempest_conf import NO_SSH_GUEST, selection, tempest_conf, volume_backend_runs
+from tools.cloud.__main__ import main as cloud_cli
+from tools.cloud.tempest_conf import NO_SSH_GUEST, narrowed, selection, tempest_conf, volume_backend_runs
 from tools.cloud.tempest_discover import ALT_IMAGE, GUEST_VCPUS, alt_image, guest_vcpus
 from tools.cloud.tempest_limits import LabLimit, excluded, summarize, volume_backend_tests
 from tools.realenv.openstack_venv import OPENSTACK, VenvRecipe
@@ -149,6 +152,29 @@ def test_a_stack_without_cinder_neither_configures_nor_selects_volume_tests() ->
     assert "volume" not in conf.sections()
     assert not re.search(selection(plan, smoke=False), VOLUME_ID)
     assert re.search(selection(plan_of("prod"), smoke=False), VOLUME_ID)
+
+
+def test_a_filter_narrows_the_selection_and_never_widens_it() -> None:
+    full = selection(plan_of("prod"), smoke=False)
+    assert narrowed(full, None) == full
+    rerun = narrowed(full, r"test_live_migration\.LiveMigrationTest")
+    migration = "tempest.api.compute.admin.test_live_migration.LiveMigrationTest.test_live_block_migration[id-1]"
+    assert re.search(rerun, migration)
+    assert not re.search(rerun, "tempest.api.compute.admin.test_live_migration.LiveAutoBlockMigrationV225Test.x")
+    # Not in the selection (dev deploys no Cinder), so not run even when the filter names it.
+    assert not re.search(narrowed(selection(plan_of("dev"), smoke=False), "volume"), VOLUME_ID)
+    assert not re.search(narrowed(full, "test_live"), "tempest.scenario.test_live_x")
+
+
+def test_the_cli_refuses_a_filter_without_a_selection_or_that_is_no_regex(capsys: pytest.CaptureFixture[str]) -> None:
+    for argv, says in (
+        (["--stack", "prod", "--tempest-filter", "x"], "--tempest smoke or --tempest full"),
+        (["--stack", "prod", "--tempest", "full", "--tempest-filter", "(x"], "not a regular expression"),
+    ):
+        with pytest.raises(SystemExit) as stopped:
+            cloud_cli(argv)
+        assert stopped.value.code == 2
+        assert says in capsys.readouterr().err
 
 
 def test_the_smoke_set_is_the_smoke_tagged_api_tests() -> None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import sys
 from pathlib import Path
 
@@ -40,7 +41,19 @@ def main(argv: list[str] | None = None) -> int:
         help="then run Tempest's API tests of every deployed service (smoke: those tagged smoke); "
         "writes tempest.json beside the report",
     )
+    parser.add_argument(
+        "--tempest-filter",
+        metavar="REGEX",
+        help="with --tempest: only the selection's tests whose id matches REGEX (e.g. to rerun some of them)",
+    )
     args = parser.parse_args(argv)
+    if args.tempest_filter is not None:
+        if not args.tempest:
+            parser.error("--tempest-filter narrows a Tempest selection: give --tempest smoke or --tempest full too")
+        try:
+            re.compile(args.tempest_filter)
+        except re.error as error:
+            parser.error(f"--tempest-filter {args.tempest_filter!r} is not a regular expression: {error}")
     if os.geteuid() != 0:
         print("error: the cloud test needs root (network namespaces, cgroups, mounts)", file=sys.stderr)
         return 2
@@ -50,7 +63,9 @@ def main(argv: list[str] | None = None) -> int:
         unshare = ["unshare", "--mount", "--propagation", "private"]
         os.execvp("unshare", [*unshare, sys.executable, "-m", "tools.cloud", *(argv or sys.argv[1:])])
     out = args.out or Path("build/cloud") / args.stack
-    report = run(args.stack, out, keep=args.keep, cni=args.cni, tempest=args.tempest)
+    report = run(
+        args.stack, out, keep=args.keep, cni=args.cni, tempest=args.tempest, tempest_filter=args.tempest_filter
+    )
     return 1 if report.deploy_error else 0
 
 

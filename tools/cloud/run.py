@@ -284,13 +284,19 @@ def _stop_once(signum: int, frame: object) -> None:
 
 
 def tempest_step(
-    cloud: Cloud, user: UserPod, venv: Path, which: str, why_not: dict[str, str], log: Callable[[str], None]
+    cloud: Cloud,
+    user: UserPod,
+    venv: Path,
+    which: str,
+    why_not: dict[str, str],
+    log: Callable[[str], None],
+    only: str | None = None,
 ) -> dict[str, Any]:
     """Tempest's API tests against the cloud (tools/cloud/tempest_run.py), as a user inside the cluster."""
     try:
         found = run_tempest(
             cloud.plan, which, cloud.cluster.state, cloud.out, admin_env(cloud), venv / "bin" / "python", why_not,
-            user.run, log,
+            user.run, log, only,
         )  # fmt: skip
     except (TempestError, OSError, subprocess.SubprocessError) as error:
         return {"error": f"{type(error).__name__}: {error}"}
@@ -298,7 +304,7 @@ def tempest_step(
     counts = {k: found[k] for k in ("passed", "failed", "skipped")}
     counts |= {"cloud_failures": classes.count("cloud"), "lab_failures": classes.count("lab")}
     log(f"tempest {which}: {counts}")
-    return {"selection": which, **counts}
+    return {"selection": which, **({"filter": only} if only else {}), **counts}
 
 
 def run(
@@ -307,6 +313,7 @@ def run(
     keep: bool = False,
     cni: CniMode = CniMode.NODE_IPS_NOT_IN_IPBLOCK,
     tempest: str | None = None,
+    tempest_filter: str | None = None,
 ) -> Report:
     signal.signal(signal.SIGINT, _stop_once)
     signal.signal(signal.SIGTERM, _stop_once)
@@ -380,7 +387,7 @@ def run(
                 phase("libvirt_restart", since)
             if tempest:  # last: the other checks stay as fast, and it sees the cloud they left
                 since = time.monotonic()
-                report.tempest = tempest_step(cloud, user, venv.path, tempest, why_not, log)
+                report.tempest = tempest_step(cloud, user, venv.path, tempest, why_not, log, tempest_filter)
                 phase("tempest", since)
         report_api(report, api)
         if ceph is not None:

@@ -46,6 +46,13 @@ def selection(plan: Plan, smoke: bool) -> str:
     return rf"^tempest\.api\.({'|'.join(dirs)})\." + (f".*{SMOKE}" if smoke else "")
 
 
+def narrowed(regex: str, only: str | None) -> str:
+    """The selection's tests whose id also matches `only` (a rerun of some of them), as one stestr regex."""
+    if not only:
+        return regex
+    return rf"^(?=.*(?:{only}))(?:{regex})"
+
+
 def volume_backend_runs(cannot_run: Mapping[str, str]) -> str:
     """'' when cinder-volume runs here, else why not (the lab's own words)."""
     return next((why for name, why in cannot_run.items() if name.startswith("cinder-volume")), "")

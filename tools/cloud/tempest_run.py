@@ -25,7 +25,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, Protocol
 
-from tools.cloud.tempest_conf import selection, tempest_conf, volume_backend_runs
+from tools.cloud.tempest_conf import narrowed, selection, tempest_conf, volume_backend_runs
 from tools.cloud.tempest_limits import excluded, summarize, volume_backend_tests
 from tools.plan import Plan
 from tools.realenv.tempest_venv import TEMPEST_VERSION, TempestVenv, ensure_tempest_venv
@@ -96,8 +96,10 @@ def run_tempest(
     cannot_run: Mapping[str, str],
     in_cluster: InCluster,
     log: Callable[[str], None],
+    only: str | None = None,
 ) -> dict[str, Any]:
-    """Run the selection (`smoke` or `full`) and write out/tempest.json; returns what it wrote."""
+    """Run the selection (`smoke` or `full`), narrowed to the ids matching `only` if given, and write
+    out/tempest.json; returns what it wrote."""
     if which not in SELECTIONS:
         raise ValueError(f"tempest selection {which!r}: one of {', '.join(SELECTIONS)}")
     started = time.monotonic()
@@ -112,7 +114,7 @@ def run_tempest(
     (work / "etc" / "tempest.conf").write_text(conf.text)
     (out / "tempest.conf").write_text(_masked(conf.text, admin.get("OS_PASSWORD", "")))
     subprocess.run([str(venv.path / "bin" / "stestr"), "init"], cwd=work, env=_tempest_env(venv, work), check=True)
-    regex = selection(plan, smoke=which == "smoke")
+    regex = narrowed(selection(plan, smoke=which == "smoke"), only)
     tests = _list(venv, work, regex)
     why = volume_backend_runs(cannot_run)
     left_out = excluded(tests, volume_backend_tests(), f"cinder-volume does not run here: {why}") if why else {}
@@ -135,6 +137,7 @@ def run_tempest(
     result = {
         "tempest": TEMPEST_VERSION,
         "selection": which,
+        "filter": only,
         "regex": regex,
         "listed": len(tests),
         **result,
