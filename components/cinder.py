@@ -155,13 +155,13 @@ def backup_process(settings: Settings) -> Process | None:
     if settings.cinder.backup != "ceph" or settings.ceph is None:
         return None
     clients = settings.ceph.clients
-    volumes, mounts = ceph.keyrings((clients.cinder_backup, clients.cinder))
+    volumes, mounts = ceph.keyrings(settings.ceph, (clients.cinder_backup, clients.cinder))
     return rpc_daemon(
         "cinder-backup",
         "cinder-backup",
         ("cinder-backup", "--config-file", f"{CONFIG_DIR}/cinder.conf"),
-        CELL_NEEDS,
-        (*CINDER_CONF, ceph.CONF_MOUNT),
+        (*CELL_NEEDS, *ceph.needs(settings)),
+        (*CINDER_CONF, *ceph.conf_entries(settings)),
         node_pod=CINDER_BACKUP_POD,
         env=(NODE_NAME,),
         extra_volumes=volumes,
@@ -174,9 +174,9 @@ def cinder(settings: Settings) -> ServiceSpec:
     volume_files: tuple[str, ...] = ("cinder.conf", "nfs_shares") if backend == "nfs" else CINDER_CONF
     on_rbd = backend == "rbd" and settings.ceph is not None
     if on_rbd:
-        volume_files += (ceph.CONF_MOUNT,)
+        volume_files += ceph.conf_entries(settings)
     keyring_volumes, keyring_mounts = ceph.keyrings(
-        (settings.ceph.clients.cinder,) if on_rbd and settings.ceph is not None else ()
+        settings.ceph, (settings.ceph.clients.cinder,) if on_rbd and settings.ceph is not None else ()
     )
     backup = backup_process(settings)
     return ServiceSpec(
@@ -227,7 +227,7 @@ def cinder(settings: Settings) -> ServiceSpec:
                 "cinder-volume",
                 "cinder-volume",
                 ("bash", "/scripts/cinder_volume_start.sh"),
-                CELL_NEEDS,
+                (*CELL_NEEDS, *(ceph.needs(settings) if on_rbd else ())),
                 volume_files,
                 scripts=("cinder_volume_start.sh",),
                 node_pod=CINDER_VOLUME_PODS[settings.cinder.backend],

@@ -411,6 +411,25 @@ class RabbitmqOperator(ManifestOperator):
         return tuple(dict.fromkeys((stack_namespace, *self.watch_namespaces)))
 
 
+# Where Rook's operator runs: its chart's documented namespace (Documentation/Helm-Charts/operator-chart.md).
+ROOK_OPERATOR_NAMESPACE = "rook-ceph"
+
+
+class RookOperator(ChartOperator):
+    """Rook's operator (chart rook-ceph of https://charts.rook.io/release), for `ceph.rook` only.
+
+    Not installed unless asked: one operator serves the whole Kubernetes cluster (its CRDs, the
+    Ceph CSI drivers) and the CephCluster it runs holds every user's data, so it is the cluster's
+    more than a stack's; and the CephCluster `ceph.rook.cluster` names must exist for the pools to
+    become Ready.
+    """
+
+    install: bool = Field(False, description="true: this stack installs Rook's operator chart (cluster-wide)")
+    # Rook's chart versions are its release tags, 'v' included (https://charts.rook.io/release).
+    chart_version: Annotated[Text, Field(pattern=r"^v[0-9]+\.[0-9]+\.[0-9]+$", description="e.g. v1.20.6")]
+    namespace: DnsLabel = Field(ROOK_OPERATOR_NAMESPACE, description="where the operator runs (and is installed)")
+
+
 # The RabbitMQ Cluster Operator's manifest needs cert-manager from this release on: it adds
 # Certificates and webhooks that reject every RabbitmqCluster while they fail (issue #2187).
 RABBITMQ_OPERATOR_NEEDS_CERT_MANAGER = (2, 22, 0)
@@ -420,6 +439,8 @@ class Operators(Model):
     mariadb: MariadbOperator = MariadbOperator(chart_version="26.6.0")
     mariadb_crds: ChartOperator = ChartOperator(chart_version="26.6.0")
     rabbitmq: RabbitmqOperator = RabbitmqOperator(version="v2.21.1")
+    # The release whose CRDs tests/fixtures/rook holds (CephBlockPool, CephClient are checked against them).
+    rook: RookOperator = RookOperator(chart_version="v1.20.6")
 
     @field_validator("rabbitmq")
     @classmethod
@@ -747,8 +768,11 @@ class Settings(Model):
                     path,
                     value,
                     f"{value!r} keeps data in Ceph, and no cluster is given: set ceph.external (the cluster's "
-                    'monitors and fsid) and create the keyring Secrets ceph.clients names (README, "Ceph")',
+                    "monitors and fsid) and create the keyring Secrets ceph.clients names, or ceph.rook (the "
+                    'CephCluster that Rook runs here) (README, "Ceph")',
                 )
+        if self.ceph is not None and self.ceph.rook is not None:
+            yield from self._rook_problems()
         if self.services.on("cinder") and self.cinder.backup == "ceph" and self.cinder.backend != "rbd":
             yield problem(
                 ("cinder", "backup"),
@@ -772,6 +796,32 @@ class Settings(Model):
                         "program defines no secret: define one holding this client's key on every compute node "
                         "(virsh secret-define, secret-set-value) and give its UUID here",
                     )
+
+    def _rook_problems(self) -> Iterator[Problem]:
+        """What Rook's objects cannot be: a pool is a CephBlockPool of its name (a DNS subdomain), and
+        the ceph-rook-keys Job writes each client's Secret, so no two clients may share one."""
+        assert self.ceph is not None
+        for field_name, pool in self.ceph.pools.model_dump().items():
+            if not re.fullmatch(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*", pool):
+                yield problem(
+                    ("ceph", "pools", to_camel(field_name)),
+                    pool,
+                    "with ceph.rook a pool is the CephBlockPool of its name, a DNS subdomain: lower case a-z, 0-9, "
+                    "'-' and '.'",
+                )
+        secrets: dict[str, str] = {}
+        for field_name in ("glance", "cinder", "cinder_backup", "nova"):
+            client = getattr(self.ceph.clients, field_name)
+            if client is None:
+                continue
+            first = secrets.setdefault(client.keyring_secret, client.user)
+            if first != client.user:
+                yield problem(
+                    ("ceph", "clients", to_camel(field_name), "keyringSecret"),
+                    client.keyring_secret,
+                    f"is client.{first}'s Secret too; with ceph.rook the ceph-rook-keys Job writes each client's key "
+                    "into its own Secret",
+                )
 
     def _libvirt_ceph_clients(self) -> tuple[str, ...]:
         """The clients (ceph.clients keys) whose keys the compute nodes' libvirt uses to open disks."""

@@ -136,6 +136,10 @@ class RenderContext:
     secrets: Mapping[str, str]
 
 
+# The one spec of no catalog service: the Job that copies Rook's keys (components/rook.py).
+ROOK_SPEC = "ceph"
+
+
 @dataclass(frozen=True)
 class ServiceSpec:
     name: str
@@ -161,4 +165,5 @@ class ServiceSpec:
     @property
     def databases(self) -> tuple[str, ...]:
         """The schemas its db-init Job creates: the service catalog's (components/catalog.py)."""
-        return catalog.entry(self.name).databases
+        # The Rook keys Job's spec (components/rook.py) is infrastructure, in no catalog entry.
+        return () if self.name == ROOK_SPEC else catalog.entry(self.name).databases
