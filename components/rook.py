@@ -44,7 +44,7 @@ from components.graph import DeployGraph
 from components.meta import metadata
 from components.operator_chart import operator_chart
 from components.settings import Settings
-from components.spec import ROOK_SPEC, ApiAccess, ServiceSpec, Step
+from components.spec import KUBE_API, ROOK_SPEC, ApiAccess, ServiceSpec, Step
 from components.workload import env
 
 SERVICE = ROOK_SPEC
@@ -145,7 +145,7 @@ def keys_step(settings: Settings) -> Step:
         image=TOOLBOX,
         command=("python3", "/scripts/ceph_rook_keys.py"),
         needs=(CLIENTS_NODE,),
-        scripts=("ceph_rook_keys.py",),
+        scripts=("ceph_rook_keys.py", KUBE_API),
         env=(
             env("ROOK_NAMESPACE", rook.cluster.namespace),
             env("ROOK_CLUSTER", rook.cluster.name),

@@ -28,6 +28,11 @@ class CatalogEntry:
     admin: bool = False  # also register an admin endpoint (only where the service still uses it)
 
 
+# The scripts' Kubernetes API client (components/scripts/kube_api.py): a script that imports it
+# lists it among its scripts, which mounts it beside the script under /scripts.
+KUBE_API = "kube_api.py"
+
+
 @dataclass(frozen=True)
 class ApiAccess:
     """What a step's pod may do in the Kubernetes API: verbs on named objects of one core resource.

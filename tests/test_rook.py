@@ -194,15 +194,11 @@ class _Api(BaseHTTPRequestHandler):
 
 
 @pytest.fixture
-def api(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[type[_Api]]:
-    (tmp_path / "namespace").write_text("openstack")
-    (tmp_path / "token").write_text("t")
+def api() -> Iterator[tuple[type[_Api], str]]:
     server = HTTPServer(("127.0.0.1", 0), _Api)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     _Api.objects, _Api.puts = {}, []
-    monkeypatch.setenv("KUBE_API", f"http://127.0.0.1:{server.server_port}")
-    monkeypatch.setenv("KUBE_TOKEN_DIR", str(tmp_path))
-    yield _Api
+    yield _Api, f"http://127.0.0.1:{server.server_port}"
     server.shutdown()
 
 
@@ -211,13 +207,14 @@ def _b64(text: str) -> str:
 
 
 def test_the_keys_script_writes_keyrings_and_ceph_conf_in_the_shape_of_an_external_cluster(
-    api: type[_Api], monkeypatch: pytest.MonkeyPatch
+    api: tuple[type[_Api], str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     import importlib
 
+    fake, url = api
     key = "AQBvaBFmAAAAABAAx4Pj0l6q4tYr2bN1lK4ZqA=="
     fsid = "5c3f8a2e-7d41-4b9e-a6c0-2f1e9d8b7a63"
-    api.objects = {
+    fake.objects = {
         "/api/v1/namespaces/rook-ceph/secrets/rook-ceph-client-glance": {
             "data": {"glance": _b64(key), "userID": _b64("glance"), "userKey": _b64(key)}
         },
@@ -237,9 +234,9 @@ def test_the_keys_script_writes_keyrings_and_ceph_conf_in_the_shape_of_an_extern
         monkeypatch.setenv(name, value)
     monkeypatch.syspath_prepend(str(Path(__file__).parents[1] / "components" / "scripts"))
     script = importlib.import_module("ceph_rook_keys")
-    script = importlib.reload(script)  # ACCOUNT is read from the environment at import
-    script.main()
-    written = {path.rsplit("/", 1)[1]: body for path, body in api.puts}
+    client = importlib.import_module("kube_api").KubeApi(url, lambda: "t", "openstack")
+    script.main(client)
+    written = {path.rsplit("/", 1)[1]: body for path, body in fake.puts}
     assert set(written) == {"ceph-client-glance", "ceph-conf"}
     assert written["ceph-client-glance"]["metadata"]["resourceVersion"] == "7"  # a PUT of what it read
     keyring = base64.b64decode(written["ceph-client-glance"]["data"]["keyring"]).decode()
@@ -247,9 +244,9 @@ def test_the_keys_script_writes_keyrings_and_ceph_conf_in_the_shape_of_an_extern
     conf = base64.b64decode(written["ceph-conf"]["data"]["ceph.conf"]).decode()
     assert conf == f"[global]\nfsid = {fsid}\nmon_host = 10.0.0.1:6789,10.0.0.2:6789,10.0.0.3:3300\n"
     # Run again: nothing changes, nothing is written.
-    api.puts = []
-    script.main()
-    assert api.puts == []
+    fake.puts = []
+    script.main(client)
+    assert fake.puts == []
 
 
 def test_the_policy_pack_passes_the_rook_plan() -> None:
