@@ -75,7 +75,7 @@ def ceph_clients(settings: Settings, group: NodeGroup) -> tuple[CephClient, ...]
         return ()
     clients = settings.ceph.clients
     found: list[CephClient] = []
-    if settings.services.on("cinder") and settings.cinder.backend == "rbd":
+    if settings.services.on("cinder") and "rbd" in settings.cinder.backends:
         found.append(clients.cinder)
     if settings.compute.ephemeral_of(group) == "rbd":
         found.append(clients.nova_client)

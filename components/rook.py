@@ -72,7 +72,7 @@ def pools_in_use(settings: Settings) -> tuple[str, ...]:
     names = []
     if ("glance", "backend") in used:
         names.append(pools.images)
-    if ("cinder", "backend") in used:
+    if ("cinder", "backends") in used:
         names.append(pools.volumes)
     if any(key[0] == "compute" for key in used):
         names.append(pools.vms)
@@ -112,7 +112,7 @@ def clients_in_use(settings: Settings) -> tuple[tuple[CephClient, dict[str, str]
     roles = []
     if ("glance", "backend") in used:
         roles.append("glance")
-    if ("cinder", "backend") in used or ("cinder", "backup") in used:
+    if ("cinder", "backends") in used or ("cinder", "backup") in used:
         roles.append("cinder")  # cinder-backup reads the volumes as cinder
     if ("cinder", "backup") in used:
         roles.append("cinder_backup")

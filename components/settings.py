@@ -190,10 +190,15 @@ class Glance(Model):
     )
 
 
+CinderBackend = Literal["lvm", "nfs", "rbd"]
+
+
 class Cinder(Model):
-    backend: Literal["lvm", "nfs", "rbd"] = Field(
-        "lvm",
-        description="lvm: a volume group on a loop file per storage node; nfs: nfsShares; rbd: ceph.pools.volumes",
+    backends: tuple[CinderBackend, ...] = Field(
+        ("lvm",),
+        min_length=1,
+        description="each its own volume type and cinder-volume pods, the first the default type; lvm: a volume "
+        "group on a loop file per storage node; nfs: nfsShares; rbd: ceph.pools.volumes",
     )
     backup: Literal["none", "ceph"] = Field(
         "none", description="cinder-backup and where it writes: ceph: the ceph.pools.backups pool (rbd volumes only)"
@@ -201,14 +206,39 @@ class Cinder(Model):
     lvm_size: ByteQuantity = "50Gi"
     nfs_shares: tuple[Text, ...] = Field((), description="'host:/export' entries for the nfs backend")
 
+    @model_validator(mode="before")
+    @classmethod
+    def _one_backend(cls, data: Any) -> Any:
+        """`backend: x`, the setting before several backends, still means `backends: [x]`."""
+        if not isinstance(data, Mapping) or "backend" not in data:
+            return data
+        if "backends" in data:
+            raise ValueError("backend and backends both given: write the backends list only, e.g. backends: [rbd]")
+        rest = {k: v for k, v in data.items() if k != "backend"}
+        backend = data["backend"]
+        return {**rest, "backends": [backend] if isinstance(backend, str) else backend}
+
+    @field_validator("backends")
+    @classmethod
+    def _distinct(cls, backends: tuple[str, ...]) -> tuple[str, ...]:
+        twice = sorted({b for b in backends if backends.count(b) > 1})
+        if twice:
+            raise ValueError(f"{', '.join(twice)} listed twice: each backend is one volume type, listed once")
+        return backends
+
     @model_validator(mode="after")
     def _shares(self) -> Cinder:
-        if self.backend == "nfs" and not self.nfs_shares:
+        if "nfs" in self.backends and not self.nfs_shares:
             raise ValueError("backend 'nfs' needs at least one entry in nfsShares ('host:/export')")
         for share in self.nfs_shares:
             if not re.match(r"^[^:/\s]+:/\S*$", share):
                 raise ValueError(f"nfsShares entry {share!r} is not of the form 'host:/export'")
         return self
+
+    @property
+    def default_backend(self) -> CinderBackend:
+        """The backend of default_volume_type: the first listed."""
+        return self.backends[0]
 
 
 # The OVS agent's VXLAN tunnels listen in the nodes' own network namespace, where the cluster's
@@ -749,8 +779,8 @@ class Settings(Model):
         users: dict[tuple[str, ...], str] = {}
         if self.services.on("glance") and self.glance.backend == "rbd":
             users[("glance", "backend")] = "rbd"
-        if self.services.on("cinder") and self.cinder.backend == "rbd":
-            users[("cinder", "backend")] = "rbd"
+        if self.services.on("cinder") and "rbd" in self.cinder.backends:
+            users[("cinder", "backends")] = "rbd"
         if self.services.on("cinder") and self.cinder.backup == "ceph":
             users[("cinder", "backup")] = "ceph"
         if self.services.on("nova"):
@@ -773,13 +803,13 @@ class Settings(Model):
                 )
         if self.ceph is not None and self.ceph.rook is not None:
             yield from self._rook_problems()
-        if self.services.on("cinder") and self.cinder.backup == "ceph" and self.cinder.backend != "rbd":
+        if self.services.on("cinder") and self.cinder.backup == "ceph" and "rbd" not in self.cinder.backends:
             yield problem(
                 ("cinder", "backup"),
                 "ceph",
-                f"backs up rbd volumes only (librbd on both ends); backend {self.cinder.backend!r} volumes would "
-                "have to be attached to the backup pod, which this program does not set up: use backend 'rbd' or "
-                "backup 'none'",
+                f"backs up rbd volumes only (librbd on both ends); backends {list(self.cinder.backends)} volumes "
+                "would have to be attached to the backup pod, which this program does not set up: add 'rbd' to "
+                "cinder.backends or use backup 'none'",
             )
         libvirt_clients = self._libvirt_ceph_clients()
         if self.ceph is not None and libvirt_clients and self.hypervisor_isolation.host_runs_hypervisor:
@@ -828,7 +858,7 @@ class Settings(Model):
         if not self.services.on("nova"):
             return ()
         names: list[str] = []
-        if self.services.on("cinder") and self.cinder.backend == "rbd":
+        if self.services.on("cinder") and "rbd" in self.cinder.backends:
             names.append("cinder")
         if any(self.compute.ephemeral_of(g) == "rbd" for g in self.compute.node_groups):
             names.append("nova" if self.ceph is not None and self.ceph.clients.nova is not None else "cinder")

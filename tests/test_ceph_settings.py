@@ -30,7 +30,7 @@ def one_problem(raw: dict[str, Any], key: str, fragment: str) -> None:
     ("raw", "key", "fragment"),
     [
         ({"glance": {"backend": "rbd"}}, "openstack:glance.backend", "set ceph.external"),
-        ({"cinder": {"backend": "rbd"}}, "openstack:cinder.backend", "set ceph.external"),
+        ({"cinder": {"backend": "rbd"}}, "openstack:cinder.backends", "set ceph.external"),
         ({"cinder": {"backend": "rbd", "backup": "ceph"}}, "openstack:cinder.backup", "set ceph.external"),
         ({"compute": {"ephemeralStorage": "rbd"}}, "openstack:compute.ephemeralStorage", "set ceph.external"),
         (

@@ -110,8 +110,9 @@ def test_features_follow_the_deployment_and_every_one_turned_off_says_why() -> N
 
 
 def test_a_volume_backend_the_lab_cannot_run_is_named() -> None:
-    assert volume_backend_runs(NO_LVM) == "no device-mapper here"
-    assert volume_backend_runs({"iscsid-kvm-general": "no iSCSI"}) == ""
+    settings = plan_of("staging").settings
+    assert volume_backend_runs(NO_LVM, settings) == "no device-mapper here"
+    assert volume_backend_runs({"iscsid-kvm-general": "no iSCSI"}, settings) == ""
     assert "no device-mapper here" in _conf().features_off["(tests needing a volume backend)"]
     assert "(tests needing a volume backend)" not in _conf(cannot_run={}).features_off
 
