@@ -34,15 +34,32 @@ CONF_FILE = "ceph.conf"
 CONF_MOUNT = f"{CONF_FILE}={CONF}"
 
 
+# With ceph.rook, where ceph.conf and the keyrings come from: the Secrets the keys Job fills
+# (components/rook.py, which imports this module's consumers' settings only).
+ROOK_CONF_SECRET = "ceph-conf"
+ROOK_KEYS_JOB = "ceph-rook-keys"
+
+
 def conf(ceph: Ceph) -> str:
     """The client side of ceph.conf: which cluster, and where its monitors are."""
-    assert ceph.external is not None  # Ceph._one_mode
+    assert ceph.external is not None  # a Rook cluster's is written by the keys Job
     return render_ini({"global": {"fsid": ceph.external.fsid, "mon_host": ",".join(ceph.external.monitors)}})
 
 
 def conf_files(settings: Settings) -> dict[str, str]:
-    """The rendered ceph.conf of a service, when the stack has a Ceph cluster."""
-    return {CONF_FILE: conf(settings.ceph)} if settings.ceph is not None else {}
+    """The rendered ceph.conf of a service, when the stack has an external Ceph cluster (a Rook
+    cluster's monitors are known once it runs: its ceph.conf is the keys Job's Secret)."""
+    return {CONF_FILE: conf(settings.ceph)} if settings.ceph is not None and settings.ceph.external else {}
+
+
+def conf_entries(settings: Settings) -> tuple[str, ...]:
+    """The config_files entry of the rendered ceph.conf: an external cluster's only."""
+    return (CONF_MOUNT,) if conf_files(settings) else ()
+
+
+def needs(settings: Settings) -> tuple[str, ...]:
+    """What a pod that uses Ceph waits for: with Rook, the Job that writes its keyrings and ceph.conf."""
+    return (ROOK_KEYS_JOB,) if settings.ceph is not None and settings.ceph.rook is not None else ()
 
 
 def keyring_path(client: CephClient) -> str:
@@ -59,9 +76,10 @@ def distinct(clients: Iterable[CephClient]) -> tuple[CephClient, ...]:
     return tuple({client.user: client for client in clients}.values())
 
 
-def keyrings(clients: Iterable[CephClient]) -> tuple[tuple[Manifest, ...], tuple[Mount, ...]]:
+def keyrings(ceph: Ceph | None, clients: Iterable[CephClient]) -> tuple[tuple[Manifest, ...], tuple[Mount, ...]]:
     """The volumes and mounts of these clients' keyring Secrets (each once), read-only for root and
-    the pod's group, which is the service's own user in restricted pods."""
+    the pod's group, which is the service's own user in restricted pods; with Rook, and clients,
+    ceph.conf's Secret too (mounted where an external cluster's rendered ceph.conf is)."""
     unique = distinct(clients)
     volumes = tuple(
         {
@@ -75,6 +93,13 @@ def keyrings(clients: Iterable[CephClient]) -> tuple[tuple[Manifest, ...], tuple
         for client in unique
     )
     mounts = tuple(Mount(_volume_name(c), keyring_path(c), sub_path=KEYRING_KEY) for c in unique)
+    if ceph is not None and ceph.rook is not None and unique:
+        conf_volume = {
+            "name": "ceph-conf",
+            "secret": {"secretName": ROOK_CONF_SECRET, "items": [{"key": CONF_FILE, "path": CONF_FILE}]},
+        }
+        volumes += (conf_volume,)
+        mounts += (Mount("ceph-conf", CONF, sub_path=CONF_FILE),)
     return volumes, mounts
 
 

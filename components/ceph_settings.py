@@ -5,19 +5,21 @@ kolla-ansible's (group_vars/all/ceph.yml: pools images, volumes, vms, backups; c
 cinder, cinder-backup, and nova using cinder's). The user creates each client's key on the
 cluster and gives it to the stack as a Secret of its namespace, whose key `keyring` holds the
 keyring file `ceph auth get client.<user>` prints: the program names the Secrets and mounts them
-into the pods that use that client, and never reads a key.
+into the pods that use that client, and never reads a key. A cluster that Rook runs (`rook`) is
+named by its CephCluster; the program declares the pools and clients there and a Job copies their
+keys into the same Secrets (components/rook.py).
 """
 
 from __future__ import annotations
 
 import re
 import uuid
-from typing import Annotated, Any
+from typing import Annotated
 
 from pydantic import AfterValidator, Field, model_validator
 
 from components.setting_model import Model
-from components.setting_types import DnsSubdomain, Text
+from components.setting_types import Count, DnsLabel, DnsSubdomain, Text
 
 # The key of a keyring Secret that holds the keyring file.
 KEYRING_KEY = "keyring"
@@ -117,33 +119,78 @@ class CephClients(Model):
         return self.nova or self.cinder
 
 
+class RookCluster(Model):
+    """The CephCluster that Rook runs: the pools and clients are declared in its namespace."""
+
+    name: DnsSubdomain = Field(description="the CephCluster's name (kubectl get cephcluster -A)")
+    namespace: DnsLabel = Field("rook-ceph", description="its namespace, where Rook keeps its pools and clients")
+
+
+# Why the program names a CephCluster and never declares one (the settings error says so).
+NO_CLUSTER_OF_ITS_OWN = (
+    "the program declares no CephCluster: a CephCluster is the Kubernetes cluster's storage (which disks of which "
+    "nodes, how many monitors, which networks), decided once for every user of the cluster and kept apart from any "
+    "one OpenStack stack, whose deletion must not take it along (e.g. Rook's rook-ceph-cluster chart)"
+)
+
+
+class Rook(Model):
+    """A Ceph cluster that Rook runs in this Kubernetes cluster (components/rook.py).
+
+    The program declares the pools (CephBlockPool) and cephx clients (CephClient) in the
+    cluster's namespace; Rook creates them and writes each client's key into a Secret there,
+    which the ceph-rook-keys Job copies into ceph.clients' Secrets of the stack's namespace.
+    """
+
+    cluster: RookCluster | None = Field(None, description="the CephCluster (name, namespace) to use")
+    replicas: Count = Field(3, ge=1, le=10, description="copies of each pool's data (CephBlockPool replicated.size)")
+    failure_domain: CephName = Field("host", description="where copies must differ (CephBlockPool failureDomain)")
+
+    @model_validator(mode="after")
+    def _names_a_cluster(self) -> Rook:
+        if self.cluster is None:
+            raise ValueError(
+                f"needs cluster: the name and namespace of the CephCluster Rook runs; {NO_CLUSTER_OF_ITS_OWN}"
+            )
+        return self
+
+
 class Ceph(Model):
-    """The Ceph connection: `external` (a cluster run apart from this stack)."""
+    """The Ceph connection: `external` (a cluster run apart from this stack) or `rook` (one that
+    Rook runs in this Kubernetes cluster)."""
 
     external: ExternalCeph | None = None
-    rook: dict[Text, Any] | None = Field(None, description="not supported yet: give a Rook cluster as external")
+    rook: Rook | None = None
     pools: CephPools = CephPools()
     clients: CephClients = CephClients()
 
     @model_validator(mode="after")
     def _one_mode(self) -> Ceph:
-        if self.rook is not None:
+        if self.external is not None and self.rook is not None:
+            raise ValueError("give external or rook, not both: one cluster holds the stack's data")
+        if self.external is None and self.rook is None:
             raise ValueError(
-                "rook is not supported yet: the program does not declare Rook's CephCluster, pools or clients; "
-                "give a Rook cluster as external (its monitors, fsid and the keyrings of clients you create)"
+                "needs external (the cluster's monitors and fsid) or rook (the CephCluster that Rook runs here)"
             )
-        if self.external is None:
-            raise ValueError("needs external: the cluster's monitors and fsid")
         return self
 
     @property
     def fsid(self) -> str:
-        assert self.external is not None  # _one_mode
+        """An external cluster's fsid (a Rook cluster's is known once it runs: the keys Job reads it)."""
+        assert self.external is not None, "a Rook cluster's fsid is not in the settings"
         return self.external.fsid
+
+    def _identity(self) -> str:
+        """What names the cluster in the settings, the same on every run: the fsid, or the CephCluster."""
+        if self.rook is not None:
+            assert self.rook.cluster is not None  # Rook._names_a_cluster
+            return f"rook:{self.rook.cluster.namespace}/{self.rook.cluster.name}"
+        return self.fsid
 
     def libvirt_secret_uuid(self, client: CephClient) -> str:
         """The UUID of the libvirt secret that holds a client's key: the setting, or one derived from
-        the fsid and the user, the same on every node and every run."""
+        the fsid (a Rook cluster: its CephCluster's namespace and name) and the user, the same on
+        every node and every run."""
         if client.libvirt_secret_uuid:
             return client.libvirt_secret_uuid
-        return str(uuid.uuid5(LIBVIRT_SECRET_NAMESPACE, f"{self.fsid}/client.{client.user}"))
+        return str(uuid.uuid5(LIBVIRT_SECRET_NAMESPACE, f"{self._identity()}/client.{client.user}"))

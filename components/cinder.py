@@ -1,8 +1,19 @@
 """Cinder: block storage API, scheduler and the volume service on storage nodes.
 
 The default backend, LVM on a loop file exported over iSCSI (LIO), needs no prepared disk,
-so it works on a plain cluster; NFS shares and Ceph RBD (`ceph`) are the other choices. With
-`cinder.backup: ceph`, cinder-backup writes backups of rbd volumes to the Ceph cluster.
+so it works on a plain cluster; NFS shares and Ceph RBD (`ceph`) are the other choices, and
+`cinder.backends` may list several, each its own volume type. With `cinder.backup: ceph`,
+cinder-backup writes backups of rbd volumes to the Ceph cluster.
+
+Several backends: kolla-ansible runs one cinder-volume per storage host with every backend in
+enabled_backends; here each backend has cinder-volume pods of its own, because their needs
+differ: LVM's pod holds the node's LVM, loop devices and iSCSI target (host paths), the rbd
+backend's needs none of them and runs on nodes that have no configfs or LVM. cinder.conf lists
+every backend (one section each, named as the backend, with its volume_backend_name); each pod
+narrows enabled_backends to its own through oslo.config's environment (OS_DEFAULT__ENABLED_BACKENDS),
+as its node address options are (the one --config-file rule, node_address_options). A pod names
+its service `<node>@<backend>` (host network: the node's name), so two backends' pods on one node
+are two services, and a restarted pod is the same one.
 """
 
 from __future__ import annotations
@@ -12,8 +23,8 @@ from components.api import registered_api_needs, rpc_daemon, uwsgi_file, wsgi_ap
 from components.bootstrap import TOOLBOX, admin_env, db_purge, db_sync
 from components.glance import PORT as GLANCE_PORT
 from components.inifile import render_ini
-from components.roles import CINDER_BACKUP_POD, CINDER_VOLUME_PODS
-from components.settings import Settings
+from components.roles import CINDER_BACKUP_POD, NodePod, cinder_volume_pod
+from components.settings import CinderBackend, Settings
 from components.spec import CatalogEntry, Process, RenderContext, ServiceSpec, Step
 from components.workload import env
 
@@ -61,11 +72,10 @@ def _backup(settings: Settings) -> dict[str, object]:
     }
 
 
-def _backend(ctx: RenderContext) -> dict[str, object]:
-    cinder = ctx.settings.cinder
-    if cinder.backend == "rbd":
-        return _rbd_backend(ctx.settings)
-    if cinder.backend == "lvm":
+def _backend(settings: Settings, backend: CinderBackend) -> dict[str, object]:
+    if backend == "rbd":
+        return _rbd_backend(settings)
+    if backend == "lvm":
         return {
             "volume_driver": "cinder.volume.drivers.lvm.LVMVolumeDriver",
             "volume_group": "cinder-volumes",
@@ -81,7 +91,13 @@ def _backend(ctx: RenderContext) -> dict[str, object]:
     }
 
 
-def node_address_options(settings: Settings) -> tuple[tuple[str, str], ...]:
+def volume_pods(settings: Settings) -> tuple[tuple[CinderBackend, NodePod], ...]:
+    """Each backend with its cinder-volume pod (components/roles.py cinder_volume_pod)."""
+    backends = settings.cinder.backends
+    return tuple((backend, cinder_volume_pod(backend, first=backend == backends[0])) for backend in backends)
+
+
+def node_address_options(backend: CinderBackend) -> tuple[tuple[str, str], ...]:
     """cinder-volume's options that name its node's address, which only the pod knows.
 
     They reach cinder through oslo.config's environment (as nova-compute's do), not a second
@@ -92,22 +108,23 @@ def node_address_options(settings: Settings) -> tuple[tuple[str, str], ...]:
     target_ip_address (by default my_ip), named here for its backend section.
     """
     options = [("DEFAULT", "my_ip")]
-    if settings.cinder.backend == "lvm":
-        options.append((settings.cinder.backend, "target_ip_address"))
+    if backend == "lvm":
+        options.append((backend, "target_ip_address"))
     return tuple(options)
 
 
 def render(ctx: RenderContext) -> dict[str, str]:
     settings, secrets = ctx.settings, ctx.secrets
-    backend = settings.cinder.backend
+    backends = settings.cinder.backends
     conf = oslo.merge(
         {
             "DEFAULT": {
                 **oslo.logging(),
                 "auth_strategy": "keystone",
-                "enabled_backends": backend,
+                # Every backend; each cinder-volume pod enables its own only (volume_pods).
+                "enabled_backends": ",".join(backends),
                 # Created by the cinder-volume-type Job, bound to the backend of this name.
-                "default_volume_type": backend,
+                "default_volume_type": settings.cinder.default_backend,
                 "state_path": "/var/lib/cinder",
                 # Image-backed volumes are copied from Glance's internal endpoint, not the public one.
                 "glance_api_servers": oslo.internal_url(settings, "glance-api", GLANCE_PORT)
@@ -121,14 +138,14 @@ def render(ctx: RenderContext) -> dict[str, str]:
             "nova": {**oslo.service_credentials(settings, "cinder", secrets["keystone"]), "interface": "internal"},
             "oslo_concurrency": oslo.lock_path("/var/lib/cinder/tmp"),
             "oslo_middleware": {"enable_proxy_headers_parsing": True},
-            backend: _backend(ctx),
+            **{backend: _backend(settings, backend) for backend in backends},
         },
         oslo.messaging(settings, "cinder", secrets["rabbitmq"]),
     )
     files = {"cinder.conf": render_ini(conf), **uwsgi_file("cinder-api", "cinder.wsgi.api:application", PORT)}
-    if backend == "nfs":
+    if "nfs" in backends:
         files["nfs_shares"] = "\n".join(settings.cinder.nfs_shares) + "\n"
-    if backend == "rbd" or settings.cinder.backup == "ceph":
+    if "rbd" in backends or settings.cinder.backup == "ceph":
         files.update(ceph.conf_files(settings))
     return files
 
@@ -155,13 +172,13 @@ def backup_process(settings: Settings) -> Process | None:
     if settings.cinder.backup != "ceph" or settings.ceph is None:
         return None
     clients = settings.ceph.clients
-    volumes, mounts = ceph.keyrings((clients.cinder_backup, clients.cinder))
+    volumes, mounts = ceph.keyrings(settings.ceph, (clients.cinder_backup, clients.cinder))
     return rpc_daemon(
         "cinder-backup",
         "cinder-backup",
         ("cinder-backup", "--config-file", f"{CONFIG_DIR}/cinder.conf"),
-        CELL_NEEDS,
-        (*CINDER_CONF, ceph.CONF_MOUNT),
+        (*CELL_NEEDS, *ceph.needs(settings)),
+        (*CINDER_CONF, *ceph.conf_entries(settings)),
         node_pod=CINDER_BACKUP_POD,
         env=(NODE_NAME,),
         extra_volumes=volumes,
@@ -169,15 +186,43 @@ def backup_process(settings: Settings) -> Process | None:
     )
 
 
-def cinder(settings: Settings) -> ServiceSpec:
-    backend = settings.cinder.backend
-    volume_files: tuple[str, ...] = ("cinder.conf", "nfs_shares") if backend == "nfs" else CINDER_CONF
+def volume_process(settings: Settings, backend: CinderBackend, pod: NodePod) -> Process:
+    """cinder-volume for one backend, in that backend's pod, enabling only that backend."""
+    files: tuple[str, ...] = ("cinder.conf", "nfs_shares") if backend == "nfs" else CINDER_CONF
     on_rbd = backend == "rbd" and settings.ceph is not None
     if on_rbd:
-        volume_files += (ceph.CONF_MOUNT,)
+        files += ceph.conf_entries(settings)
     keyring_volumes, keyring_mounts = ceph.keyrings(
-        (settings.ceph.clients.cinder,) if on_rbd and settings.ceph is not None else ()
+        settings.ceph, (settings.ceph.clients.cinder,) if on_rbd and settings.ceph is not None else ()
     )
+    return rpc_daemon(
+        "cinder-volume",
+        "cinder-volume",
+        ("bash", "/scripts/cinder_volume_start.sh"),
+        (*CELL_NEEDS, *(ceph.needs(settings) if on_rbd else ())),
+        files,
+        scripts=("cinder_volume_start.sh",),
+        node_pod=pod,
+        workload_name=pod.name,
+        env=(
+            env("CINDER_BACKEND", backend),
+            env("LVM_SIZE", settings.cinder.lvm_size.replace("i", "")),
+            *oslo.node_address_env(*node_address_options(backend)),
+            # oslo.config's environment comes before the file: this pod runs its backend only.
+            *((env("OS_DEFAULT__ENABLED_BACKENDS", backend),) if len(settings.cinder.backends) > 1 else ()),
+        ),
+        extra_volumes=keyring_volumes,
+        extra_mounts=keyring_mounts,
+    )
+
+
+def volume_types(settings: Settings) -> str:
+    """The cinder-volume-type Job's VOLUME_TYPES: 'type=volume_backend_name' for each backend,
+    the type named as its backend (default_volume_type is the first's)."""
+    return " ".join(f"{backend}={backend}" for backend in settings.cinder.backends)
+
+
+def cinder(settings: Settings) -> ServiceSpec:
     backup = backup_process(settings)
     return ServiceSpec(
         name="cinder",
@@ -199,11 +244,7 @@ def cinder(settings: Settings) -> ServiceSpec:
                 command=("python3", "/scripts/cinder_volume_type.py"),
                 needs=("cinder-api",),
                 scripts=("cinder_volume_type.py",),
-                env=(
-                    *admin_env(settings),
-                    env("VOLUME_TYPE", settings.cinder.backend),
-                    env("VOLUME_BACKEND", settings.cinder.backend),
-                ),
+                env=(*admin_env(settings), env("VOLUME_TYPES", volume_types(settings))),
             ),
             *housekeeping(settings),
         ),
@@ -223,22 +264,7 @@ def cinder(settings: Settings) -> ServiceSpec:
                 CELL_NEEDS,
                 CINDER_CONF,
             ),
-            rpc_daemon(
-                "cinder-volume",
-                "cinder-volume",
-                ("bash", "/scripts/cinder_volume_start.sh"),
-                CELL_NEEDS,
-                volume_files,
-                scripts=("cinder_volume_start.sh",),
-                node_pod=CINDER_VOLUME_PODS[settings.cinder.backend],
-                env=(
-                    env("CINDER_BACKEND", settings.cinder.backend),
-                    env("LVM_SIZE", settings.cinder.lvm_size.replace("i", "")),
-                    *oslo.node_address_env(*node_address_options(settings)),
-                ),
-                extra_volumes=keyring_volumes,
-                extra_mounts=keyring_mounts,
-            ),
+            *(volume_process(settings, backend, pod) for backend, pod in volume_pods(settings)),
             *((backup,) if backup else ()),
         ),
     )

@@ -7,7 +7,7 @@ from collections.abc import Callable
 import pulumi
 import pulumi_kubernetes as k8s
 
-from components import maintenance, oslo
+from components import maintenance, oslo, rook
 from components.cloud_graph import INFRASTRUCTURE, CloudGraph, Node, cloud_graph
 from components.credentials import Credentials
 from components.graph import DeployGraph
@@ -27,6 +27,7 @@ def _infrastructure_builders(settings: Settings) -> dict[str, Builder]:
         oslo.MARIADB: lambda ctx, opts: MariaDB(settings, ctx.credentials, ctx.graph, opts),
         oslo.RABBITMQ: lambda ctx, opts: RabbitMQ(settings, ctx.graph, opts),
         maintenance.cluster_name(settings): lambda ctx, opts: maintenance.MaintenanceAccess(settings, ctx.graph, opts),
+        rook.CLIENTS_NODE: lambda ctx, opts: rook.RookCeph(settings, ctx.graph, opts),
     }
 
 

@@ -18,7 +18,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 
-from components import maintenance, oslo
+from components import maintenance, oslo, rook
 from components.bootstrap import standard_steps
 from components.service_configs import ConfigObject, config_objects
 from components.services import service_specs
@@ -36,6 +36,7 @@ JOB_PURPOSES = (
     ("keystone-bootstrap", "waits for Keystone's admin user, region and identity endpoints ({name})"),
     ("-fernet-setup", "waits for {name} to check the Fernet key repository"),
     ("-credential-setup", "waits for {name} to check the credential key repository"),
+    ("-rook-keys", "waits for the Ceph keyrings and ceph.conf that {name} copies from Rook's namespace"),
 )
 
 # Built by their own components (operators' custom resources, RBAC), not by a service's spec.
@@ -95,6 +96,8 @@ def _reason_for(target: Node) -> str:
         return "waits for the MariaDB server to be Ready (mariadb-operator)"
     if target.kind == "RabbitmqCluster":
         return "waits for RabbitMQ to have all its replicas ready (RabbitMQ Cluster Operator)"
+    if target.kind == "CephClient":
+        return "waits for Rook to report the pools and clients Ready (their keys then exist)"
     if target.kind == "ClusterRoleBinding":
         return f"its pods act in the Kubernetes API with what {name} grants"
     return f"waits for {target.kind} {name}"
@@ -203,6 +206,8 @@ def _infrastructure(settings: Settings) -> Iterator[Node]:
     yield Node(oslo.RABBITMQ, "RabbitmqCluster", "rabbitmq", INFRASTRUCTURE)
     if settings.services.on("nova") and maintenance.enabled(settings):
         yield Node(maintenance.cluster_name(settings), "ClusterRoleBinding", maintenance.SERVICE, INFRASTRUCTURE)
+    if rook.rook_of(settings) is not None:
+        yield Node(rook.CLIENTS_NODE, "CephClient", rook.SERVICE, INFRASTRUCTURE)
 
 
 def steps_of(spec: ServiceSpec, settings: Settings) -> tuple[Step, ...]:

@@ -75,7 +75,7 @@ def ceph_clients(settings: Settings, group: NodeGroup) -> tuple[CephClient, ...]
         return ()
     clients = settings.ceph.clients
     found: list[CephClient] = []
-    if settings.services.on("cinder") and settings.cinder.backend == "rbd":
+    if settings.services.on("cinder") and "rbd" in settings.cinder.backends:
         found.append(clients.cinder)
     if settings.compute.ephemeral_of(group) == "rbd":
         found.append(clients.nova_client)
@@ -188,8 +188,14 @@ class _Containers:
         clients = ceph_clients(self.settings, self.group)
         if self.settings.ceph is None or not clients:
             return (), (), (), ()
-        volumes, mounts = ceph.keyrings(clients)
-        return (ceph.CONF_MOUNT,), volumes, mounts, ceph.libvirt_clients_env(self.settings.ceph, clients)
+        volumes, mounts = ceph.keyrings(self.settings.ceph, clients)
+        conf = ceph.conf_entries(self.settings)
+        return conf, volumes, mounts, ceph.libvirt_clients_env(self.settings.ceph, clients)
+
+    def _ceph_needs(self) -> tuple[str, ...]:
+        """With Rook, the Job that writes the keyrings this group's pods mount (if they mount any)."""
+        assert self.group is not None
+        return ceph.needs(self.settings) if ceph_clients(self.settings, self.group) else ()
 
     def libvirt(self, role: Role) -> Process:
         assert self.group is not None
@@ -199,7 +205,7 @@ class _Containers:
             name=role.name,
             image=role.image,
             command=("bash", "/scripts/libvirt_start.sh"),
-            needs=(),
+            needs=self._ceph_needs(),
             config_files=(
                 f"libvirtd-{name}.conf=/etc/libvirt/libvirtd.conf",
                 f"qemu-{name}.conf=/etc/libvirt/qemu.conf",
@@ -257,7 +263,7 @@ class _Containers:
             name=role.name,
             image=role.image,
             command=("bash", "/scripts/nova_compute_start.sh"),
-            needs=COMPUTE_NEEDS,
+            needs=(*COMPUTE_NEEDS, *self._ceph_needs()),
             config_files=(f"nova-{self.group.name}.conf=/etc/nova/nova.conf", libvirt.AUTH_MOUNT, *ceph_files),
             extra_volumes=ceph_volumes,
             extra_mounts=ceph_mounts,

@@ -19,7 +19,7 @@ def group_suffix(group: NodeGroup) -> str:
 
 def iscsi_pods(settings: Settings) -> tuple[NodePod, ...]:
     """iscsid runs as a pod where LVM volumes attach over iSCSI and the host runs no iscsid itself."""
-    iscsi = settings.services.on("cinder") and settings.cinder.backend == "lvm"
+    iscsi = settings.services.on("cinder") and "lvm" in settings.cinder.backends
     return (ISCSID_POD,) if iscsi and not settings.hypervisor_isolation.host_runs_hypervisor else ()
 
 

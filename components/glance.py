@@ -84,7 +84,7 @@ def conf_files(settings: Settings) -> tuple[str, ...]:
     """What every glance container reads: glance-api.conf, and on rbd the ceph.conf it names
     (rbd_store_ceph_conf; no key: the keyring goes to glance-api alone)."""
     on_rbd = settings.glance.backend == "rbd" and settings.ceph is not None
-    return ("glance-api.conf", ceph.CONF_MOUNT) if on_rbd else ("glance-api.conf",)
+    return ("glance-api.conf", *ceph.conf_entries(settings)) if on_rbd else ("glance-api.conf",)
 
 
 def housekeeping(settings: Settings) -> tuple[Step, ...]:
@@ -137,7 +137,7 @@ def glance(settings: Settings) -> ServiceSpec:
     # On rbd, ceph.conf and client glance's keyring (and no other client's).
     on_rbd = settings.glance.backend == "rbd" and settings.ceph is not None
     config_files = conf_files(settings)
-    keyrings = ceph.keyrings((settings.ceph.clients.glance,) if on_rbd and settings.ceph else ())
+    keyrings = ceph.keyrings(settings.ceph, (settings.ceph.clients.glance,) if on_rbd and settings.ceph else ())
     return ServiceSpec(
         name="glance",
         config_dir=CONFIG_DIR,
@@ -163,7 +163,11 @@ def glance(settings: Settings) -> ServiceSpec:
                 # a run-time need that Glance retries, so it is no start-up edge.
                 # And the metadata definitions, as Kolla loads them before the API starts: an API
                 # that answers is one whose definitions are there.
-                needs=(*registered_api_needs("glance"), "glance-metadefs-load"),
+                needs=(
+                    *registered_api_needs("glance"),
+                    "glance-metadefs-load",
+                    *(ceph.needs(settings) if on_rbd else ()),
+                ),
                 config_files=config_files,
                 claims=claims,
                 extra_volumes=keyrings[0],

@@ -14,7 +14,7 @@ from components import cron, oslo
 from components.bootstrap import db_sync
 from components.inifile import render_ini
 from components.settings import Settings
-from components.spec import ApiAccess, Process, RenderContext, ServiceSpec, Step
+from components.spec import KUBE_API, ApiAccess, Process, RenderContext, ServiceSpec, Step
 from components.workload import Mount, Probe, env, secret_env, secret_volume
 
 CONFIG_DIR = "/etc/keystone"
@@ -111,7 +111,7 @@ def _rotation(
         command=("python3", "/scripts/keystone_key_rotate.py", command, secret),
         needs=(after,),
         config_files=("keystone.conf",),
-        scripts=("keystone_key_rotate.py", "key_repository_check.py"),
+        scripts=("keystone_key_rotate.py", "key_repository_check.py", KUBE_API),
         env=(
             env("KEYSTONE_CONFIG", f"{CONFIG_DIR}/keystone.conf"),
             env("KEY_REPOSITORY", directory),

@@ -34,12 +34,12 @@ from components.graph import DeployGraph
 from components.meta import labels, metadata
 from components.roles import OVS_AGENT, Topology, compute_node_pods
 from components.settings import Settings
-from components.spec import Process
+from components.spec import KUBE_API, Process
 from components.workload import Manifest, Probe, env
 
 NAME = "nova-compute-maintenance"
 SERVICE, COMPONENT = "nova", "compute-maintenance"
-SCRIPTS = ("nova_compute_maintenance.py", "maintenance_plan.py", "maintenance_kube.py", "maintenance_nova.py")
+SCRIPTS = ("nova_compute_maintenance.py", "maintenance_plan.py", "maintenance_kube.py", "maintenance_nova.py", KUBE_API)
 HEALTH_PORT = 8080
 POLL_SECONDS = 10  # a cordon reaches Nova within this (the issue asks for a minute)
 EVENTS_NAMESPACE = "default"

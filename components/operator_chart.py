@@ -20,10 +20,12 @@ def operator_chart(
     parent: pulumi.Resource,
     values: Mapping[str, Any] | None = None,
     depends_on: list[pulumi.Resource] | None = None,
+    repository: str | None = None,
 ) -> k8s.helm.v4.Chart | None:
     """None when `install: false`: the stack then relies on an operator already running.
 
-    `chart` is an OCI reference (oci://...), which needs no repository options. Every
+    `chart` is an OCI reference (oci://...), which needs no repository options, or a chart's name
+    in the Helm repository at `repository` (Rook publishes no OCI chart). Every
     CustomResourceDefinition the chart holds stays in the cluster when Pulumi deletes or
     replaces it (components/child_transforms.py: set on the chart, the option would not
     reach it).
@@ -36,5 +38,6 @@ def operator_chart(
         version=operator.chart_version,
         namespace=namespace,
         values=dict(values or {}),
+        repository_opts={"repo": repository} if repository else None,
         opts=pulumi.ResourceOptions(parent=parent, depends_on=depends_on or [], transforms=[KEEP_DEFINITIONS]),
     )

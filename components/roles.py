@@ -290,19 +290,33 @@ NETWORK_NODE_PODS: tuple[NodePod, ...] = (
 )
 
 
-CINDER_VOLUME_POD = NodePod("cinder-volume", "cinder", NodeKind.STORAGE, (CINDER_VOLUME,))
-CINDER_VOLUME_RBD_POD = NodePod("cinder-volume", "cinder", NodeKind.STORAGE, (CINDER_VOLUME_RBD,))
-# cinder.backend → its cinder-volume pod. The policy pack judges every stack against
-# CINDER_VOLUME_POD (STORAGE_NODE_PODS), which grants the most.
-CINDER_VOLUME_PODS = {"lvm": CINDER_VOLUME_POD, "nfs": CINDER_VOLUME_POD, "rbd": CINDER_VOLUME_RBD_POD}
+CINDER_VOLUME_NAME = "cinder-volume"
+# A backend's role: LVM's host paths and iSCSI target, or none of them for librbd (and NFS mounts
+# need LVM's /var/lib/cinder with its propagation, so nfs takes the LVM role).
+CINDER_VOLUME_ROLES = {"lvm": CINDER_VOLUME, "nfs": CINDER_VOLUME, "rbd": CINDER_VOLUME_RBD}
+
+
+def cinder_volume_pod(backend: str, first: bool) -> NodePod:
+    """The cinder-volume pod of one backend: `cinder-volume` for the first listed (so adding a
+    backend leaves the existing pods as they are), `cinder-volume-<backend>` for every other."""
+    name = CINDER_VOLUME_NAME if first else f"{CINDER_VOLUME_NAME}-{backend}"
+    return NodePod(name, "cinder", NodeKind.STORAGE, (CINDER_VOLUME_ROLES[backend],))
+
+
 # Declared only with cinder.backup (components/cinder.py).
 CINDER_BACKUP_POD = NodePod("cinder-backup", "cinder", NodeKind.STORAGE, (CINDER_BACKUP,))
-STORAGE_NODE_PODS: tuple[NodePod, ...] = (CINDER_VOLUME_POD, CINDER_BACKUP_POD)
+# Every cinder-volume pod a stack may run, and cinder-backup's. The pack judges `cinder-volume`
+# by the LVM role (which grants the most): whichever backend is listed first runs in it.
+STORAGE_NODE_PODS: tuple[NodePod, ...] = (
+    cinder_volume_pod("lvm", first=True),
+    *(cinder_volume_pod(backend, first=False) for backend in CINDER_VOLUME_ROLES),
+    CINDER_BACKUP_POD,
+)
 
 
 # Attaching iSCSI volumes needs the initiator daemon on every compute node. Under options 2 and
 # 3 the host runs it with libvirt and OVS; otherwise it is a pod of its own, declared only for
-# an iSCSI backend (cinder.backend lvm).
+# an iSCSI backend (lvm among cinder.backends).
 ISCSID_POD = NodePod("iscsid", "nova", NodeKind.COMPUTE, (ISCSID,))
 
 

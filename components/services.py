@@ -12,7 +12,7 @@ import importlib
 from collections.abc import Callable
 from functools import cache
 
-from components import catalog
+from components import catalog, rook
 from components.settings import Settings
 from components.spec import ServiceSpec
 
@@ -30,5 +30,9 @@ def spec_builder(name: str) -> SpecBuilder:
 
 
 def service_specs(settings: Settings) -> tuple[ServiceSpec, ...]:
-    """The specs of the services this stack deploys, in the catalog's order."""
-    return tuple(spec_builder(name)(settings) for name in catalog.deployed(settings.services.enabled()))
+    """The specs of the services this stack deploys, in the catalog's order; then, on `ceph.rook`,
+    the keys Job's (no service of the catalog: infrastructure, as Rook's objects are)."""
+    specs = tuple(spec_builder(name)(settings) for name in catalog.deployed(settings.services.enabled()))
+    if settings.ceph is not None and settings.ceph.rook is not None:
+        specs += (rook.ceph(settings),)
+    return specs

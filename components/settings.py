@@ -190,10 +190,15 @@ class Glance(Model):
     )
 
 
+CinderBackend = Literal["lvm", "nfs", "rbd"]
+
+
 class Cinder(Model):
-    backend: Literal["lvm", "nfs", "rbd"] = Field(
-        "lvm",
-        description="lvm: a volume group on a loop file per storage node; nfs: nfsShares; rbd: ceph.pools.volumes",
+    backends: tuple[CinderBackend, ...] = Field(
+        ("lvm",),
+        min_length=1,
+        description="each its own volume type and cinder-volume pods, the first the default type; lvm: a volume "
+        "group on a loop file per storage node; nfs: nfsShares; rbd: ceph.pools.volumes",
     )
     backup: Literal["none", "ceph"] = Field(
         "none", description="cinder-backup and where it writes: ceph: the ceph.pools.backups pool (rbd volumes only)"
@@ -201,14 +206,39 @@ class Cinder(Model):
     lvm_size: ByteQuantity = "50Gi"
     nfs_shares: tuple[Text, ...] = Field((), description="'host:/export' entries for the nfs backend")
 
+    @model_validator(mode="before")
+    @classmethod
+    def _one_backend(cls, data: Any) -> Any:
+        """`backend: x`, the setting before several backends, still means `backends: [x]`."""
+        if not isinstance(data, Mapping) or "backend" not in data:
+            return data
+        if "backends" in data:
+            raise ValueError("backend and backends both given: write the backends list only, e.g. backends: [rbd]")
+        rest = {k: v for k, v in data.items() if k != "backend"}
+        backend = data["backend"]
+        return {**rest, "backends": [backend] if isinstance(backend, str) else backend}
+
+    @field_validator("backends")
+    @classmethod
+    def _distinct(cls, backends: tuple[str, ...]) -> tuple[str, ...]:
+        twice = sorted({b for b in backends if backends.count(b) > 1})
+        if twice:
+            raise ValueError(f"{', '.join(twice)} listed twice: each backend is one volume type, listed once")
+        return backends
+
     @model_validator(mode="after")
     def _shares(self) -> Cinder:
-        if self.backend == "nfs" and not self.nfs_shares:
+        if "nfs" in self.backends and not self.nfs_shares:
             raise ValueError("backend 'nfs' needs at least one entry in nfsShares ('host:/export')")
         for share in self.nfs_shares:
             if not re.match(r"^[^:/\s]+:/\S*$", share):
                 raise ValueError(f"nfsShares entry {share!r} is not of the form 'host:/export'")
         return self
+
+    @property
+    def default_backend(self) -> CinderBackend:
+        """The backend of default_volume_type: the first listed."""
+        return self.backends[0]
 
 
 # The OVS agent's VXLAN tunnels listen in the nodes' own network namespace, where the cluster's
@@ -411,6 +441,25 @@ class RabbitmqOperator(ManifestOperator):
         return tuple(dict.fromkeys((stack_namespace, *self.watch_namespaces)))
 
 
+# Where Rook's operator runs: its chart's documented namespace (Documentation/Helm-Charts/operator-chart.md).
+ROOK_OPERATOR_NAMESPACE = "rook-ceph"
+
+
+class RookOperator(ChartOperator):
+    """Rook's operator (chart rook-ceph of https://charts.rook.io/release), for `ceph.rook` only.
+
+    Not installed unless asked: one operator serves the whole Kubernetes cluster (its CRDs, the
+    Ceph CSI drivers) and the CephCluster it runs holds every user's data, so it is the cluster's
+    more than a stack's; and the CephCluster `ceph.rook.cluster` names must exist for the pools to
+    become Ready.
+    """
+
+    install: bool = Field(False, description="true: this stack installs Rook's operator chart (cluster-wide)")
+    # Rook's chart versions are its release tags, 'v' included (https://charts.rook.io/release).
+    chart_version: Annotated[Text, Field(pattern=r"^v[0-9]+\.[0-9]+\.[0-9]+$", description="e.g. v1.20.6")]
+    namespace: DnsLabel = Field(ROOK_OPERATOR_NAMESPACE, description="where the operator runs (and is installed)")
+
+
 # The RabbitMQ Cluster Operator's manifest needs cert-manager from this release on: it adds
 # Certificates and webhooks that reject every RabbitmqCluster while they fail (issue #2187).
 RABBITMQ_OPERATOR_NEEDS_CERT_MANAGER = (2, 22, 0)
@@ -420,6 +469,8 @@ class Operators(Model):
     mariadb: MariadbOperator = MariadbOperator(chart_version="26.6.0")
     mariadb_crds: ChartOperator = ChartOperator(chart_version="26.6.0")
     rabbitmq: RabbitmqOperator = RabbitmqOperator(version="v2.21.1")
+    # The release whose CRDs tests/fixtures/rook holds (CephBlockPool, CephClient are checked against them).
+    rook: RookOperator = RookOperator(chart_version="v1.20.6")
 
     @field_validator("rabbitmq")
     @classmethod
@@ -728,8 +779,8 @@ class Settings(Model):
         users: dict[tuple[str, ...], str] = {}
         if self.services.on("glance") and self.glance.backend == "rbd":
             users[("glance", "backend")] = "rbd"
-        if self.services.on("cinder") and self.cinder.backend == "rbd":
-            users[("cinder", "backend")] = "rbd"
+        if self.services.on("cinder") and "rbd" in self.cinder.backends:
+            users[("cinder", "backends")] = "rbd"
         if self.services.on("cinder") and self.cinder.backup == "ceph":
             users[("cinder", "backup")] = "ceph"
         if self.services.on("nova"):
@@ -747,15 +798,18 @@ class Settings(Model):
                     path,
                     value,
                     f"{value!r} keeps data in Ceph, and no cluster is given: set ceph.external (the cluster's "
-                    'monitors and fsid) and create the keyring Secrets ceph.clients names (README, "Ceph")',
+                    "monitors and fsid) and create the keyring Secrets ceph.clients names, or ceph.rook (the "
+                    'CephCluster that Rook runs here) (README, "Ceph")',
                 )
-        if self.services.on("cinder") and self.cinder.backup == "ceph" and self.cinder.backend != "rbd":
+        if self.ceph is not None and self.ceph.rook is not None:
+            yield from self._rook_problems()
+        if self.services.on("cinder") and self.cinder.backup == "ceph" and "rbd" not in self.cinder.backends:
             yield problem(
                 ("cinder", "backup"),
                 "ceph",
-                f"backs up rbd volumes only (librbd on both ends); backend {self.cinder.backend!r} volumes would "
-                "have to be attached to the backup pod, which this program does not set up: use backend 'rbd' or "
-                "backup 'none'",
+                f"backs up rbd volumes only (librbd on both ends); backends {list(self.cinder.backends)} volumes "
+                "would have to be attached to the backup pod, which this program does not set up: add 'rbd' to "
+                "cinder.backends or use backup 'none'",
             )
         libvirt_clients = self._libvirt_ceph_clients()
         if self.ceph is not None and libvirt_clients and self.hypervisor_isolation.host_runs_hypervisor:
@@ -773,12 +827,38 @@ class Settings(Model):
                         "(virsh secret-define, secret-set-value) and give its UUID here",
                     )
 
+    def _rook_problems(self) -> Iterator[Problem]:
+        """What Rook's objects cannot be: a pool is a CephBlockPool of its name (a DNS subdomain), and
+        the ceph-rook-keys Job writes each client's Secret, so no two clients may share one."""
+        assert self.ceph is not None
+        for field_name, pool in self.ceph.pools.model_dump().items():
+            if not re.fullmatch(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*", pool):
+                yield problem(
+                    ("ceph", "pools", to_camel(field_name)),
+                    pool,
+                    "with ceph.rook a pool is the CephBlockPool of its name, a DNS subdomain: lower case a-z, 0-9, "
+                    "'-' and '.'",
+                )
+        secrets: dict[str, str] = {}
+        for field_name in ("glance", "cinder", "cinder_backup", "nova"):
+            client = getattr(self.ceph.clients, field_name)
+            if client is None:
+                continue
+            first = secrets.setdefault(client.keyring_secret, client.user)
+            if first != client.user:
+                yield problem(
+                    ("ceph", "clients", to_camel(field_name), "keyringSecret"),
+                    client.keyring_secret,
+                    f"is client.{first}'s Secret too; with ceph.rook the ceph-rook-keys Job writes each client's key "
+                    "into its own Secret",
+                )
+
     def _libvirt_ceph_clients(self) -> tuple[str, ...]:
         """The clients (ceph.clients keys) whose keys the compute nodes' libvirt uses to open disks."""
         if not self.services.on("nova"):
             return ()
         names: list[str] = []
-        if self.services.on("cinder") and self.cinder.backend == "rbd":
+        if self.services.on("cinder") and "rbd" in self.cinder.backends:
             names.append("cinder")
         if any(self.compute.ephemeral_of(g) == "rbd" for g in self.compute.node_groups):
             names.append("nova" if self.ceph is not None and self.ceph.clients.nova is not None else "cinder")

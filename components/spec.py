@@ -28,6 +28,11 @@ class CatalogEntry:
     admin: bool = False  # also register an admin endpoint (only where the service still uses it)
 
 
+# The scripts' Kubernetes API client (components/scripts/kube_api.py): a script that imports it
+# lists it among its scripts, which mounts it beside the script under /scripts.
+KUBE_API = "kube_api.py"
+
+
 @dataclass(frozen=True)
 class ApiAccess:
     """What a step's pod may do in the Kubernetes API: verbs on named objects of one core resource.
@@ -136,6 +141,10 @@ class RenderContext:
     secrets: Mapping[str, str]
 
 
+# The one spec of no catalog service: the Job that copies Rook's keys (components/rook.py).
+ROOK_SPEC = "ceph"
+
+
 @dataclass(frozen=True)
 class ServiceSpec:
     name: str
@@ -161,4 +170,5 @@ class ServiceSpec:
     @property
     def databases(self) -> tuple[str, ...]:
         """The schemas its db-init Job creates: the service catalog's (components/catalog.py)."""
-        return catalog.entry(self.name).databases
+        # The Rook keys Job's spec (components/rook.py) is infrastructure, in no catalog entry.
+        return () if self.name == ROOK_SPEC else catalog.entry(self.name).databases

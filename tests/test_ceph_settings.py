@@ -30,7 +30,7 @@ def one_problem(raw: dict[str, Any], key: str, fragment: str) -> None:
     ("raw", "key", "fragment"),
     [
         ({"glance": {"backend": "rbd"}}, "openstack:glance.backend", "set ceph.external"),
-        ({"cinder": {"backend": "rbd"}}, "openstack:cinder.backend", "set ceph.external"),
+        ({"cinder": {"backend": "rbd"}}, "openstack:cinder.backends", "set ceph.external"),
         ({"cinder": {"backend": "rbd", "backup": "ceph"}}, "openstack:cinder.backup", "set ceph.external"),
         ({"compute": {"ephemeralStorage": "rbd"}}, "openstack:compute.ephemeralStorage", "set ceph.external"),
         (
@@ -44,8 +44,9 @@ def one_problem(raw: dict[str, Any], key: str, fragment: str) -> None:
         ),
         # Backups of volumes that are not RBD images would need them attached to the backup pod.
         ({"ceph": CEPH, "cinder": {"backend": "lvm", "backup": "ceph"}}, "openstack:cinder.backup", "rbd volumes"),
-        ({"ceph": {**CEPH, "rook": {"cephClusterName": "ceph"}}}, "openstack:ceph", "rook is not supported yet"),
-        ({"ceph": {"rook": {}}}, "openstack:ceph", "rook is not supported yet"),
+        ({"ceph": {**CEPH, "rook": {"cluster": {"name": "ceph"}}}}, "openstack:ceph", "not both"),
+        ({"ceph": {"rook": {}}}, "openstack:ceph.rook", "declares no CephCluster"),
+        ({"ceph": {"rook": {"cephClusterName": "ceph"}}}, "openstack:ceph.rook.cephClusterName", ""),
         ({"ceph": {"pools": {"images": "glance-images"}}}, "openstack:ceph", "needs external"),
         ({"ceph": {"external": {"fsid": FSID, "monitors": []}}}, "openstack:ceph.external.monitors", "at least 1"),
         (

@@ -158,7 +158,7 @@ def test_cinder_has_its_volume_type_and_reaches_glance_internally() -> None:
     assert conf["DEFAULT"]["glance_api_servers"].startswith("http://glance-api.openstack.svc.")
     assert "cinder-api" in waits_for(plan, "cinder-volume-type")
     job = _container(plan, "Job", "cinder-volume-type", "cinder-volume-type")
-    assert _env(job)["VOLUME_TYPE"] == _env(job)["VOLUME_BACKEND"] == "lvm"
+    assert _env(job)["VOLUME_TYPES"] == "lvm=lvm"
 
 
 def test_iscsi_volumes_attach_through_an_iscsid_pod() -> None:

@@ -14,8 +14,8 @@ The staged key 0 that every pod already had becomes the new primary, so tokens a
 credentials made with it are readable by pods that have not seen the new Secret yet.
 
 Where this differs from openstack-helm, and why:
-- Python's standard library (urllib, ssl) speaks to the API, as the Kolla image has no
-  kubectl: nothing beyond what keystone-manage itself needs.
+- Python's standard library speaks to the API (the scripts' client, kube_api.py), as the Kolla
+  image has no kubectl: nothing beyond what keystone-manage itself needs.
 - The update sends back the resourceVersion it read, so a concurrent change of the Secret
   fails this run (409 Conflict) instead of being overwritten.
 - A rotated repository is written back only if it passes keystone-fernet-setup's check
@@ -36,53 +36,27 @@ from __future__ import annotations
 
 import base64
 import datetime
-import json
 import os
 import shutil
-import ssl
 import subprocess
 import sys
-import urllib.error
-import urllib.request
 from pathlib import Path
 from typing import Any
 
 from key_repository_check import BadRepositoryError, check
+from kube_api import KubeApi, KubeError
 
 ROTATED_AT = "openstack.org/keys-rotated-at"
 COMMANDS = ("fernet_rotate", "credential_rotate")
 
 
-class KubernetesApi:
-    """The in-cluster API as client-go's rest.InClusterConfig finds it: the kubelet's
-    KUBERNETES_SERVICE_HOST/PORT variables and the ServiceAccount's mounted token and CA."""
-
-    def __init__(self, account: Path) -> None:
-        host, port = os.environ["KUBERNETES_SERVICE_HOST"], os.environ["KUBERNETES_SERVICE_PORT"]
-        self.root = f"https://[{host}]:{port}" if ":" in host else f"https://{host}:{port}"
-        self.namespace = (account / "namespace").read_text().strip()
-        self.bearer = (account / "token").read_text().strip()
-        self.tls = ssl.create_default_context(cafile=str(account / "ca.crt"))
-
-    def secret(self, name: str, method: str = "GET", body: dict[str, Any] | None = None) -> dict[str, Any]:
-        url = f"{self.root}/api/v1/namespaces/{self.namespace}/secrets/{name}"
-        request = urllib.request.Request(
-            url,
-            data=json.dumps(body).encode() if body is not None else None,
-            method=method,
-            headers={
-                "Authorization": f"Bearer {self.bearer}",
-                "Accept": "application/json",
-                "Content-Type": "application/json",
-            },
-        )
-        try:
-            with urllib.request.urlopen(request, context=self.tls, timeout=30) as response:
-                return json.load(response)
-        except urllib.error.HTTPError as error:
-            # The API's Status message (no Secret data): Forbidden, NotFound, Conflict...
-            detail = error.read().decode(errors="replace")[:500]
-            sys.exit(f"{method} Secret {self.namespace}/{name}: {error.code} {error.reason}: {detail}")
+def secret(api: KubeApi, name: str, method: str = "GET", body: dict[str, Any] | None = None) -> dict[str, Any]:
+    """GET, or PUT back, the Secret `name` of the pod's namespace; a refusal ends the run."""
+    try:
+        return dict(api.call(method, api.secret_path(name), body=body))
+    except KubeError as error:
+        # The API's Status message (no Secret data): Forbidden, NotFound, Conflict...
+        sys.exit(f"{method} Secret {api.namespace}/{name}: {error}")
 
 
 def keystone_manage(command: str) -> None:
@@ -118,13 +92,13 @@ def main() -> None:
         sys.exit(f"usage: {sys.argv[0]} {{{','.join(COMMANDS)}}} <secret name>")
     command, name = sys.argv[1], sys.argv[2]
     migrate = command == "credential_rotate"  # credentials are re-encrypted with the primary key
-    api = KubernetesApi(Path(os.environ["SERVICE_ACCOUNT_DIR"]))
+    api = KubeApi.in_cluster(Path(os.environ["SERVICE_ACCOUNT_DIR"]))
     repository = Path(os.environ["KEY_REPOSITORY"])
-    secret = api.secret(name)
-    write_repository(repository, secret.get("data") or {})
+    current = secret(api, name)
+    write_repository(repository, current.get("data") or {})
     if migrate:
         keystone_manage("credential_migrate")
-    last = rotated_recently(secret)
+    last = rotated_recently(current)
     if last:
         print(f"Secret {name}: last rotated at {last}, less than {os.environ['MIN_SECONDS_BETWEEN_ROTATIONS']}s ago")
         return
@@ -135,13 +109,13 @@ def main() -> None:
     except BadRepositoryError as error:
         sys.exit(f"the rotated repository is broken, the Secret is unchanged: {error}")
     keys = read_repository(repository)
-    metadata = {k: v for k, v in secret["metadata"].items() if k != "managedFields"}
+    metadata = {k: v for k, v in current["metadata"].items() if k != "managedFields"}
     metadata["annotations"] = {
         **(metadata.get("annotations") or {}),
         ROTATED_AT: datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
     }
     # resourceVersion stays in metadata: the API refuses the update if the Secret changed since.
-    api.secret(name, "PUT", {**secret, "metadata": metadata, "data": keys})
+    secret(api, name, "PUT", {**current, "metadata": metadata, "data": keys})
     print(f"Secret {name}: keys {before} rotated to {sorted(keys, key=int)}")
     if migrate:
         keystone_manage("credential_migrate")

@@ -1,8 +1,6 @@
-"""The Kubernetes API as nova-compute-maintenance uses it: HTTPS with the pod's ServiceAccount token.
+"""The Kubernetes API as nova-compute-maintenance uses it, on the scripts' shared client (kube_api.py).
 
-The kolla-toolbox image has no Kubernetes client library, so this is the standard library's
-urllib against the API server's REST paths. What it calls, and the RBAC that allows it
-(components/maintenance.py):
+What it calls, and the RBAC that allows it (components/maintenance.py):
 
 - GET    /api/v1/nodes?labelSelector=...                  ClusterRole: nodes list
 - PATCH  /api/v1/nodes/<node>  (merge patch, annotations) ClusterRole: nodes patch
@@ -17,78 +15,30 @@ server refuses a core/v1 Event whose involvedObject has no namespace in any othe
 
 from __future__ import annotations
 
-import json
-import os
-import ssl
-import urllib.error
-import urllib.parse
-import urllib.request
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
 import maintenance_plan as plan
+from kube_api import KubeApi, KubeError
 
-ACCOUNT = Path("/var/run/secrets/kubernetes.io/serviceaccount")
-TIMEOUT = 30
+__all__ = ["Kube", "KubeError"]
+
 EVENTS_NAMESPACE = "default"
 COMPONENT = "app.kubernetes.io/component"
 PART_OF = "app.kubernetes.io/part-of=openstack"
 REPORTER = "nova-compute-maintenance"
 
 
-class KubeError(RuntimeError):
-    def __init__(self, status: int, message: str):
-        super().__init__(f"Kubernetes API: {status or 'no answer'}: {message}")
-        self.status = status
-
-
 @dataclass
-class Kube:
-    base_url: str  # https://<host>:<port>, or a test double's http://127.0.0.1:<port>
-    bearer: Callable[[], str]  # reads the ServiceAccount token
-    namespace: str  # where the node pods run
-    context: ssl.SSLContext | None = None
+class Kube(KubeApi):
+    """The calls above on the shared client (kube_api.py); `namespace` is where the node pods run."""
+
     reporter: str = REPORTER  # this pod's name, for the Events' reportingInstance
 
-    @classmethod
-    def in_cluster(cls, namespace: str, reporter: str = REPORTER) -> Kube:
-        """The API server as every pod sees it. The token file is read at each request: the
-        kubelet renews bound ServiceAccount tokens before they expire."""
-        host, port = os.environ["KUBERNETES_SERVICE_HOST"], os.environ["KUBERNETES_SERVICE_PORT"]
-        host = f"[{host}]" if ":" in host else host
-        context = ssl.create_default_context(cafile=str(ACCOUNT / "ca.crt"))
-        bearer = lambda: (ACCOUNT / "token").read_text().strip()  # noqa: E731
-        return cls(f"https://{host}:{port}", bearer, namespace, context, reporter)
-
-    def _call(
-        self,
-        method: str,
-        path: str,
-        query: Mapping[str, str] | None = None,
-        body: object | None = None,
-        content_type: str = "application/json",
-    ) -> Any:
-        url = self.base_url + path + (f"?{urllib.parse.urlencode(query)}" if query else "")
-        data = json.dumps(body).encode() if body is not None else None
-        request = urllib.request.Request(url, data=data, method=method)
-        request.add_header("Authorization", f"Bearer {self.bearer()}")
-        request.add_header("Accept", "application/json")
-        if data is not None:
-            request.add_header("Content-Type", content_type)
-        try:
-            with urllib.request.urlopen(request, timeout=TIMEOUT, context=self.context) as response:
-                text = response.read()
-        except urllib.error.HTTPError as error:
-            raise KubeError(error.code, _message(error.read()) or error.reason) from None
-        except (urllib.error.URLError, OSError) as error:
-            raise KubeError(0, str(error)) from None
-        return json.loads(text) if text else None
-
     def compute_nodes(self, selector: str) -> list[plan.Node]:
-        answer = self._call("GET", "/api/v1/nodes", {"labelSelector": selector})
+        answer = self.get("/api/v1/nodes", {"labelSelector": selector})
         return [_node(item) for item in answer.get("items") or []]
 
     def annotate(self, node: plan.Node, values: Mapping[str, str | None]) -> plan.Node:
@@ -96,20 +46,20 @@ class Kube:
         resourceVersion, so it fails (409) when the node changed since it was read: the next
         pass reads it again, and an operator's newer annotation is never overwritten."""
         patch = {"metadata": {"resourceVersion": node.resource_version, "annotations": dict(values)}}
-        answer = self._call("PATCH", f"/api/v1/nodes/{node.name}", body=patch, content_type=MERGE_PATCH)
+        answer = self.merge_patch(f"/api/v1/nodes/{node.name}", patch)
         return _node(answer)
 
     def pods_on(self, node: str) -> list[plan.Pod]:
         """The cloud's pods on a node."""
         query = {"fieldSelector": f"spec.nodeName={node}", "labelSelector": PART_OF}
-        answer = self._call("GET", f"/api/v1/namespaces/{self.namespace}/pods", query)
+        answer = self.get(f"/api/v1/namespaces/{self.namespace}/pods", query)
         return [_pod(item) for item in answer.get("items") or []]
 
     def delete_pod(self, pod: plan.Pod) -> None:
         """Deleted as `kubectl delete pod` does (its grace period); only this uid, never a successor."""
         body = {"kind": "DeleteOptions", "apiVersion": "v1", "preconditions": {"uid": pod.uid}}
         try:
-            self._call("DELETE", f"/api/v1/namespaces/{self.namespace}/pods/{pod.name}", body=body)
+            self.delete(f"/api/v1/namespaces/{self.namespace}/pods/{pod.name}", body)
         except KubeError as error:
             if error.status not in (404, 409):  # gone already, or another pod now has its name
                 raise
@@ -132,17 +82,7 @@ class Kube:
             "lastTimestamp": now,
             "count": 1,
         }
-        self._call("POST", f"/api/v1/namespaces/{EVENTS_NAMESPACE}/events", body=body)
-
-
-MERGE_PATCH = "application/merge-patch+json"
-
-
-def _message(body: bytes) -> str:
-    try:
-        return str(json.loads(body).get("message", ""))
-    except (ValueError, AttributeError):
-        return body.decode(errors="replace")[:300]
+        self.create(f"/api/v1/namespaces/{EVENTS_NAMESPACE}/events", body)
 
 
 def _node(item: Mapping[str, Any]) -> plan.Node:

@@ -199,7 +199,8 @@ def serve_health(controller: Controller, port: int) -> http.server.ThreadingHTTP
 
 def main() -> None:
     config = Config.from_env(os.environ)
-    controller = Controller(Kube.in_cluster(config.namespace, config.pod), Nova(SdkTransport.connect()), config)
+    kube = Kube.in_cluster(namespace=config.namespace, reporter=config.pod)
+    controller = Controller(kube, Nova(SdkTransport.connect()), config)
     serve_health(controller, config.health_port)
     print(f"watching nodes {config.node_selector} every {config.interval:.0f}s", flush=True)
     controller.run(threading.Event())

@@ -138,8 +138,9 @@ def test_volume_backed_live_migration_where_volumes_run_and_servers_can_move() -
 
 
 def test_a_volume_backend_the_lab_cannot_run_is_named() -> None:
-    assert volume_backend_runs(NO_LVM) == "no device-mapper here"
-    assert volume_backend_runs({"iscsid-kvm-general": "no iSCSI"}) == ""
+    settings = plan_of("staging").settings
+    assert volume_backend_runs(NO_LVM, settings) == "no device-mapper here"
+    assert volume_backend_runs({"iscsid-kvm-general": "no iSCSI"}, settings) == ""
     assert "no device-mapper here" in _conf().features_off["(tests needing a volume backend)"]
     assert "(tests needing a volume backend)" not in _conf(cannot_run={}).features_off
 

@@ -23,7 +23,7 @@ def test_prod_keeps_its_data_in_ceph_whose_one_monitor_is_the_stand_in() -> None
     settings = prod_settings()
     assert settings.ceph.external.monitors == (CEPH_ADDRESS,)
     assert settings.ceph.fsid == "5c3f8a2e-7d41-4b9e-a6c0-2f1e9d8b7a63"  # the cluster is made with it
-    assert (settings.glance.backend, settings.cinder.backend, settings.cinder.backup) == ("rbd", "rbd", "ceph")
+    assert (settings.glance.backend, settings.cinder.backends, settings.cinder.backup) == ("rbd", ("rbd",), "ceph")
     assert ("compute", "nodeGroups", "0", "ephemeralStorage") in settings.ceph_users() or (
         "compute", "ephemeralStorage") in settings.ceph_users()  # fmt: skip
 
@@ -68,7 +68,7 @@ def test_the_scenario_learns_what_keeps_data_in_ceph_and_how_to_reach_it(tmp_pat
     settings = prod_settings()
     ceph = CephStandIn(settings.ceph, tmp_path / "ceph")
     env = run.ceph_env(ceph, SimpleNamespace(plan=SimpleNamespace(settings=settings)))  # type: ignore[arg-type]
-    assert {"glance.backend", "cinder.backend", "cinder.backup"} <= set(json.loads(env["CEPH_USERS"]))
+    assert {"glance.backend", "cinder.backends", "cinder.backup"} <= set(json.loads(env["CEPH_USERS"]))
     assert json.loads(env["CEPH_POOLS"])["vms"] == "vms"
     assert env["CEPH_CONF"] == str(tmp_path / "ceph" / "client" / "ceph.conf") and env["CEPH_ID"] == "admin"
     assert run.ceph_env(None, SimpleNamespace()) == {"CEPH_USERS": "[]"}  # type: ignore[arg-type]

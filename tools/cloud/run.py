@@ -14,6 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from components.cinder import volume_pods
 from tools.cloud.apiserver import LabApiServer
 from tools.cloud.ceph import CephStandIn, CephStartError, monitors_override
 from tools.cloud.cluster import FABRIC_NETNS, LAYOUTS, Cluster, provider_counters
@@ -113,8 +114,9 @@ def build_cluster(plan: Plan, state: Path, layout: str) -> Cluster:
 def cannot_run(plan: Plan) -> dict[str, str]:
     """The plan's workloads that this machine cannot run, and why (reported as not run)."""
     why_not = {"iscsid": NO_ISCSI}
-    if plan.settings.cinder.backend == "lvm":
-        why_not["cinder-volume"] = NO_LVM
+    for backend, pod in volume_pods(plan.settings):
+        if backend == "lvm":
+            why_not[pod.name] = NO_LVM
     found = {}
     for r in plan.custom:
         if r.kind == "DaemonSet":
@@ -229,7 +231,8 @@ def use_cloud(
 ) -> dict[str, Any]:
     """Run tools/cloud/scenario.py as a user inside the cluster would: from a pod, by the cluster's names."""
     settings = cloud.plan.settings
-    volume_cannot_run = next((why for name, why in why_not.items() if name.startswith("cinder-volume")), "")
+    # The scenario makes volumes of the default type: whether the first backend's pod runs here.
+    volume_cannot_run = why_not.get(volume_pods(settings)[0][1].name, "")
     env = {
         "PATH": f"{venv / 'bin'}:/usr/sbin:/usr/bin:/sbin:/bin",
         "PYTHONPATH": str(REPO),
@@ -237,7 +240,7 @@ def use_cloud(
         **admin_env(cloud),
         "HORIZON_ADDRESS": f"horizon.{settings.namespace}.svc.{settings.endpoints.cluster_domain}:8080",
         "HORIZON_PUBLIC_HOST": settings.public_host("horizon"),
-        "VOLUME_TYPE": settings.cinder.backend,
+        "VOLUME_TYPE": settings.cinder.default_backend,
         "VOLUME_BACKEND_RUNS": "false" if volume_cannot_run else "true",
         "VOLUME_NOT_RUN": volume_cannot_run,
         "COMPUTE_HOSTS": ",".join(n.name for n in cloud.cluster.labelled(settings.node_selectors.compute)),

@@ -1,0 +1,169 @@
+"""Several Cinder backends at once (`cinder.backends`): one section and one volume type each, and
+cinder-volume pods per backend that each run their own backend only."""
+
+from __future__ import annotations
+
+import importlib
+import json
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from components.inifile import parse_ini
+from components.settings import Settings, SettingsError
+from tests.cloud.test_tempest import ADMIN, FACTS
+from tests.conftest import plan_of
+from tests.helpers import containers, objects, pod_template
+from tools.cloud.tempest_conf import tempest_conf, volume_backend_runs
+from tools.plan import Plan
+
+CEPH = {"external": {"fsid": "5c3f8a2e-7d41-4b9e-a6c0-2f1e9d8b7a63", "monitors": ["10.0.0.1"]}}
+LVM_PATHS = {"/sys/kernel/config", "/run/lock/lvm", "/dev"}
+
+
+def both() -> Plan:
+    """prod (Ceph) with its rbd backend first and LVM beside it."""
+    return plan_of("prod", cinder={"backends": ["rbd", "lvm"]})
+
+
+def _conf(plan: Plan) -> Any:
+    return parse_ini(plan.by_name("cinder-etc", "Secret").revealed["stringData"]["cinder.conf"])
+
+
+def _volume_container(plan: Plan, daemonset: str) -> dict[str, Any]:
+    return next(c for c in containers(objects(plan, "DaemonSet")[daemonset]) if c["name"] == "cinder-volume")
+
+
+def _env(container: dict[str, Any]) -> dict[str, Any]:
+    return {e["name"]: e.get("value", e.get("valueFrom")) for e in container.get("env", [])}
+
+
+def _host_paths(plan: Plan, daemonset: str) -> set[str]:
+    spec = pod_template(objects(plan, "DaemonSet")[daemonset])["spec"]
+    return {v["hostPath"]["path"] for v in spec.get("volumes", []) if "hostPath" in v}
+
+
+def test_cinder_conf_has_a_section_per_backend_and_the_first_is_the_default_type() -> None:
+    conf = _conf(both())
+    assert conf["DEFAULT"]["enabled_backends"] == "rbd,lvm"
+    assert conf["DEFAULT"]["default_volume_type"] == "rbd"
+    assert conf["rbd"]["volume_backend_name"] == "rbd" and conf["rbd"]["rbd_pool"] == "volumes"
+    assert conf["lvm"]["volume_backend_name"] == "lvm" and conf["lvm"]["volume_group"] == "cinder-volumes"
+
+
+def test_each_backend_runs_in_its_own_pod_with_only_its_backend_enabled() -> None:
+    plan = both()
+    daemonsets = {n for n in objects(plan, "DaemonSet") if n.startswith("cinder-volume")}
+    assert daemonsets == {"cinder-volume", "cinder-volume-lvm"}  # the first keeps its name
+    rbd, lvm = _volume_container(plan, "cinder-volume"), _volume_container(plan, "cinder-volume-lvm")
+    assert _env(rbd)["OS_DEFAULT__ENABLED_BACKENDS"] == "rbd" and _env(rbd)["CINDER_BACKEND"] == "rbd"
+    assert _env(lvm)["OS_DEFAULT__ENABLED_BACKENDS"] == "lvm" and _env(lvm)["CINDER_BACKEND"] == "lvm"
+    # LVM's iSCSI target listens on the node's address; the rbd pod has no target.
+    assert "OS_LVM__TARGET_IP_ADDRESS" in _env(lvm) and not any(k.startswith("OS_LVM__") for k in _env(rbd))
+    # The rbd pod holds none of LVM's host paths, and only it has cinder's Ceph keyring.
+    assert _host_paths(plan, "cinder-volume") == set() and _host_paths(plan, "cinder-volume-lvm") >= LVM_PATHS
+    mounts = {n: {m["mountPath"] for m in c.get("volumeMounts", [])} for n, c in (("rbd", rbd), ("lvm", lvm))}
+    assert any(p.startswith("/etc/ceph/") for p in mounts["rbd"])
+    assert not any(p.startswith("/etc/ceph/") for p in mounts["lvm"])
+
+
+def test_one_backend_plans_as_before() -> None:
+    """`backend: x` is `backends: [x]`, and one backend's pod needs no narrowing of enabled_backends."""
+    old, new = plan_of("staging", cinder={"backend": "lvm"}), plan_of("staging", cinder={"backends": ["lvm"]})
+    assert _conf(old) == _conf(new)
+    assert {n for n in objects(new, "DaemonSet") if n.startswith("cinder-volume")} == {"cinder-volume"}
+    assert "OS_DEFAULT__ENABLED_BACKENDS" not in _env(_volume_container(new, "cinder-volume"))
+
+
+def test_the_volume_type_job_creates_a_type_per_backend(monkeypatch: pytest.MonkeyPatch) -> None:
+    job = next(c for c in containers(objects(both(), "Job")["cinder-volume-type"]))
+    assert _env(job)["VOLUME_TYPES"] == "rbd=rbd lvm=lvm"
+    made: list[tuple[str, dict[str, str]]] = []
+    existing = {"lvm": SimpleNamespace(extra_specs={"volume_backend_name": "old"})}
+    updated: list[dict[str, str]] = []
+    storage = SimpleNamespace(
+        find_type=existing.get,
+        create_type=lambda name, extra_specs, **_: made.append((name, extra_specs)),
+        update_type_extra_specs=lambda _type, **specs: updated.append(specs),
+    )
+    connection = SimpleNamespace(block_storage=storage)
+    monkeypatch.setitem(sys.modules, "openstack", SimpleNamespace(connect=lambda: connection))
+    monkeypatch.syspath_prepend(str(Path(__file__).parents[1] / "components" / "scripts"))
+    monkeypatch.setenv("VOLUME_TYPES", _env(job)["VOLUME_TYPES"])
+    script = importlib.reload(importlib.import_module("cinder_volume_type"))
+    script.main()
+    assert made == [("rbd", {"volume_backend_name": "rbd"})]
+    assert updated == [{"volume_backend_name": "lvm"}]
+
+
+def _problems(raw: dict[str, Any]) -> list[str]:
+    with pytest.raises(SettingsError) as error:
+        Settings.parse(raw)
+    return error.value.problems
+
+
+@pytest.mark.parametrize(
+    ("raw", "key", "fragment"),
+    [
+        ({"cinder": {"backends": ["lvm", "lvm"]}}, "openstack:cinder.backends", "lvm listed twice"),
+        ({"cinder": {"backends": []}}, "openstack:cinder.backends", "at least 1"),
+        ({"cinder": {"backends": ["lvm", "iscsi"]}}, "openstack:cinder.backends.1", "'lvm', 'nfs' or 'rbd'"),
+        ({"cinder": {"backend": "lvm", "backends": ["rbd"]}}, "openstack:cinder", "write the backends list only"),
+        ({"cinder": {"backends": ["lvm", "rbd"]}}, "openstack:cinder.backends", "set ceph.external"),
+        ({"cinder": {"backends": ["lvm", "nfs"]}}, "openstack:cinder", "needs at least one entry in nfsShares"),
+        ({"ceph": CEPH, "cinder": {"backends": ["lvm", "nfs"], "nfsShares": ["h:/x"], "backup": "ceph"}},
+         "openstack:cinder.backup", "add 'rbd' to cinder.backends"),
+    ],
+)  # fmt: skip
+def test_bad_backend_lists_name_their_key(raw: dict[str, Any], key: str, fragment: str) -> None:
+    found = [p for p in _problems(raw) if p.startswith(f"{key}: ")]
+    assert found and fragment in found[0], _problems(raw)
+
+
+def test_backups_to_ceph_with_rbd_among_other_backends_plan() -> None:
+    plan = plan_of("prod", cinder={"backends": ["lvm", "rbd"], "backup": "ceph"})
+    assert "cinder-backup" in objects(plan, "DaemonSet")
+
+
+def test_tempest_knows_every_backend_and_which_of_them_run_here() -> None:
+    plan = both()
+    lvm_stopped = {"cinder-volume-lvm": "no device-mapper here"}
+    conf = tempest_conf(plan, ADMIN, FACTS, lvm_stopped, Path("/work"))
+    volume = parse_ini(conf.text)
+    assert volume["volume"]["backend_names"] == "rbd,lvm"
+    assert volume["volume"]["volume_type"] == "rbd"
+    # The default type's backend runs, so the volume tests run; multi-backend ones need LVM too.
+    assert volume_backend_runs(lvm_stopped, plan.settings) == ""
+    assert volume["volume-feature-enabled"]["multi_backend"] == "false"
+    assert "cinder-volume-lvm: no device-mapper here" in conf.features_off["volume-feature-enabled.multi_backend"]
+    running = parse_ini(tempest_conf(plan, ADMIN, FACTS, {}, Path("/work")).text)
+    assert running["volume-feature-enabled"]["multi_backend"] == "true"
+    # LVM first: its pod is `cinder-volume`, and the tests that need a backend are left out.
+    lvm_first = plan_of("prod", cinder={"backends": ["lvm", "rbd"]})
+    assert volume_backend_runs({"cinder-volume": "no device-mapper here"}, lvm_first.settings) != ""
+
+
+def test_the_policy_pack_passes_each_backends_pod() -> None:
+    from policies.report import check_resources, load_config
+
+    for plan in (both(), plan_of("prod", cinder={"backends": ["lvm", "nfs", "rbd"], "nfsShares": ["h:/x"]})):
+        resources = [
+            {
+                "urn": r.urn,
+                "type": r.type,
+                "name": r.name,
+                "parent": r.parent,
+                "custom": r.custom,
+                "dependencies": r.dependencies,
+                "kind": r.kind,
+                "k8s_name": r.k8s_name,
+                "namespace": r.namespace,
+                "inputs": json.loads(json.dumps(r.inputs)),
+            }
+            for r in plan.registrations
+        ]
+        violations = check_resources(resources, load_config("prod"))
+        assert [v.message for v in violations if v.enforcement == "mandatory"] == []
