@@ -17,9 +17,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import (
     AfterValidator,
-    BaseModel,
     BeforeValidator,
-    ConfigDict,
     Field,
     ValidationError,
     create_model,
@@ -32,6 +30,7 @@ from components import catalog, cron
 from components.memory import SHARES as MEMORY_SHARES
 from components.memory import value_of
 from components.roles import Topology
+from components.setting_model import Model
 from components.setting_types import (
     MAX_PORT,
     ByteQuantity,
@@ -77,32 +76,6 @@ def _topology(value: object) -> Topology:
         return Topology.parse(value)
     except ValueError as error:
         raise ValueError(f"{error}; allowed: {Topology.allowed()}") from None
-
-
-class Model(BaseModel):
-    """Stack files use camelCase keys; unknown keys are errors, so typos do not pass silently.
-
-    The program builds defaults by field name (`Purge(schedule=...)`); a stack's keys are read by
-    their camelCase alias only (`Settings.parse`), so `vm_safe` beside `vmSafe` is an unknown key,
-    not a second spelling of the same setting.
-    """
-
-    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid", frozen=True)
-
-    @model_validator(mode="before")
-    @classmethod
-    def _keep_nested_defaults(cls, data: Any) -> Any:
-        """A nested setting given in part keeps the rest of its default: `operators.mariadb:
-        {install: false}` keeps the default chartVersion, rather than demanding it."""
-        if not isinstance(data, Mapping):
-            return data
-        merged = dict(data)
-        for name, field in cls.model_fields.items():
-            key = field.alias or name
-            if isinstance(field.default, BaseModel) and isinstance(data.get(key), Mapping):
-                default = field.default.model_dump(by_alias=True, exclude_unset=True)
-                merged[key] = {**default, **data[key]}
-        return merged
 
 
 class Images(Model):
