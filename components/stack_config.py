@@ -14,7 +14,8 @@ from __future__ import annotations
 import difflib
 import json
 from collections.abc import Callable, Collection, Mapping
-from typing import Any, get_origin
+from types import UnionType
+from typing import Any, Union, get_args, get_origin
 
 from pulumi_kubernetes.provider import ProviderArgs
 from pydantic import BaseModel
@@ -43,9 +44,12 @@ def _structured(name: str) -> bool:
     field = next((f for n, f in Settings.model_fields.items() if (f.alias or n) == name), None)
     if field is None:
         return False
-    annotation = field.annotation
-    return get_origin(annotation) in (dict, tuple, list) or (
-        isinstance(annotation, type) and issubclass(annotation, BaseModel)
+    # An optional object (`gateway: Gateway | None`) is an object when given.
+    union = get_origin(field.annotation) in (Union, UnionType)
+    kinds = get_args(field.annotation) if union else (field.annotation,)
+    return any(
+        get_origin(kind) in (dict, tuple, list) or (isinstance(kind, type) and issubclass(kind, BaseModel))
+        for kind in kinds
     )
 
 
