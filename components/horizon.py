@@ -6,7 +6,7 @@ from components import oslo
 from components.api import wsgi_api
 from components.inifile import render_ini
 from components.settings import Settings
-from components.spec import Process, RenderContext, ServiceSpec
+from components.spec import Process, PublicHost, RenderContext, ServiceSpec
 from components.workload import Mount, env
 
 CONFIG_DIR = "/etc/openstack-dashboard"
@@ -78,7 +78,7 @@ def horizon(settings: Settings) -> ServiceSpec:
         config_dir=CONFIG_DIR,
         render=render,
         shared_secrets=("horizon-secret-key",),
-        public_hosts=(PUBLIC_HOST,),
+        public_hosts=(PublicHost(PUBLIC_HOST, "horizon", PORT, gateway_only=True),),
         processes=(
             wsgi_api(
                 "horizon",

@@ -14,7 +14,7 @@ from components import cron, oslo
 from components.bootstrap import db_sync
 from components.inifile import render_ini
 from components.settings import Settings
-from components.spec import ApiAccess, Process, RenderContext, ServiceSpec, Step
+from components.spec import ApiAccess, Process, PublicHost, RenderContext, ServiceSpec, Step
 from components.workload import Mount, Probe, env, secret_env, secret_volume
 
 CONFIG_DIR = "/etc/keystone"
@@ -160,7 +160,7 @@ def keystone(settings: Settings) -> ServiceSpec:
         name="keystone",
         config_dir=CONFIG_DIR,
         render=render,
-        public_hosts=(PUBLIC_HOST,),
+        public_hosts=(PublicHost(PUBLIC_HOST, "keystone-api", oslo.KEYSTONE_PORT),),
         extra_secrets={
             "keystone-admin": {"password": "keystone-admin"},
             # A staged key 0 and a primary key 1, as `keystone-manage fernet_setup` lays out.

@@ -13,7 +13,7 @@ from components.api import registered_api_needs, rpc_daemon, uwsgi_file, wsgi_ap
 from components.compute_pods import compute_daemonsets
 from components.inifile import render_ini
 from components.settings import Settings
-from components.spec import CatalogEntry, Process, RenderContext, ServiceSpec, Step
+from components.spec import CatalogEntry, Process, PublicHost, RenderContext, ServiceSpec, Step
 from components.workload import Probe, env
 
 CONFIG_DIR = "/etc/nova"
@@ -146,7 +146,7 @@ def nova(settings: Settings) -> ServiceSpec:
         messaging=True,
         shared_secrets=("metadata-proxy-shared-secret",),
         catalog=(CatalogEntry("compute", "nova", "nova-api", API_PORT, path="/v2.1"),),
-        public_hosts=(VNC_PUBLIC_HOST,),
+        public_hosts=(PublicHost(VNC_PUBLIC_HOST, "nova-novncproxy", VNC_PORT, gateway_only=True),),
         steps=(
             _script_step("nova-db-sync", "nova_db_sync.sh", ("nova-db-init",), config_files=(*NOVA_CONF, CELL0_CONF)),
             # Host discovery maps the compute hosts into cell1: the Job once the compute

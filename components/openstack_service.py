@@ -141,9 +141,6 @@ class OpenStackService(pulumi.ComponentResource):
         keys = [self._config_path(entry)[0] for entry in config_files]
         return pulumi.Output.unsecret(self.files.apply(lambda f: checksum({k: f[k] for k in keys}, texts)))
 
-    def _component(self, name: str, service: str | None = None) -> str:
-        return name.removeprefix(f"{service or self.spec.name}-") or name
-
     def _job(self, step: Step, waits: list[pulumi.Resource]) -> pulumi.Resource:
         settings = self.ctx.settings
         container = Container(
@@ -218,7 +215,7 @@ class OpenStackService(pulumi.ComponentResource):
         # What node and control-plane pods share; each kind adds its own below.
         common: dict[str, Any] = dict(
             service=node_pod.service if node_pod else service,
-            component=node_pod.name if node_pod else process.component or self._component(process.name, service),
+            component=node_pod.name if node_pod else process.component_in(name),
             containers=tuple(self._container(p, node_pod) for p in (process, *process.sidecars)),
             init_containers=tuple(self._container(p, node_pod) for p in process.init_containers),
             # Nothing to checksum (memcached), nothing to roll the pods for.
