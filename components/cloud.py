@@ -10,8 +10,9 @@ import pulumi_kubernetes as k8s
 from components import maintenance, oslo
 from components.cloud_graph import INFRASTRUCTURE, CloudGraph, Node, cloud_graph
 from components.credentials import Credentials
+from components.front_door import FrontDoor
 from components.graph import DeployGraph
-from components.isolation import DataStoreIsolation
+from components.isolation import DataStoreIsolation, FrontDoorIsolation
 from components.mariadb import MariaDB
 from components.meta import labels
 from components.openstack_service import BuildContext, OpenStackService
@@ -56,6 +57,9 @@ def build(settings: Settings) -> CloudGraph:
     for service in services.values():
         service.finish()
     DataStoreIsolation(settings, in_namespace)
+    if settings.gateway is not None:
+        FrontDoor(settings, ctx.credentials, in_namespace)
+        FrontDoorIsolation(settings, in_namespace)
     return graph
 
 
