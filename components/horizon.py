@@ -36,10 +36,15 @@ def local_settings(ctx: RenderContext) -> str:
             }
         },
         "STATIC_ROOT": STATIC,
+        # Behind the gateway, which ends TLS and passes the scheme on in X-Forwarded-Proto (its
+        # listener takes HTTPS only): Django builds https links and sends cookies only over TLS.
         "USE_X_FORWARDED_HOST": True,
         "SECURE_PROXY_SSL_HEADER": ("HTTP_X_FORWARDED_PROTO", "https"),
         "CSRF_COOKIE_SECURE": settings.endpoints.scheme == "https",
         "SESSION_COOKIE_SECURE": settings.endpoints.scheme == "https",
+        # The login form's origin, with its scheme as Django 4 and later want it: a POST whose
+        # Origin is not the request's own host and scheme is refused unless listed here.
+        "CSRF_TRUSTED_ORIGINS": [oslo.public_url(settings, PUBLIC_HOST)],
         "OPENSTACK_NEUTRON_NETWORK": {"enable_router": True, "enable_quotas": True},
     }
     lines = ["# Rendered by the openstack Pulumi program; changes here are overwritten.", "import os", ""]
