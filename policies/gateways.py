@@ -83,12 +83,14 @@ def public_routes_only(obj: K8sObject, settings: PackSettings) -> list[str]:
         return [forbidden(obj, "route", obj.kind, "HTTPRoute (or GRPCRoute) to a public API", why)]
     if not _ours(obj, HTTP_ROUTES):
         return []
-    allowed = ", ".join(settings.public_backends) or "none (the stack routes nothing)"
+    allowed = "a public API's Service:port: " + (
+        ", ".join(settings.public_backends) or "none (the stack routes nothing)"
+    )
     found = []
     for index, rule in enumerate(items(get(obj.props, "spec", "rules"))):
         for field, ref in _backend_refs(rule, f"spec.rules[{index}]"):
-            why = _not_public(obj, ref, settings)
-            if why:
+            refused = _not_public(obj, ref, settings)
+            if refused:
                 shown = {k: v for k, v in mapping(ref).items() if k in ("group", "kind", "name", "namespace", "port")}
-                found.append(not_allowed(obj, "route", field, shown, f"a public API's Service:port: {allowed}", why))
+                found.append(not_allowed(obj, "route", field, shown, allowed, refused))
     return found
