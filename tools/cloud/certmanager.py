@@ -218,7 +218,7 @@ def sign(
     return builder.sign(issuer_key, _hash_for(issuer_key))  # type: ignore[arg-type]
 
 
-def annotations(certificate: x509.Certificate, name: str, issuer_ref: Mapping[str, str]) -> dict[str, str]:
+def secret_annotations(certificate: x509.Certificate, name: str, issuer_ref: Mapping[str, str]) -> dict[str, str]:
     """cert-manager's AnnotationsForCertificate and its certificate and issuer annotations."""
     try:
         alt = certificate.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
@@ -345,6 +345,7 @@ class CertManager:
         # rotationPolicy Always (cert-manager's default since 1.18) makes a new key at every issuance.
         keep = previous is not None and private_key.get("rotationPolicy") == "Never"
         key = previous.key if keep and previous is not None else new_key(private_key)
+        chain: tuple[x509.Certificate, ...]
         if isinstance(signer, LabAcmeCa):
             leaf_spec = {**spec, "usages": ["digital signature", "server auth"]}  # what an ACME CA puts in
             leaf = sign(leaf_spec, key, signer.intermediate, self.now, ACME_DURATION)
@@ -366,7 +367,7 @@ class CertManager:
             spec["secretName"],
             meta["name"],
             data,
-            {**template.get("annotations", {}), **annotations(leaf, meta["name"], ref)},
+            {**template.get("annotations", {}), **secret_annotations(leaf, meta["name"], ref)},
             {**template.get("labels", {}), "controller.cert-manager.io/fao": "true"},
             anchor,
             key,

@@ -238,8 +238,8 @@ def program(
                 if parent.get("port") not in (None, listener.port):
                     continue
                 names = _hostnames(listener, hosts)
-                namespace_labels = labels.get(meta["namespace"], {})
-                if names is None or not _admits(listener, gateway, meta["namespace"], namespace_labels):
+                route_labels = labels.get(meta["namespace"], {})
+                if names is None or not _admits(listener, gateway, meta["namespace"], route_labels):
                     continue
                 attached.append(listener.name)
                 served += [n for n in names if n not in served]
