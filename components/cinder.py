@@ -1,19 +1,20 @@
 """Cinder: block storage API, scheduler and the volume service on storage nodes.
 
 The default backend, LVM on a loop file exported over iSCSI (LIO), needs no prepared disk,
-so it works on a plain cluster; NFS shares are the other choice.
+so it works on a plain cluster; NFS shares and Ceph RBD (`ceph`) are the other choices. With
+`cinder.backup: ceph`, cinder-backup writes backups of rbd volumes to the Ceph cluster.
 """
 
 from __future__ import annotations
 
-from components import oslo
+from components import ceph, oslo
 from components.api import registered_api_needs, rpc_daemon, uwsgi_file, wsgi_api
 from components.bootstrap import TOOLBOX, admin_env, db_purge, db_sync
 from components.glance import PORT as GLANCE_PORT
 from components.inifile import render_ini
-from components.roles import STORAGE_NODE_PODS
+from components.roles import CINDER_BACKUP_POD, CINDER_VOLUME_PODS
 from components.settings import Settings
-from components.spec import CatalogEntry, RenderContext, ServiceSpec, Step
+from components.spec import CatalogEntry, Process, RenderContext, ServiceSpec, Step
 from components.workload import env
 
 CONFIG_DIR = "/etc/cinder"
@@ -23,8 +24,47 @@ MANAGE = ("cinder-manage", "--config-file", f"{CONFIG_DIR}/cinder.conf")
 CELL_NEEDS = ("cinder-db-sync", "cinder-rabbit-init")
 
 
+def _rbd_backend(settings: Settings) -> dict[str, object]:
+    """kolla-ansible's RBD backend section (cinder.conf.j2): the volumes pool as client cinder.
+
+    rbd_secret_uuid goes to Nova in each volume's connection info: the libvirt secret that QEMU
+    opens the volume with on the compute nodes (components/ceph.py). librados finds the keyring
+    at its default path, where the Secret is mounted, so rbd_keyring_conf is not set.
+    """
+    assert settings.ceph is not None  # settings refuse backend rbd without a cluster
+    client = settings.ceph.clients.cinder
+    return {
+        "volume_driver": "cinder.volume.drivers.rbd.RBDDriver",
+        "volume_backend_name": "rbd",
+        "rbd_pool": settings.ceph.pools.volumes,
+        "rbd_ceph_conf": ceph.CONF,
+        "rbd_user": client.user,
+        "rbd_secret_uuid": settings.ceph.libvirt_secret_uuid(client),
+        "rados_connect_timeout": 5,
+        "report_discard_supported": True,
+    }
+
+
+def _backup(settings: Settings) -> dict[str, object]:
+    """kolla-ansible's options for cinder-backup's Ceph driver (cinder.conf.j2, backup_driver ceph)."""
+    if settings.cinder.backup != "ceph" or settings.ceph is None:
+        return {}
+    return {
+        "backup_driver": "cinder.backup.drivers.ceph.CephBackupDriver",
+        "backup_ceph_conf": ceph.CONF,
+        "backup_ceph_user": settings.ceph.clients.cinder_backup.user,
+        "backup_ceph_chunk_size": 134217728,
+        "backup_ceph_pool": settings.ceph.pools.backups,
+        "backup_ceph_stripe_unit": 0,
+        "backup_ceph_stripe_count": 0,
+        "restore_discard_excess_bytes": True,
+    }
+
+
 def _backend(ctx: RenderContext) -> dict[str, object]:
     cinder = ctx.settings.cinder
+    if cinder.backend == "rbd":
+        return _rbd_backend(ctx.settings)
     if cinder.backend == "lvm":
         return {
             "volume_driver": "cinder.volume.drivers.lvm.LVMVolumeDriver",
@@ -73,6 +113,7 @@ def render(ctx: RenderContext) -> dict[str, str]:
                 "glance_api_servers": oslo.internal_url(settings, "glance-api", GLANCE_PORT)
                 if settings.services.on("glance")
                 else None,
+                **_backup(settings),
             },
             "database": oslo.database(settings, "cinder", secrets["database"], "cinder"),
             "keystone_authtoken": oslo.keystone_authtoken(settings, "cinder", secrets),
@@ -87,6 +128,8 @@ def render(ctx: RenderContext) -> dict[str, str]:
     files = {"cinder.conf": render_ini(conf), **uwsgi_file("cinder-api", "cinder.wsgi.api:application", PORT)}
     if backend == "nfs":
         files["nfs_shares"] = "\n".join(settings.cinder.nfs_shares) + "\n"
+    if backend == "rbd" or settings.cinder.backup == "ceph":
+        files.update(ceph.conf_files(settings))
     return files
 
 
@@ -101,9 +144,41 @@ def housekeeping(settings: Settings) -> tuple[Step, ...]:
     )
 
 
+# cinder-backup names itself after its node (a DaemonSet's pods are renamed on every restart),
+# so its service record and the backups it made stay its own across restarts.
+NODE_NAME = {"name": "OS_DEFAULT__HOST", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}}
+
+
+def backup_process(settings: Settings) -> Process | None:
+    """cinder-backup on storage nodes (kolla-ansible runs it beside cinder-volume), with client
+    cinder-backup's keyring for the backups pool and cinder's for the volumes it reads."""
+    if settings.cinder.backup != "ceph" or settings.ceph is None:
+        return None
+    clients = settings.ceph.clients
+    volumes, mounts = ceph.keyrings((clients.cinder_backup, clients.cinder))
+    return rpc_daemon(
+        "cinder-backup",
+        "cinder-backup",
+        ("cinder-backup", "--config-file", f"{CONFIG_DIR}/cinder.conf"),
+        CELL_NEEDS,
+        (*CINDER_CONF, ceph.CONF_MOUNT),
+        node_pod=CINDER_BACKUP_POD,
+        env=(NODE_NAME,),
+        extra_volumes=volumes,
+        extra_mounts=mounts,
+    )
+
+
 def cinder(settings: Settings) -> ServiceSpec:
-    [volume_pod] = STORAGE_NODE_PODS
-    volume_files = ("cinder.conf", "nfs_shares") if settings.cinder.backend == "nfs" else CINDER_CONF
+    backend = settings.cinder.backend
+    volume_files: tuple[str, ...] = ("cinder.conf", "nfs_shares") if backend == "nfs" else CINDER_CONF
+    on_rbd = backend == "rbd" and settings.ceph is not None
+    if on_rbd:
+        volume_files += (ceph.CONF_MOUNT,)
+    keyring_volumes, keyring_mounts = ceph.keyrings(
+        (settings.ceph.clients.cinder,) if on_rbd and settings.ceph is not None else ()
+    )
+    backup = backup_process(settings)
     return ServiceSpec(
         name="cinder",
         config_dir=CONFIG_DIR,
@@ -155,12 +230,15 @@ def cinder(settings: Settings) -> ServiceSpec:
                 CELL_NEEDS,
                 volume_files,
                 scripts=("cinder_volume_start.sh",),
-                node_pod=volume_pod,
+                node_pod=CINDER_VOLUME_PODS[settings.cinder.backend],
                 env=(
                     env("CINDER_BACKEND", settings.cinder.backend),
                     env("LVM_SIZE", settings.cinder.lvm_size.replace("i", "")),
                     *oslo.node_address_env(*node_address_options(settings)),
                 ),
+                extra_volumes=keyring_volumes,
+                extra_mounts=keyring_mounts,
             ),
+            *((backup,) if backup else ()),
         ),
     )

@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import dataclasses
 
-from components import libvirt, maintenance, oslo
+from components import ceph, libvirt, maintenance, oslo
 from components.api import HEALTH_SCRIPT, connected_to
 from components.bootstrap import client_env
+from components.ceph_settings import CephClient
 from components.compute_pods import compute_pods
 from components.inifile import render_ini
 from components.neutron import agent_sections, ovs_agent_sections
@@ -25,7 +26,7 @@ from components.roles import (
 )
 from components.settings import NodeGroup, Settings
 from components.spec import Process, RenderContext, ServiceSpec
-from components.workload import Manifest, Probe, env
+from components.workload import Manifest, Mount, Probe, env
 
 # The passwords of the services whose processes run on the nodes. The database password and
 # the metadata secret only fill nova's shared sections, which a node group's nova.conf drops
@@ -67,6 +68,42 @@ def node_address_env() -> tuple[Manifest, ...]:
     return oslo.node_address_env(*NODE_ADDRESS_OPTIONS)
 
 
+def ceph_clients(settings: Settings, group: NodeGroup) -> tuple[CephClient, ...]:
+    """The Ceph clients a node group's nova-compute and libvirt use: cinder's for rbd volumes,
+    Nova's for disks in the vms pool (each once, when they are one client)."""
+    if settings.ceph is None:
+        return ()
+    clients = settings.ceph.clients
+    found: list[CephClient] = []
+    if settings.services.on("cinder") and settings.cinder.backend == "rbd":
+        found.append(clients.cinder)
+    if settings.compute.ephemeral_of(group) == "rbd":
+        found.append(clients.nova_client)
+    return ceph.distinct(found)
+
+
+def _rbd_disks(settings: Settings) -> dict[str, object]:
+    """kolla-ansible's [libvirt] options for nova_backend rbd (nova.conf.d/libvirt.conf.j2).
+
+    rbd_user and rbd_secret_uuid are Nova's client for the disks in the vms pool (and the images
+    it clones them from); a Cinder volume brings its own client and secret UUID in its connection
+    info, which nova's libvirt volume driver prefers (nova/virt/libvirt/volume/net.py).
+    """
+    assert settings.ceph is not None  # settings refuse ephemeralStorage rbd without a cluster
+    client = settings.ceph.clients.nova_client
+    return {
+        "images_type": "rbd",
+        "images_rbd_pool": settings.ceph.pools.vms,
+        "images_rbd_ceph_conf": ceph.CONF,
+        "rbd_user": client.user,
+        "rbd_secret_uuid": settings.ceph.libvirt_secret_uuid(client),
+        # QEMU caches writes to RBD (librbd's cache honours the guest's flushes) and passes the
+        # guest's discards down, so deleted data frees space in the pool: kolla-ansible's defaults.
+        "disk_cachemodes": "network=writeback",
+        "hw_disk_discard": "unmap",
+    }
+
+
 def _nova_compute_conf(nova_ctx: RenderContext, group: NodeGroup) -> str:
     sections = nova_sections(nova_ctx)
     # Compute nodes reach the databases only through nova-conductor, and the metadata
@@ -85,6 +122,8 @@ def _nova_compute_conf(nova_ctx: RenderContext, group: NodeGroup) -> str:
     # server_listen, server_proxyclient_address, my_ip and live_migration_inbound_addr are the
     # node's own address, which only the pod knows: set from NODE_IP (node_address_env()).
     sections["libvirt"] = {"virt_type": group.virt_type, "cpu_mode": group.cpu_mode, "cpu_models": cpu_models}
+    if nova_ctx.settings.compute.ephemeral_of(group) == "rbd":
+        sections["libvirt"].update(_rbd_disks(nova_ctx.settings))
     return render_ini(sections)
 
 
@@ -108,6 +147,8 @@ def render(ctx: RenderContext) -> dict[str, str]:
         files[f"nova-{group.name}.conf"] = _nova_compute_conf(nova_ctx, group)
         files.update(libvirt.config_files(group))
     files.update(libvirt.sasl_files(ctx.secrets[libvirt.SASL_PASSWORD]))
+    if any(ceph_clients(ctx.settings, group) for group in ctx.settings.compute.node_groups):
+        files.update(ceph.conf_files(ctx.settings))
     return files
 
 
@@ -140,9 +181,20 @@ class _Containers:
     def __call__(self, role: Role) -> Process:
         return getattr(self, role.name.replace("-", "_"))(role)
 
+    def _ceph(self) -> tuple[tuple[str, ...], tuple[Manifest, ...], tuple[Mount, ...], tuple[Manifest, ...]]:
+        """ceph.conf, the keyrings of the group's Ceph clients (nova-compute and libvirt) and what
+        libvirt defines its secrets from."""
+        assert self.group is not None
+        clients = ceph_clients(self.settings, self.group)
+        if self.settings.ceph is None or not clients:
+            return (), (), (), ()
+        volumes, mounts = ceph.keyrings(clients)
+        return (ceph.CONF_MOUNT,), volumes, mounts, ceph.libvirt_clients_env(self.settings.ceph, clients)
+
     def libvirt(self, role: Role) -> Process:
         assert self.group is not None
         name = self.group.name
+        ceph_files, ceph_volumes, ceph_mounts, ceph_env = self._ceph()
         return Process(
             name=role.name,
             image=role.image,
@@ -152,6 +204,7 @@ class _Containers:
                 f"libvirtd-{name}.conf=/etc/libvirt/libvirtd.conf",
                 f"qemu-{name}.conf=/etc/libvirt/qemu.conf",
                 *libvirt.SASL_MOUNTS,
+                *ceph_files,
             ),
             scripts=("libvirt_start.sh",),
             env=(
@@ -159,7 +212,10 @@ class _Containers:
                 NODE_IP,
                 *libvirt.sasl_env(),
                 *libvirt.qemu_env(self.group),
+                *ceph_env,
             ),
+            extra_volumes=ceph_volumes,
+            extra_mounts=ceph_mounts,
             probe=Probe(command=("virsh", "-c", "qemu:///system", "uri")),
         )
 
@@ -196,12 +252,15 @@ class _Containers:
 
     def nova_compute(self, role: Role) -> Process:
         assert self.group is not None
+        ceph_files, ceph_volumes, ceph_mounts, _ = self._ceph()
         return Process(
             name=role.name,
             image=role.image,
             command=("bash", "/scripts/nova_compute_start.sh"),
             needs=COMPUTE_NEEDS,
-            config_files=(f"nova-{self.group.name}.conf=/etc/nova/nova.conf", libvirt.AUTH_MOUNT),
+            config_files=(f"nova-{self.group.name}.conf=/etc/nova/nova.conf", libvirt.AUTH_MOUNT, *ceph_files),
+            extra_volumes=ceph_volumes,
+            extra_mounts=ceph_mounts,
             scripts=("nova_compute_start.sh", "wait_for_sockets.sh", "compute_service.py", HEALTH_SCRIPT),
             env=(
                 *_nova_credentials(self.settings),

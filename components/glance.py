@@ -1,8 +1,8 @@
-"""Glance: the image service, storing images on a PersistentVolumeClaim or in Cinder."""
+"""Glance: the image service, storing images on a PersistentVolumeClaim, in Cinder or in Ceph RBD."""
 
 from __future__ import annotations
 
-from components import oslo
+from components import ceph, oslo
 from components.api import registered_api_needs, uwsgi_file, wsgi_api
 from components.bootstrap import db_purge, db_sync
 from components.inifile import render_ini
@@ -21,6 +21,16 @@ CHUNKED_INPUT_LIMIT = 64 * 1024 * 1024
 METADEFS = f"{CONFIG_DIR}/metadefs"
 
 
+def _rbd_store(settings: Settings) -> dict[str, object]:
+    """kolla-ansible's [rbd] store (glance-api.conf.j2): the images pool as client glance."""
+    assert settings.ceph is not None  # settings refuse backend rbd without a cluster
+    return {
+        "rbd_store_pool": settings.ceph.pools.images,
+        "rbd_store_user": settings.ceph.clients.glance.user,
+        "rbd_store_ceph_conf": ceph.CONF,
+    }
+
+
 def render(ctx: RenderContext) -> dict[str, str]:
     settings, secrets = ctx.settings, ctx.secrets
     backend = settings.glance.backend
@@ -35,6 +45,8 @@ def render(ctx: RenderContext) -> dict[str, str]:
             "cinder_os_region_name": settings.region,
         },
     }
+    if backend == "rbd":
+        stores["rbd"] = _rbd_store(settings)
     conf = {
         "DEFAULT": {
             **oslo.logging(),
@@ -43,6 +55,10 @@ def render(ctx: RenderContext) -> dict[str, str]:
             # would accept the request and do nothing (a client waiting for the copy waits forever, as
             # Tempest's copy-image test did). Glance's other default methods stay.
             "enabled_import_methods": "[glance-direct,web-download]",
+            # Nova's and Cinder's RBD drivers clone a raw image in the same cluster instead of
+            # downloading it, and find it by the image's direct URL (rbd://fsid/pool/image/snap):
+            # Ceph's rbd-openstack guide. Only for rbd: a file path tells a user nothing of use.
+            "show_image_direct_url": True if backend == "rbd" else None,
         },
         "database": oslo.database(settings, "glance", secrets["database"], "glance"),
         "keystone_authtoken": oslo.keystone_authtoken(settings, "glance", secrets),
@@ -55,10 +71,20 @@ def render(ctx: RenderContext) -> dict[str, str]:
         "oslo_concurrency": oslo.lock_path("/var/lib/glance/tmp"),
         "oslo_middleware": {"enable_proxy_headers_parsing": True},
     }
-    return {
+    files = {
         "glance-api.conf": render_ini(conf),
         **uwsgi_file("glance-api", "glance.wsgi.api:application", PORT, chunked_input_limit=CHUNKED_INPUT_LIMIT),
     }
+    if backend == "rbd":
+        files.update(ceph.conf_files(settings))
+    return files
+
+
+def conf_files(settings: Settings) -> tuple[str, ...]:
+    """What every glance container reads: glance-api.conf, and on rbd the ceph.conf it names
+    (rbd_store_ceph_conf; no key: the keyring goes to glance-api alone)."""
+    on_rbd = settings.glance.backend == "rbd" and settings.ceph is not None
+    return ("glance-api.conf", ceph.CONF_MOUNT) if on_rbd else ("glance-api.conf",)
 
 
 def housekeeping(settings: Settings) -> tuple[Step, ...]:
@@ -74,13 +100,13 @@ def housekeeping(settings: Settings) -> tuple[Step, ...]:
             "glance",
             "glance-api",
             (*MANAGE, "db", "purge", "--age_in_days", str(purge.age_in_days), "--max_rows", "-1"),
-            ("glance-api.conf",),
+            conf_files(settings),
             purge.schedule,
         ),
     )
 
 
-def metadefs_load() -> Step:
+def metadefs_load(settings: Settings) -> Step:
     """glance-metadefs-load (openstack-helm's name): the metadata definitions into the migrated schema.
 
     Without them `GET /v2/metadefs/*` answers empty lists, and Horizon offers no image, flavor or
@@ -95,7 +121,7 @@ def metadefs_load() -> Step:
         image="glance-api",
         command=(*MANAGE, "db", "load_metadefs", "--path", METADEFS),
         needs=("glance-db-sync",),
-        config_files=("glance-api.conf",),
+        config_files=conf_files(settings),
     )
 
 
@@ -108,6 +134,10 @@ def glance(settings: Settings) -> ServiceSpec:
         if on_volume_claim
         else ()
     )
+    # On rbd, ceph.conf and client glance's keyring (and no other client's).
+    on_rbd = settings.glance.backend == "rbd" and settings.ceph is not None
+    config_files = conf_files(settings)
+    keyrings = ceph.keyrings((settings.ceph.clients.glance,) if on_rbd and settings.ceph else ())
     return ServiceSpec(
         name="glance",
         config_dir=CONFIG_DIR,
@@ -118,9 +148,9 @@ def glance(settings: Settings) -> ServiceSpec:
                 "glance",
                 "glance-api",
                 (*MANAGE, "db_sync"),
-                ("glance-api.conf",),
+                config_files,
             ),
-            metadefs_load(),
+            metadefs_load(settings),
             *housekeeping(settings),
         ),
         processes=(
@@ -134,8 +164,10 @@ def glance(settings: Settings) -> ServiceSpec:
                 # And the metadata definitions, as Kolla loads them before the API starts: an API
                 # that answers is one whose definitions are there.
                 needs=(*registered_api_needs("glance"), "glance-metadefs-load"),
-                config_files=("glance-api.conf",),
+                config_files=config_files,
                 claims=claims,
+                extra_volumes=keyrings[0],
+                extra_mounts=keyrings[1],
                 # Image import stages data on one replica; the others proxy to it at this URL
                 # (unset, glance disables the proxying). Per pod, so through oslo.config's
                 # OS_<GROUP>__<OPTION> variables, which it reads before the files.

@@ -206,7 +206,10 @@ class OpenStackService(pulumi.ComponentResource):
         config_files = tuple(dict.fromkeys(f for p in everything for f in p.config_files))
         scripts = tuple(dict.fromkeys(s for p in everything for s in p.scripts))
         node = process.node_pod is not None
-        volumes = self._volumes(config_files, scripts, node) + tuple(v for p in everything for v in p.extra_volumes)
+        # Containers of one pod may declare the same volume (libvirt and nova-compute in one pod
+        # both mount a Ceph keyring): a pod lists each name once.
+        extra = {v["name"]: v for p in everything for v in p.extra_volumes}
+        volumes = self._volumes(config_files, scripts, node) + tuple(extra.values())
         volumes += tuple(
             {"name": c.name, "persistentVolumeClaim": {"claimName": c.name}} for p in everything for c in p.claims
         )

@@ -227,6 +227,29 @@ CINDER_VOLUME = Role(
     ),
     why="manages LVM volumes and exports them over iSCSI from the node's address",
 )
+# The rbd backend talks to Ceph through librbd: none of the LVM and iSCSI target's host paths (a
+# node without configfs or LVM could not start the pod). Privileged and in the host network as
+# kolla-ansible runs every cinder-volume (os-brick's privsep daemon, for volume copies and
+# migrations); the host network also keeps the service's host name the node's across restarts.
+CINDER_VOLUME_RBD = Role(
+    name="cinder-volume",
+    image="cinder-volume",
+    privileged=True,
+    host_network=True,
+    why="manages the volumes of the rbd backend in Ceph through librbd",
+)
+
+
+CINDER_BACKUP = Role(
+    name="cinder-backup",
+    image="cinder-backup",
+    # cinder-backup reads a volume through os-brick's connector, and os-brick gathers every
+    # connector's properties first, some through its privsep daemon (rootwrap, SYS_ADMIN):
+    # kolla-ansible runs it privileged. It backs up rbd volumes to Ceph only, through librbd and
+    # the rbd command (export-diff | import-diff), so it needs none of the host's paths or network.
+    privileged=True,
+    why="backs volumes up through os-brick, whose connector probes run in its privsep daemon",
+)
 
 
 @dataclass(frozen=True)
@@ -267,7 +290,14 @@ NETWORK_NODE_PODS: tuple[NodePod, ...] = (
 )
 
 
-STORAGE_NODE_PODS: tuple[NodePod, ...] = (NodePod("cinder-volume", "cinder", NodeKind.STORAGE, (CINDER_VOLUME,)),)
+CINDER_VOLUME_POD = NodePod("cinder-volume", "cinder", NodeKind.STORAGE, (CINDER_VOLUME,))
+CINDER_VOLUME_RBD_POD = NodePod("cinder-volume", "cinder", NodeKind.STORAGE, (CINDER_VOLUME_RBD,))
+# cinder.backend → its cinder-volume pod. The policy pack judges every stack against
+# CINDER_VOLUME_POD (STORAGE_NODE_PODS), which grants the most.
+CINDER_VOLUME_PODS = {"lvm": CINDER_VOLUME_POD, "nfs": CINDER_VOLUME_POD, "rbd": CINDER_VOLUME_RBD_POD}
+# Declared only with cinder.backup (components/cinder.py).
+CINDER_BACKUP_POD = NodePod("cinder-backup", "cinder", NodeKind.STORAGE, (CINDER_BACKUP,))
+STORAGE_NODE_PODS: tuple[NodePod, ...] = (CINDER_VOLUME_POD, CINDER_BACKUP_POD)
 
 
 # Attaching iSCSI volumes needs the initiator daemon on every compute node. Under options 2 and

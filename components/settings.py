@@ -27,6 +27,7 @@ from pydantic import (
 from pydantic.alias_generators import to_camel, to_snake
 
 from components import catalog, cron, gateway_settings
+from components.ceph_settings import Ceph
 from components.gateway_settings import Gateway, Tls
 from components.memory import SHARES as MEMORY_SHARES
 from components.memory import value_of
@@ -185,11 +186,19 @@ else:
 
 
 class Glance(Model):
-    backend: Literal["file", "cinder"] = Field("file", description="file: a PersistentVolumeClaim; cinder: volumes")
+    backend: Literal["file", "cinder", "rbd"] = Field(
+        "file", description="file: a PersistentVolumeClaim; cinder: volumes; rbd: the ceph.pools.images pool"
+    )
 
 
 class Cinder(Model):
-    backend: Literal["lvm", "nfs"] = Field("lvm", description="lvm: a volume group on a loop file per storage node")
+    backend: Literal["lvm", "nfs", "rbd"] = Field(
+        "lvm",
+        description="lvm: a volume group on a loop file per storage node; nfs: nfsShares; rbd: ceph.pools.volumes",
+    )
+    backup: Literal["none", "ceph"] = Field(
+        "none", description="cinder-backup and where it writes: ceph: the ceph.pools.backups pool (rbd volumes only)"
+    )
     lvm_size: ByteQuantity = "50Gi"
     nfs_shares: tuple[Text, ...] = Field((), description="'host:/export' entries for the nfs backend")
 
@@ -425,6 +434,10 @@ class Operators(Model):
         return value
 
 
+# Where a node group's VM disks live: files on the node, or RBD images in the Ceph cluster.
+EphemeralStorage = Literal["local", "rbd"]
+
+
 class NodeGroup(Model):
     name: DnsLabel
     node_selector: LabelMap = Field(default_factory=dict, description="added to nodeSelectors.compute")
@@ -446,6 +459,9 @@ class NodeGroup(Model):
     qemu_max_files: Count = Field(
         32768, ge=1024, description="qemu.conf max_files (kolla-ansible's qemu_max_files): QEMU's RLIMIT_NOFILE"
     )
+    ephemeral_storage: EphemeralStorage | None = Field(
+        None, description="where this group's VM disks live; unset: compute.ephemeralStorage"
+    )
 
     @model_validator(mode="after")
     def _cpu_models(self) -> NodeGroup:
@@ -461,6 +477,14 @@ class NodeGroup(Model):
 class Compute(Model):
     node_groups: tuple[NodeGroup, ...] = (NodeGroup(name="default"),)
     vm_safe: bool = Field(False, description="libvirt and OVS DaemonSets update only OnDelete")
+    ephemeral_storage: EphemeralStorage = Field(
+        "local",
+        description="where VM disks live: local, files on each node (/var/lib/nova); rbd, the ceph.pools.vms pool "
+        "(nova's images_type = rbd: disks cloned from RBD images, live migration without copying disks)",
+    )
+
+    def ephemeral_of(self, group: NodeGroup) -> EphemeralStorage:
+        return group.ephemeral_storage or self.ephemeral_storage
 
     @field_validator("node_groups")
     @classmethod
@@ -626,6 +650,7 @@ class Settings(Model):
     compute: Compute = Compute()
     glance: Glance = Glance()
     cinder: Cinder = Cinder()
+    ceph: Ceph | None = Field(None, description="the Ceph cluster of the rbd backends (components/ceph_settings.py)")
     neutron: Neutron = Neutron()
     network_policies: NetworkPolicies = NetworkPolicies()
     maintenance: Maintenance = Maintenance()
@@ -657,6 +682,7 @@ class Settings(Model):
         yield from self._node_selector_problems()
         yield from self._operator_namespaces()
         yield from gateway_settings.problems(self)
+        yield from self._ceph_problems()
         if self.services.on("glance") and self.glance.backend == "cinder" and not self.services.on("cinder"):
             yield problem(("glance", "backend"), "cinder", "backend 'cinder' needs services.cinder to be enabled")
         # Replicas on several nodes mount one claim, ReadWriteMany, which the cluster's default
@@ -700,6 +726,67 @@ class Settings(Model):
                     f"its {share.setting} is {share.percent}% of the limit and at least {share.minimum_mib}MiB; "
                     f"the rest is for {share.rest}",
                 )
+
+    def ceph_users(self) -> dict[tuple[str, ...], str]:
+        """The settings that put data in Ceph, by their key, with the value that does."""
+        users: dict[tuple[str, ...], str] = {}
+        if self.services.on("glance") and self.glance.backend == "rbd":
+            users[("glance", "backend")] = "rbd"
+        if self.services.on("cinder") and self.cinder.backend == "rbd":
+            users[("cinder", "backend")] = "rbd"
+        if self.services.on("cinder") and self.cinder.backup == "ceph":
+            users[("cinder", "backup")] = "ceph"
+        if self.services.on("nova"):
+            if self.compute.ephemeral_storage == "rbd":
+                users[("compute", "ephemeralStorage")] = "rbd"
+            for index, group in enumerate(self.compute.node_groups):
+                if group.ephemeral_storage == "rbd":
+                    users[("compute", "nodeGroups", str(index), "ephemeralStorage")] = "rbd"
+        return users
+
+    def _ceph_problems(self) -> Iterator[Problem]:
+        for path, value in self.ceph_users().items():
+            if self.ceph is None:
+                yield problem(
+                    path,
+                    value,
+                    f"{value!r} keeps data in Ceph, and no cluster is given: set ceph.external (the cluster's "
+                    'monitors and fsid) and create the keyring Secrets ceph.clients names (README, "Ceph")',
+                )
+        if self.services.on("cinder") and self.cinder.backup == "ceph" and self.cinder.backend != "rbd":
+            yield problem(
+                ("cinder", "backup"),
+                "ceph",
+                f"backs up rbd volumes only (librbd on both ends); backend {self.cinder.backend!r} volumes would "
+                "have to be attached to the backup pod, which this program does not set up: use backend 'rbd' or "
+                "backup 'none'",
+            )
+        libvirt_clients = self._libvirt_ceph_clients()
+        if self.ceph is not None and libvirt_clients and self.hypervisor_isolation.host_runs_hypervisor:
+            # The host runs libvirt: the program defines no secret there, the operator does, by this UUID.
+            for name in libvirt_clients:
+                if (
+                    getattr(self.ceph.clients, name) is not None
+                    and not getattr(self.ceph.clients, name).libvirt_secret_uuid
+                ):
+                    yield problem(
+                        ("ceph", "clients", name, "libvirtSecretUuid"),
+                        None,
+                        f"hypervisorIsolation {self.hypervisor_isolation.value} runs libvirt on the host, where the "
+                        "program defines no secret: define one holding this client's key on every compute node "
+                        "(virsh secret-define, secret-set-value) and give its UUID here",
+                    )
+
+    def _libvirt_ceph_clients(self) -> tuple[str, ...]:
+        """The clients (ceph.clients keys) whose keys the compute nodes' libvirt uses to open disks."""
+        if not self.services.on("nova"):
+            return ()
+        names: list[str] = []
+        if self.services.on("cinder") and self.cinder.backend == "rbd":
+            names.append("cinder")
+        if any(self.compute.ephemeral_of(g) == "rbd" for g in self.compute.node_groups):
+            names.append("nova" if self.ceph is not None and self.ceph.clients.nova is not None else "cinder")
+        return tuple(dict.fromkeys(names))
 
     def _admission_policies(self) -> Iterator[Problem]:
         # nova-compute-maintenance's right to patch nodes is narrowed by a ValidatingAdmissionPolicy

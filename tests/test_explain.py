@@ -116,7 +116,8 @@ def test_the_options_the_engine_acts_on_are_explained() -> None:
     plan = plan_of("prod")
     job = _option_lines(sections(explain(plan, "Job/keystone-db-sync"))[0])
     assert job == ["  options    deleteBeforeReplace", "  options    customTimeouts create=30m, update=30m"]
-    claim = _option_lines(sections(explain(plan, "glance-images"))[0])
+    # Prod's images are in Ceph: the backup claim is the one it keeps on delete.
+    claim = _option_lines(sections(explain(plan, "mariadb-backup"))[0])
     assert claim == ["  options    retainOnDelete"]
     assert _option_lines(sections(explain(plan, "Deployment/keystone-api"))[0]) == []
 

@@ -76,8 +76,10 @@ def _rule_of_port(spec: dict, port: int) -> dict:
 def _mounted_files(plan: Plan, pod: dict, container: dict) -> dict[str, str]:
     """A container's mounted config files (path → text), read from the Secrets and ConfigMaps they come from."""
     sources = {}
+    planned = {r.k8s_name for r in plan.custom if r.kind == "Secret"}
     for volume in pod.get("volumes", []):
-        if "secret" in volume:
+        # A Secret the user provides (a Ceph keyring) holds no config file of the plan.
+        if "secret" in volume and volume["secret"]["secretName"] in planned:
             sources[volume["name"]] = plan.by_name(volume["secret"]["secretName"], "Secret").revealed["stringData"]
         elif "configMap" in volume:
             sources[volume["name"]] = plan.by_name(volume["configMap"]["name"], "ConfigMap").revealed["data"]

@@ -182,9 +182,18 @@ def test_glance_without_a_shared_volume_needs_no_storage_class(raw: dict[str, An
     assert Settings.parse(raw).storage.storage_class is None
 
 
-@pytest.mark.parametrize("stack", ["staging", "prod"])
-def test_replicated_glance_claims_its_shared_volume_from_the_stack_storage_class(stack: str) -> None:
-    plan = plan_of(stack)
+# Prod keeps its images in Ceph (glance.backend rbd, no claim); on files, as before, with its classes.
+PROD_ON_FILES = {
+    "glance": {"backend": "file"},
+    "storage": {"classes": {"database": "ceph-rbd", "queue": "ceph-rbd", "images": "cephfs", "backups": "cephfs"}},
+}
+
+
+@pytest.mark.parametrize(("stack", "overrides"), [("staging", {}), ("prod", PROD_ON_FILES)])
+def test_replicated_glance_claims_its_shared_volume_from_the_stack_storage_class(
+    stack: str, overrides: dict[str, Any]
+) -> None:
+    plan = plan_of(stack, **overrides)
     assert plan.settings.replicas_of("glance-api") > 1
     claim = plan.by_name("glance-images", "PersistentVolumeClaim").inputs["spec"]
     assert claim["accessModes"] == ["ReadWriteMany"]

@@ -13,6 +13,15 @@ from tools.plan import Plan
 
 # What Pulumi.prod.yaml said before there were classes per use: one class for every claim.
 ONE_CLASS_FOR_ALL = {"storageClass": "cephfs", "mariadbSize": "100Gi", "rabbitmqSize": "20Gi", "glanceSize": "500Gi"}
+# Prod keeps its images in Ceph since (glance.backend rbd: no claim); before, on a claim of their own class.
+ON_FILES = {"glance": {"backend": "file"}}
+PROD_ON_FILES = {
+    **ON_FILES,
+    "storage": {
+        "classes": {"database": "ceph-rbd", "queue": "ceph-rbd", "images": "cephfs", "backups": "cephfs"},
+        **{k: v for k, v in ONE_CLASS_FOR_ALL.items() if k.endswith("Size")},
+    },
+}
 
 
 def classes(plan: Plan) -> dict[str, Any]:
@@ -26,7 +35,7 @@ def classes(plan: Plan) -> dict[str, Any]:
 
 
 def test_prod_keeps_databases_and_queues_on_block_storage_and_images_on_cephfs() -> None:
-    plan = plan_of("prod")
+    plan = plan_of("prod", **PROD_ON_FILES)
     assert classes(plan) == {"database": "ceph-rbd", "queue": "ceph-rbd", "images": "cephfs", "backups": "cephfs"}
     images = plan.by_name("glance-images", "PersistentVolumeClaim").inputs["spec"]
     assert plan.settings.replicas_of("glance-api") == 3 and images["accessModes"] == ["ReadWriteMany"]
@@ -38,15 +47,19 @@ def test_every_use_defaults_to_the_clusters_default_class() -> None:
 
 def test_a_stack_with_one_class_for_every_claim_keeps_it_everywhere() -> None:
     """storage.storageClass keeps its meaning: an existing stack's volumes stay where they are."""
-    plan = plan_of("prod", storage=ONE_CLASS_FOR_ALL)
+    plan = plan_of("prod", storage=ONE_CLASS_FOR_ALL, **ON_FILES)
     assert classes(plan) == {"database": "cephfs", "queue": "cephfs", "images": "cephfs", "backups": "cephfs"}
 
 
 def test_a_use_of_its_own_class_overrides_the_common_one() -> None:
-    plan = plan_of("prod", storage={**ONE_CLASS_FOR_ALL, "classes": {"database": "rbd", "queue": "rbd-fast"}})
+    plan = plan_of(
+        "prod", storage={**ONE_CLASS_FOR_ALL, "classes": {"database": "rbd", "queue": "rbd-fast"}}, **ON_FILES
+    )
     assert classes(plan) == {"database": "rbd", "queue": "rbd-fast", "images": "cephfs", "backups": "cephfs"}
     claim_of_its_own = {"storage": {"pvc": {"storageClass": "local-path"}}}
-    own = plan_of("prod", storage={**ONE_CLASS_FOR_ALL, "classes": {"backups": "rbd"}}, backup=claim_of_its_own)
+    own = plan_of(
+        "prod", storage={**ONE_CLASS_FOR_ALL, "classes": {"backups": "rbd"}}, backup=claim_of_its_own, **ON_FILES
+    )
     assert classes(own)["backups"] == "local-path"  # backup.storage.pvc.storageClass is the backup claim's own
 
 
@@ -70,7 +83,8 @@ def test_replicated_glance_needs_a_class_for_its_images(storage: dict[str, Any])
 
 
 def test_a_claims_new_class_is_a_replacement_the_diff_shows() -> None:
-    old, new = plan_of("prod"), plan_of("prod", storage={**ONE_CLASS_FOR_ALL, "classes": {"images": "nfs"}})
+    old = plan_of("prod", **PROD_ON_FILES)
+    new = plan_of("prod", storage={**ONE_CLASS_FOR_ALL, "classes": {"images": "nfs"}}, **ON_FILES)
     diff = plan_diff.diff(plan_diff.view_of(old), plan_diff.view_of(new))
     replaced = {(o["kind"], o["name"]): o for o in diff["replaced"]}
     claim = replaced[("PersistentVolumeClaim", "glance-images")]

@@ -21,7 +21,9 @@ libvirtd=(libvirtd --listen --config /tmp/libvirtd.conf)
 # QEMU's capabilities holds only while its probe (which finds KVM) agrees with whether QEMU's user
 # may open /dev/kvm ("KVM was enabled when probing ..., but it is not available now": libvirt
 # qemu_capabilities.c virQEMUCapsIsValid). Disagreeing, libvirt probes QEMU again at every lookup,
-# and each boot waited on those probes for over a minute in the lab.
+# and each boot waited on those probes for over a minute in the lab. kolla-ansible installs its
+# rule only where nova_compute_virt_type is kvm (nova-cell config-host.yml); a node whose QEMU is
+# emulated there has the same disagreement.
 kvm=/dev/kvm
 if [ ! -e "$kvm" ]; then
   if [ "${VIRT_TYPE:-}" = "kvm" ]; then
@@ -43,6 +45,33 @@ else
     chmod 0660 "$kvm"
     echo "$kvm: given to group ${KOLLA_QEMU_GID} (Kolla's qemu group, ${QEMU_USER}'s), mode 0660" >&2
   fi
+fi
+
+# QEMU opens RBD disks with a libvirt secret holding a Ceph client's key, under the UUID that
+# nova.conf and cinder.conf name (rbd_secret_uuid). libvirtd loads persistent secrets from
+# /etc/libvirt/secrets when it starts, as kolla-ansible's nova-libvirt has them: <uuid>.xml and
+# <uuid>.base64, the key as `ceph auth get-key` prints it (base64 already). Written at every start
+# from the mounted keyrings, so a rotated key takes effect with the pod's next start.
+# LIBVIRT_CEPH_CLIENTS: 'uuid=client.name=keyring-path' entries separated by spaces.
+if [ -n "${LIBVIRT_CEPH_CLIENTS:-}" ]; then
+  install -d -m 0700 /etc/libvirt/secrets
+  for entry in ${LIBVIRT_CEPH_CLIENTS}; do
+    uuid=${entry%%=*}
+    rest=${entry#*=}
+    client=${rest%%=*}
+    keyring=${rest#*=}
+    key=$(sed -n 's/^[[:space:]]*key[[:space:]]*=[[:space:]]*\([^[:space:]]*\).*/\1/p' "$keyring" | head -n 1)
+    if [ -z "$key" ]; then
+      echo "error: $keyring holds no 'key = ...' line for $client (the Secret's key 'keyring' must be the keyring file)" >&2
+      exit 1
+    fi
+    (
+      umask 077
+      printf "<secret ephemeral='no' private='no'>\n  <uuid>%s</uuid>\n  <usage type='ceph'>\n    <name>%s secret</name>\n  </usage>\n</secret>\n" \
+        "$uuid" "$client" > "/etc/libvirt/secrets/$uuid.xml"
+      printf '%s' "$key" > "/etc/libvirt/secrets/$uuid.base64"
+    )
+  done
 fi
 
 if [ "${ESCAPE_POD_CGROUP:-false}" = "true" ]; then

@@ -18,9 +18,13 @@ from threading import Thread
 
 import pytest
 
+from tools.cloud import guest as guest_module
 from tools.cloud.guest import (
     ALIVE,
     BUSYBOX,
+    DISK_MODULES,
+    DISK_READ,
+    DISK_WROTE,
     GATEWAY,
     INSTANCE_ID,
     LEASE,
@@ -178,3 +182,17 @@ def test_parse_console_of_a_silent_guest() -> None:
     facts = parse_console("SeaBIOS (version 1.16.2-debian-1.16.2-1)\r\n")
     assert facts.lease_ip is None and facts.instance_id is None and facts.gateway_reachable is None
     assert facts.alive == 0 and not facts.booted
+
+
+def test_parse_console_reads_what_the_guest_wrote_to_and_read_from_an_attached_disk() -> None:
+    text = f"{ALIVE}7\r\n{DISK_WROTE}guest-1b2c-30\r\n{ALIVE}17\r\n{DISK_READ}guest-1b2c-30\r\n"
+    facts = parse_console(text)
+    assert facts.disk_wrote == ("guest-1b2c-30",) and facts.disk_read == ("guest-1b2c-30",)
+    assert parse_console(f"{ALIVE}7\r\n").disk_read == ()
+
+
+def test_the_guest_can_see_a_hot_plugged_virtio_disk() -> None:
+    # Without virtio_blk the guest has no /dev/vdb to write to when a volume is attached.
+    assert "virtio_blk" in DISK_MODULES
+    assert "[ ! -b /dev/vdb ]" in guest_module._INIT_SH and "conv=sync,fsync" in guest_module._INIT_SH
+    assert f"DISK_READ='{DISK_READ}'" in guest_module._guest_sh(["virtio_blk"])

@@ -11,7 +11,7 @@ from typing import Any
 from components.inifile import parse_ini
 from tests.conftest import plan_of
 from tools.cloud.tempest_conf import NO_SSH_GUEST, selection, tempest_conf, volume_backend_runs
-from tools.cloud.tempest_discover import GUEST_VCPUS, guest_vcpus
+from tools.cloud.tempest_discover import ALT_IMAGE, GUEST_VCPUS, alt_image, guest_vcpus
 from tools.cloud.tempest_limits import LabLimit, excluded, summarize, volume_backend_tests
 from tools.realenv.openstack_venv import OPENSTACK, VenvRecipe
 from tools.realenv.tempest_venv import TEMPEST
@@ -28,6 +28,7 @@ ADMIN = {
 }
 FACTS: dict[str, Any] = {
     "image": "image-id",
+    "image_alt": "image-alt-id",
     "flavor": "flavor-id",
     "flavor_alt": "flavor-alt-id",
     "public_network": "public-id",
@@ -66,6 +67,7 @@ def test_the_conf_reaches_the_cloud_as_its_admin_through_the_internal_endpoints(
 def test_the_conf_uses_what_the_cloud_reports() -> None:
     conf = parse_ini(_conf().text)
     assert (conf["compute"]["image_ref"], conf["compute"]["flavor_ref"]) == ("image-id", "flavor-id")
+    assert conf["compute"]["image_ref_alt"] == "image-alt-id"
     assert conf["compute"]["flavor_ref_alt"] == "flavor-alt-id"
     assert conf["compute"]["max_microversion"] == "2.96" and conf["volume"]["max_microversion"] == "3.70"
     assert conf["network"]["public_network_id"] == "public-id"
@@ -81,8 +83,11 @@ def test_features_follow_the_deployment_and_every_one_turned_off_says_why() -> N
     conf = parse_ini(found.text)
     services = conf["service_available"]
     assert (services["cinder"], services["neutron"], services["swift"]) == ("true", "true", "false")
-    assert conf["volume-feature-enabled"]["backup"] == "false"
-    assert "cinder-backup" in found.features_off["volume-feature-enabled.backup"]
+    # prod backs volumes up to Ceph; staging deploys no cinder-backup.
+    assert conf["volume-feature-enabled"]["backup"] == "true"
+    staging = _conf("staging")
+    assert parse_ini(staging.text)["volume-feature-enabled"]["backup"] == "false"
+    assert "cinder-backup" in staging.features_off["volume-feature-enabled.backup"]
     assert conf["validation"]["run_validation"] == "false"
     assert found.features_off["validation.run_validation"] == NO_SSH_GUEST
     # One hypervisor: no live migration; two: live migration, a block one (local disks). Never a
@@ -93,6 +98,11 @@ def test_features_follow_the_deployment_and_every_one_turned_off_says_why() -> N
     assert (two["live_migration"], two["block_migration_for_live_migration"]) == ("true", "true")
     assert (two["resize"], two["cold_migration"]) == ("false", "false")
     assert "SSH" in found.features_off["compute-feature-enabled.cold_migration"]
+    # libvirt's stable device rescue where the hypervisors are libvirt's, and only there.
+    assert conf["compute-feature-enabled"]["stable_rescue"] == "true"
+    other = _conf(facts={**FACTS, "hypervisor_types": ["ironic"]})
+    assert parse_ini(other.text)["compute-feature-enabled"]["stable_rescue"] == "false"
+    assert "ironic" in other.features_off["compute-feature-enabled.stable_rescue"]
     features = [(s, o) for s in conf.sections() if s.endswith("-feature-enabled") for o in conf[s]]
     turned_off = {f"{s}.{o}" for s, o in features if o not in conf.defaults() and conf[s][o] == "false"}
     assert "compute-feature-enabled.vnc_console" in turned_off
@@ -222,3 +232,43 @@ def test_a_node_with_too_few_guest_vcpus_gets_a_higher_ratio_through_placement()
     roomy, prepared = _Placement(total=64, reserved=2, ratio=4.0), list[str]()
     guest_vcpus(SimpleNamespace(placement=roomy), prepared)
     assert (roomy.puts, roomy.vcpu["allocation_ratio"], prepared) == (0, 4.0, [])
+
+
+def test_the_volume_protocol_is_the_one_the_backends_driver_reports() -> None:
+    """Tempest compares it with the pools' storage_protocol: cinder's RBD driver says 'ceph', LVM's target iSCSI."""
+    assert parse_ini(_conf().text)["volume"]["storage_protocol"] == "ceph"
+    assert parse_ini(_conf("staging").text)["volume"]["storage_protocol"] == "iSCSI"
+
+
+class _Images:
+    """Glance through openstacksdk's image proxy, as alt_image uses it (a double: no cloud here)."""
+
+    def __init__(self, *existing: str) -> None:
+        self.images = {name: SimpleNamespace(id=f"{name}-id", name=name, properties={}) for name in existing}
+        self.created: list[dict[str, Any]] = []
+
+    def find_image(self, name: str) -> Any:
+        return self.images.get(name)
+
+    def download_image(self, image: Any) -> Any:
+        return SimpleNamespace(content=b"disk of " + image.name.encode())
+
+    def create_image(self, **fields: Any) -> Any:
+        self.created.append(fields)
+        self.images[fields["name"]] = SimpleNamespace(id="new-id", name=fields["name"], properties={})
+        return self.images[fields["name"]]
+
+    def update_image(self, image: Any, **properties: str) -> None:
+        image.properties.update(properties)
+
+
+def test_the_alt_image_is_the_guest_again_once() -> None:
+    guest = SimpleNamespace(id="guest-id", name="guest", disk_format="raw", container_format="bare", properties={})
+    images, prepared = _Images(), list[str]()
+    found = alt_image(SimpleNamespace(image=images), guest, prepared)
+    assert found.id == "new-id" and found.id != guest.id
+    assert images.created == [{"name": ALT_IMAGE, "data": b"disk of guest", "disk_format": "raw",
+                               "container_format": "bare", "visibility": "public"}]  # fmt: skip
+    assert found.properties == {"os_shutdown_timeout": "0"}
+    again = alt_image(SimpleNamespace(image=images), guest, [])
+    assert again is found and len(images.created) == 1

@@ -4,7 +4,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
+from tests.conftest import STACKS, plan_of
 from tools.cloud.images import IMAGE_BIN, IMAGES, build_layer, restricted_path
+from tools.cloud.run import plan_images
 
 
 def test_a_layer_links_only_the_images_own_commands(tmp_path: Path) -> None:
@@ -19,3 +23,9 @@ def test_a_layer_links_only_the_images_own_commands(tmp_path: Path) -> None:
     assert linked == {"sh": "/bin/sh"}
     assert restricted_path(image) == f"/var/lib/kolla/venv/bin:{IMAGE_BIN}"
     assert restricted_path(IMAGES["openvswitch-vswitchd"]) == IMAGE_BIN
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_every_image_a_stack_runs_is_in_the_labs_table(stack: str) -> None:
+    """A container of an image missing from the table fails to start in the lab (UnknownImageError)."""
+    assert plan_images(plan_of(stack)) - set(IMAGES) == set()

@@ -120,7 +120,7 @@ def test_dynamic_sections_come_from_enabled_backends() -> None:
     assert dynamic_sections("/etc/glance/glance-api.conf", glance) == {
         "os_glance_staging_store": "file",
         "os_glance_tasks_store": "file",
-        "fast": "rbd",
+        "fast": "glance.store.rbd.Store",
         "local": "file",
     }
     assert dynamic_sections("nova.conf", "[DEFAULT]\nenabled_backends = x\n") == {}
@@ -144,6 +144,17 @@ def test_validator_checks_dynamic_sections_through_aliases(openstack_venv: OpenS
     result = validate(openstack_venv, conf)
     assert result.unknown == [("lvm", "no_such_backend_opt")]
     assert result.checked == 5
+
+
+def test_validator_checks_glance_rbd_stores(openstack_venv: OpenStackVenv, tmp_path: Path) -> None:
+    conf = tmp_path / "glance-api.conf"
+    conf.write_text(
+        "[DEFAULT]\nenabled_backends = rbd:rbd\n[glance_store]\ndefault_backend = rbd\n"
+        "[rbd]\nrbd_store_pool = images\nrbd_store_user = glance\nrbd_store_ceph_conf = /etc/ceph/ceph.conf\n"
+        "rbd_store_pol = typo\n"
+    )
+    result = validate(openstack_venv, conf)
+    assert result.unknown == [("rbd", "rbd_store_pol")]
 
 
 def test_validator_leaves_excluded_sections_alone(openstack_venv: OpenStackVenv) -> None:

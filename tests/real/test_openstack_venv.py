@@ -38,3 +38,14 @@ exec {mount}/bin/nova-manage --version
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.strip().startswith("33.")  # nova 2026.1
+
+
+def test_the_venv_imports_cephs_modules_as_kollas_images_do(openstack_venv: OpenStackVenv) -> None:
+    """glance_store, os-brick, cinder and nova import rados and rbd (Debian's python3-rados, python3-rbd)."""
+    probe = "import rados, rbd; print(rados.__file__, rbd.__file__, rbd.RBD_FEATURE_LAYERING)"
+    done = subprocess.run([openstack_venv.python, "-c", probe], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr[-2000:]
+    rados_file, rbd_file, layering = done.stdout.split()
+    site_packages = str(openstack_venv.path / "lib" / "python3.11" / "site-packages")
+    assert rados_file.startswith(site_packages) and rbd_file.startswith(site_packages)
+    assert layering == "1"

@@ -41,6 +41,8 @@ GATEWAY = "guest: gateway "  # <ip>|none reachable|unreachable
 HTTP = "guest: http port "  # <port>, serving the instance id
 PING = "guest: ping "  # <ip> reachable|unreachable, for each `ping <ip>` line of the user data
 ALIVE = "guest: alive "  # <seconds since boot>, every ALIVE_INTERVAL seconds
+DISK_WROTE = "guest: disk wrote "  # <marker>, written to a hot-plugged /dev/vdb that held nothing
+DISK_READ = "guest: disk read "  # <marker>, found on a hot-plugged /dev/vdb
 
 MARKERS: Mapping[str, str] = MappingProxyType(
     {
@@ -54,6 +56,8 @@ MARKERS: Mapping[str, str] = MappingProxyType(
         HTTP: "<port> where busybox httpd serves the instance id",
         PING: "<ip> reachable|unreachable, for each line `ping <ip>` of the server's user data (up to 3 pings)",
         ALIVE: "<seconds since boot>, repeated every ALIVE_INTERVAL_SECONDS",
+        DISK_WROTE: "<marker> written at the start of a disk attached as /dev/vdb whose start was empty",
+        DISK_READ: "<marker> read at the start of a disk attached as /dev/vdb (each attachment once)",
     }
 )
 HTTP_PORT = 80
@@ -63,6 +67,8 @@ ALIVE_INTERVAL_SECONDS = 10
 KERNEL_META_PACKAGE = "linux-image-amd64"
 # The virtio PCI transport and the virtio NIC driver; their dependencies are found with modinfo.
 NIC_MODULES = ("virtio_pci", "virtio_net")
+# The virtio disk driver: a volume attached to the running server appears as /dev/vdb (devtmpfs).
+DISK_MODULES = ("virtio_blk",)
 # The boot disk: its size, and where its one partition starts (sectors of 512 bytes).
 DISK_MIB = 24
 PARTITION_START = 2048
@@ -109,6 +115,8 @@ class ConsoleFacts:
     alive: int = 0  # how many alive lines
     pings: dict[str, bool] = field(default_factory=dict)  # what the user data asked to ping, and the answer
     alive_values: tuple[int, ...] = ()  # the seconds since boot each alive line gave
+    disk_wrote: tuple[str, ...] = ()  # markers written to an attached disk, in order
+    disk_read: tuple[str, ...] = ()  # markers read from an attached disk, in order
 
 
 def _last(pattern: str, text: str) -> re.Match[str] | None:
@@ -138,6 +146,8 @@ def parse_console(text: str) -> ConsoleFacts:
         alive=len(re.findall(re.escape(ALIVE) + r"\d+", text)),
         pings=pings,
         alive_values=tuple(int(v) for v in re.findall(re.escape(ALIVE) + r"(\d+)", text)),
+        disk_wrote=tuple(re.findall(re.escape(DISK_WROTE) + r"([A-Za-z0-9-]+)", text)),
+        disk_read=tuple(re.findall(re.escape(DISK_READ) + r"([A-Za-z0-9-]+)", text)),
     )
 
 
@@ -218,10 +228,40 @@ mkdir -p /www
 echo "${instance_id:-unknown}" >/www/index.html
 httpd -p "$HTTP_PORT" -h /www && say "$HTTP$HTTP_PORT"
 
+# A volume attached while the guest runs appears as /dev/vdb: once per attachment, say what its
+# start holds, and write a marker there when it holds nothing, so that after a detach and a
+# re-attach the guest reads back what it wrote: a new device each attachment, so no cache of the
+# old one answers, and fsync puts the write through QEMU into the volume.
+disk_seen=
+check_disk() {
+    if [ ! -b /dev/vdb ]; then
+        disk_seen=
+        return
+    fi
+    [ -n "$disk_seen" ] && return
+    disk_seen=1
+    found=$(dd if=/dev/vdb bs=512 count=1 2>/dev/null | tr -cd 'A-Za-z0-9-')
+    if [ -n "$found" ]; then
+        say "$DISK_READ$found"
+        return
+    fi
+    marker="guest-${uuid:-nouuid}-$(uptime_seconds)"
+    if printf '%s\n' "$marker" | dd of=/dev/vdb bs=512 count=1 conv=sync,fsync 2>/dev/null; then
+        say "$DISK_WROTE$marker"
+    else
+        say "$DISK_WROTE""failed"
+    fi
+}
+
 # PID 1 must never exit (the kernel would panic), and the test cloud wants a VM that stays up.
 while :; do
     say "$ALIVE$(uptime_seconds)"
-    sleep "$ALIVE_INTERVAL"
+    ticks=0
+    while [ "$ticks" -lt "$ALIVE_INTERVAL" ]; do
+        check_disk
+        sleep 1
+        ticks=$((ticks + 1))
+    done
 done
 """
 
@@ -261,6 +301,8 @@ def _guest_sh(modules: list[str]) -> str:
         "HTTP": HTTP,
         "PING": PING,
         "ALIVE": ALIVE,
+        "DISK_WROTE": DISK_WROTE,
+        "DISK_READ": DISK_READ,
         "HTTP_PORT": str(HTTP_PORT),
         "METADATA_PATIENCE": str(METADATA_PATIENCE_SECONDS),
         "ALIVE_INTERVAL": str(ALIVE_INTERVAL_SECONDS),
@@ -387,7 +429,7 @@ def _extract_kernel(package: str, version: str, into: Path, scratch: Path) -> No
     (vmlinuz,) = root.glob("boot/vmlinuz-*")
     (modules_root,) = [*root.glob("lib/modules/*"), *root.glob("usr/lib/modules/*")]
     files = _module_files(modules_root)
-    order = _load_order(NIC_MODULES, files)
+    order = _load_order(NIC_MODULES + DISK_MODULES, files)
     (into / "modules").mkdir(parents=True)
     shutil.copyfile(vmlinuz, into / "vmlinuz")
     for name in order:
@@ -408,7 +450,9 @@ def _prune_others(cache: Path, prefix: str, keep: Path) -> None:
 def _kernel(cache: Path) -> Path:
     """The directory with vmlinuz, modules/ and modules.order of the current Debian kernel, built once."""
     package, version = _kernel_package(cache)
-    kernel = cache / f"kernel-{package}_{version}"
+    # Named by the modules it holds too: a kernel extracted for fewer modules is extracted again.
+    modules = hashlib.sha256(" ".join(NIC_MODULES + DISK_MODULES).encode()).hexdigest()[:8]
+    kernel = cache / f"kernel-{package}_{version}-{modules}"
     if not kernel.is_dir():
         _require_command("modinfo", "kmod")
         with tempfile.TemporaryDirectory(dir=cache, prefix="building-") as scratch:

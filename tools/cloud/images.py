@@ -100,6 +100,8 @@ IMAGES: dict[str, KollaImage] = {
     "cinder-api": _service("cinder", None),
     "cinder-scheduler": _service("cinder", "cinder"),
     "cinder-volume": _service("cinder", "cinder"),
+    # prod backs volumes up to Ceph (cinder.backup: ceph); Kolla's image runs as cinder as cinder-volume's does.
+    "cinder-backup": _service("cinder", "cinder"),
     "horizon": _service("openstack-dashboard", None, ("horizon",)),
     "iscsid": KollaImage(None, None),
     "memcached": KollaImage(None, "memcached"),

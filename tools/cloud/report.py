@@ -41,6 +41,8 @@ class Report:
     network_policies: dict[str, Any] = field(default_factory=dict)
     provider: dict[str, int] = field(default_factory=dict)
     api: dict[str, Any] = field(default_factory=dict)
+    # Stand-ins that are not pods of the plan (tools/cloud/ceph.py's cluster), by name: kind, pods, ready, ...
+    external_stand_ins: dict[str, dict[str, Any]] = field(default_factory=dict)
     tempest: dict[str, Any] | None = None  # counts of tools/cloud/tempest_run.py's tempest.json, when asked for
     tls: dict[str, Any] | None = None  # the proof from outside (tools/cloud/public_access.py)
     gateway_proxy: dict[str, Any] | None = None  # the stand-in for the Gateway's proxy pod: pods, ready
@@ -78,6 +80,7 @@ class Report:
                     for w in stand_ins
                 },
                 **({"gateway-proxy": self.gateway_proxy} if self.gateway_proxy else {}),
+                **self.external_stand_ins,
             },
             "probes": {"total": len(probes), "passed": sum(r.passed for r in probes)},
             "jobs": {
@@ -93,6 +96,8 @@ class Report:
             "horizon": self._horizon(),
             "volume_type": self.user.get("volume_type"),
             "volume": self.user.get("volume") or {"not_run": "the scenario did not reach the volume step"},
+            # The proof with a real Ceph (tools/cloud/ceph_check.py), for a stack that keeps data there.
+            "ceph": self.user.get("ceph") or {"not_run": "the scenario did not reach the Ceph step"},
             "libvirt_restart": self.libvirt_restart or {"not_run": "no running server to test it with"},
             "libvirt_listener": self.libvirt_listener,
             "maintenance": self._maintenance(),
@@ -213,6 +218,7 @@ class Report:
             f"{server['provider_reachable']}, peer VM across the tunnel {server['peer_reachable']}",
             f"  horizon login {d['horizon_login']}; volume {d['volume']}",
             f"  public endpoints from outside through the gateway: {_tls_line(d['tls'])}",
+            f"  ceph: {_ceph_line(d['ceph'])}",
             f"  libvirt pod restart: {restart}",
             f"  libvirt for migrations: {d['libvirt_listener']}",
             f"  maintenance: {_maintenance_line(maintenance)}",
@@ -240,6 +246,21 @@ def _tls_line(tls: dict[str, Any]) -> str:
     return (
         f"ok {tls.get('public_endpoints_ok')}, {len(checks) - len(failed)}/{len(checks)} checks, failed {failed} {why}"
     )
+
+
+def _ceph_line(found: dict[str, Any]) -> str:
+    if "not_run" in found:
+        return f"not run ({found['not_run']})"
+    checks = {
+        "image in RBD": (found.get("image") or {}).get("protected_snapshot"),
+        "disk a clone": (found.get("clone") or {}).get("parent_is_image"),
+        "boot from volume": (found.get("boot_from_volume") or {}).get("booted"),
+        "guest read back": (found.get("attach") or {}).get("read_back_matches"),
+        "snapshot": (found.get("snapshot") or {}).get("in_rbd"),
+        "backup": (found.get("backup") or {}).get("in_rbd"),
+        "live migration": (found.get("live_migration") or {}).get("counter_kept"),
+    }
+    return ", ".join(f"{k} {v}" for k, v in checks.items()) + f"; errors {sorted(found.get('errors') or {})}"
 
 
 def _maintenance_line(found: dict[str, Any]) -> str:

@@ -15,7 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from tools.cloud.apiserver import LabApiServer
-from tools.cloud.cluster import LAYOUTS, Cluster, provider_counters
+from tools.cloud.ceph import CephStandIn, CephStartError, monitors_override
+from tools.cloud.cluster import FABRIC_NETNS, LAYOUTS, Cluster, provider_counters
 from tools.cloud.deploy import API_SERVER_PORT, Cloud, DeployFailedError, api_server_endpoint
 from tools.cloud.guest import BOOTED, Guest, build_guest
 from tools.cloud.images import image_name
@@ -46,6 +47,14 @@ KVM_PROBE_SECONDS = 20
 NO_LVM = "LVM needs device-mapper and the LIO iSCSI target configfs; this machine's kernel has neither"
 NO_ISCSI = "iscsid needs the kernel's iSCSI transport (scsi_transport_iscsi); this machine's kernel has no modules"
 RBAC_KINDS = ("ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding")
+
+
+def ceph_override(config: dict[str, str]) -> dict[str, Any]:
+    """A stack with a Ceph cluster meets the lab's stand-in (tools/cloud/ceph.py) at its address: its
+    monitors are the one machine difference, as the virt type is; fsid, pools and clients stay."""
+    if "openstack:ceph" not in config:
+        return {}
+    return {"ceph": monitors_override(json.loads(config["openstack:ceph"]))}
 
 
 def machine_overrides(stack: str, virt_type: str) -> dict[str, Any]:
@@ -87,7 +96,7 @@ def machine_overrides(stack: str, virt_type: str) -> dict[str, Any]:
         "datapathType": "netdev",
         "userspaceTso": False,
     }
-    return {"compute": compute, "neutron": neutron}
+    return {"compute": compute, "neutron": neutron, **ceph_override(config)}
 
 
 def build_cluster(plan: Plan, state: Path, layout: str) -> Cluster:
@@ -137,15 +146,19 @@ def admin_env(cloud: Cloud) -> dict[str, str]:
     raise LookupError("no Job of the plan authenticates as admin")
 
 
-def image_commands(plan: Plan) -> dict[str, dict[str, str]]:
-    """Each Kolla image's commands as Kolla builds it (tools/imagecheck): a container's PATH finds only those."""
-    names = {
+def plan_images(plan: Plan) -> set[str]:
+    """The image names (tools/cloud/images.py's keys) of the plan's containers."""
+    return {
         image_name(c["image"])
         for r in plan.custom
         if r.kind in ("Deployment", "StatefulSet", "DaemonSet", "Job", "CronJob")
         for c in _pod_spec(r).get("containers", []) + _pod_spec(r).get("initContainers", [])
     }
-    return {name: dict(software.executables) for name, software in image_software(sorted(names)).items()}
+
+
+def image_commands(plan: Plan) -> dict[str, dict[str, str]]:
+    """Each Kolla image's commands as Kolla builds it (tools/imagecheck): a container's PATH finds only those."""
+    return {name: dict(software.executables) for name, software in image_software(sorted(plan_images(plan))).items()}
 
 
 def _pod_spec(r: Registration) -> dict[str, Any]:
@@ -167,6 +180,36 @@ def api_server(cloud: Cloud, log: Callable[[str], None]) -> LabApiServer:
     return api
 
 
+def ceph_stand_in(plan: Plan, state: Path, log: Callable[[str], None]) -> CephStandIn | None:
+    """The external Ceph cluster of a stack that names one, played on the lab's fabric; None without."""
+    if plan.settings.ceph is None:
+        return None
+    return CephStandIn(plan.settings.ceph, state / "ceph", log)
+
+
+def start_ceph(ceph: CephStandIn, cluster: Cluster, cloud: Cloud, api: LabApiServer) -> None:
+    """The cluster up and healthy, and the keyring Secrets its administrator would give the stack, in the
+    API server and the kubelet's view before any pod that mounts them starts (tools/cloud/pods.py)."""
+    ceph.start(cluster.nodes, FABRIC_NETNS)
+    for name, data in ceph.keyring_secrets().items():
+        api.add_secret(cloud.plan.settings.namespace, {"metadata": {"name": name}, "stringData": data})
+        cloud.objects[("Secret", name)] = dict(data)
+
+
+def ceph_env(ceph: CephStandIn | None, cloud: Cloud) -> dict[str, str]:
+    """What tools/cloud/scenario.py needs for its Ceph steps: which settings keep data there, the
+    pools, and a client's ceph.conf whose keyrings include the admin's (the administrator's view)."""
+    if ceph is None:
+        return {"CEPH_USERS": "[]"}
+    users = sorted(".".join(key) for key in cloud.plan.settings.ceph_users())
+    return {
+        "CEPH_USERS": json.dumps(users),
+        "CEPH_POOLS": json.dumps(ceph.ceph.pools.model_dump()),
+        "CEPH_CONF": str(ceph.client_conf_path),
+        "CEPH_ID": "admin",
+    }
+
+
 def report_api(report: Report, api: LabApiServer) -> None:
     """What the plan's pods asked of the API: refusals are findings (the plan's RBAC is too narrow)."""
     report.api = {
@@ -177,7 +220,13 @@ def report_api(report: Report, api: LabApiServer) -> None:
 
 
 def use_cloud(
-    cloud: Cloud, api: LabApiServer, user: UserPod, venv: Path, guest: Guest, why_not: dict[str, str]
+    cloud: Cloud,
+    api: LabApiServer,
+    user: UserPod,
+    venv: Path,
+    guest: Guest,
+    why_not: dict[str, str],
+    ceph: CephStandIn | None = None,
 ) -> dict[str, Any]:
     """Run tools/cloud/scenario.py as a user inside the cluster would: from a pod, by the cluster's names."""
     settings = cloud.plan.settings
@@ -196,6 +245,7 @@ def use_cloud(
         "KUBE_TOKEN": api.admin_token(),
         "KUBE_CA_FILE": str(api.ca),
         "KUBE_NAMESPACE": settings.namespace,
+        **ceph_env(ceph, cloud),
     }
     command = [str(venv / "bin" / "python"), "-m", "tools.cloud.scenario", str(guest.kernel), str(guest.initramfs),
                str(guest.disk)]  # fmt: skip
@@ -311,21 +361,26 @@ def run(
     door = FrontDoor.issue(cloud, api, log)  # cert-manager's Secrets, before any pod mounts them
     user = UserPod(cluster.control_plane, cluster.state / "user", plan.settings.namespace,
                    plan.settings.endpoints.cluster_domain)  # fmt: skip
+    ceph = ceph_stand_in(plan, cluster.state, log)
     try:
         since = time.monotonic()
         try:
+            if ceph is not None:  # first: the plan's pods mount its keyring Secrets
+                start_ceph(ceph, cluster, cloud, api)
+                phase("ceph", since)
+                since = time.monotonic()
             api.start(cluster.control_plane.netns_path, API_SERVER_PORT)
             cloud.start_cluster_services(api_server_endpoint(cluster.control_plane))
             user.start()
             cloud.deploy()
             cloud.run_cron_jobs(JOB_TIMEOUT)
-        except DeployFailedError as error:
+        except (DeployFailedError, CephStartError) as error:
             report.deploy_error = str(error)
             log(f"deploy failed: {error}")
         phase("deploy", since)
         if not report.deploy_error:
             since = time.monotonic()
-            report.user = use_cloud(cloud, api, user, venv.path, guest, why_not)
+            report.user = use_cloud(cloud, api, user, venv.path, guest, why_not, ceph)
             report.provider = provider_counters()
             log(f"user: {json.dumps(report.user)[:2000]}")
             phase("use", since)
@@ -348,6 +403,8 @@ def run(
         report.not_run += door.stand_ins()
         if door.proxy is not None:
             report.gateway_proxy = {"kind": "Gateway", "pods": 1, "ready": int(door.proxy.running)}
+        if ceph is not None:
+            report.external_stand_ins["ceph"] = ceph.facts()
         report.build(cloud, why_not)
         (out / "report.json").write_text(json.dumps(report.data, indent=2) + "\n")
         print(report.summary(), flush=True)
@@ -360,6 +417,8 @@ def run(
         uplinks.stop()
         door.stop()
         cloud.stop()
+        if ceph is not None:  # after the pods (QEMU among them) that hold its images open
+            ceph.stop()
         api.stop()
         user.stop()
         cluster.delete()

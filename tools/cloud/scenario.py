@@ -9,10 +9,11 @@ Kubernetes API as an administrator's kubectl reaches it (KUBE_* variables). Uplo
 builds a network with a router to the provider network, boots a server on each compute node
 (COMPUTE_HOSTS) and reads what the guests say on their consoles (DHCP, metadata, the provider
 network through the router's SNAT, the first VM from the second across the tunnel); asks Cinder
-for a volume; then moves the VMs off a node, by nova-compute-maintenance and by the README's
-procedure (tools/cloud/migration_check.py). Horizon is logged in to from outside, through the
-gateway (tools/cloud/public_scenario.py): its NetworkPolicy admits nothing else. Prints one JSON
-object with what it found; each step's failure is recorded, not raised.
+for a volume; for a stack that keeps data in Ceph, proves it against the cluster
+(tools/cloud/ceph_check.py); then moves the VMs off a node, by nova-compute-maintenance and by the
+README's procedure (tools/cloud/migration_check.py). Horizon is logged in to from outside, through
+the gateway (tools/cloud/public_scenario.py): its NetworkPolicy admits nothing else. Prints one
+JSON object with what it found; each step's failure is recorded, not raised.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from typing import Any
 
 import openstack
 
-from tools.cloud import migration_check
+from tools.cloud import ceph_check, migration_check
 from tools.cloud.guest import parse_console
 from tools.cloud.kubectl import Kubectl
 
@@ -150,13 +151,18 @@ def kubectl() -> Kubectl:
     )
 
 
-def servers(conn: openstack.connection.Connection, kernel: Path, initramfs: Path, disk: Path, facts: dict) -> None:
-    """vm1 on the first compute node pings the provider network; vm2 on the second pings vm1 and the provider."""
+def servers(
+    conn: openstack.connection.Connection, kernel: Path, initramfs: Path, disk: Path, facts: dict, made: dict
+) -> None:
+    """vm1 on the first compute node pings the provider network; vm2 on the second pings vm1 and the provider.
+    `made` keeps the image, network, flavor and vm1 for later steps (the Ceph proof)."""
     hosts = os.environ["COMPUTE_HOSTS"].split(",")
-    image = upload_guest(conn, disk)
+    image = made["image"] = upload_guest(conn, disk)
     network, _ = build_network(conn)
     flavor = conn.compute.create_flavor(name="tiny", ram=128, vcpus=1, disk=1)
+    made.update(network=network, flavor=flavor)
     facts["server"] = boot_server(conn, "vm1", image, flavor, network, hosts[0], [PROVIDER_GATEWAY])
+    made["vm1"] = facts["server"]["id"]
     if len(hosts) > 1:
         peer = facts["server"]["ip"]
         facts["peer_server"] = boot_server(conn, "vm2", image, flavor, network, hosts[1], [peer, PROVIDER_GATEWAY])
@@ -180,9 +186,12 @@ def main() -> None:
     kernel, initramfs, disk = map(Path, sys.argv[1:4])
     facts: dict[str, Any] = {"errors": {}}
     conn = openstack.connect()
+    made: dict[str, Any] = {}
     steps: list[tuple[str, Callable[[], None]]] = [
-        ("server", lambda: servers(conn, kernel, initramfs, disk, facts)),
+        ("server", lambda: servers(conn, kernel, initramfs, disk, facts, made)),
         ("volume", lambda: volume(conn, facts)),
+        # Before the maintenance: its servers boot on the first compute node and are gone after.
+        ("ceph", lambda: ceph_check.run(conn, made, facts)),
         # Last: it moves the servers between the compute nodes, and restarts their pods.
         ("maintenance", lambda: migrations(conn, facts)),
     ]

@@ -22,6 +22,8 @@ from tools.plan import Plan
 
 # The API tests of each deployed service (tempest/api/<dir>); Placement has none in Tempest.
 API_TESTS = {"keystone": "identity", "glance": "image", "neutron": "network", "nova": "compute", "cinder": "volume"}
+# What Nova's libvirt driver reports as hypervisor_type (QEMU, or KVM with older libvirts).
+LIBVIRT_HYPERVISORS = {"QEMU", "KVM"}
 # Tempest's own tag for the smoke set, in the test ids' attributes: `test_x[id-...,smoke]`.
 SMOKE = r"\[[^\]]*\bsmoke\b"
 NO_SSH_GUEST = (
@@ -165,7 +167,7 @@ def _compute(
     compute = {
         **endpoint,
         "image_ref": facts.get("image"),
-        "image_ref_alt": facts.get("image"),
+        "image_ref_alt": facts.get("image_alt") or facts.get("image"),
         "flavor_ref": facts.get("flavor"),
         "flavor_ref_alt": facts.get("flavor_alt"),
         # Migration tests skip themselves below two ("Less than 2 compute nodes").
@@ -181,6 +183,15 @@ def _compute(
         "resize": _off(off, "compute-feature-enabled.resize", same_host, f"{no_ssh} (allow_resize_to_same_host off)"),
         "cold_migration": _off(off, "compute-feature-enabled.cold_migration", False, no_ssh),
         "live_migration": _off(off, "compute-feature-enabled.live_migration", hosts > 1, f"{hosts} compute host"),
+        # libvirt's rescue that keeps the server's disks where they are and adds the rescue disk on
+        # the bus the image asks for (hw_rescue_bus, hw_rescue_device); nova's x86 machine type `pc`
+        # keeps IDE for the cdrom case. Tempest's default is off, for drivers without it.
+        "stable_rescue": _off(
+            off,
+            "compute-feature-enabled.stable_rescue",
+            bool(set(types) & LIBVIRT_HYPERVISORS),
+            f"hypervisors {types} are not libvirt's",
+        ),
         # Local disks (no images_type rbd) move with the guest: a block migration.
         "block_migration_for_live_migration": nova.get("libvirt", "images_type", fallback="default") != "rbd",
     }
@@ -219,6 +230,8 @@ def _volume(
     names = [cinder.get(b, "volume_backend_name", fallback=b) for b in backends]
     # Tempest's spelling of the protocol the backend's driver reports (iSCSI for LVM's target).
     protocol = {"iscsi": "iSCSI"}.get(cinder.get(first, "target_protocol", fallback=""), first) if first else None
+    if cinder.get(first, "volume_driver", fallback="") == "cinder.volume.drivers.rbd.RBDDriver":
+        protocol = "ceph"  # what cinder's RBD driver reports (STORAGE_PROTOCOL, constants.CEPH)
     volume = {
         **service(facts.get("volume_catalog_type"), "volume"),
         "backend_names": names,

@@ -28,6 +28,7 @@ if TYPE_CHECKING:  # openstacksdk is the OpenStack venv's: the program's tests c
 
 # What tools/cloud/scenario.py creates.
 GUEST_IMAGE, FLAVOR, PROVIDER_NETWORK = "guest", "tiny", "public"
+ALT_IMAGE = "guest-alt"
 # Tempest's flavor_ref_alt: another flavor, a little larger (resize tests go from one to the other).
 ALT_FLAVOR = {"name": "tiny-alt", "ram": 192, "vcpus": 1, "disk": 1}
 # devstack's SUBNETPOOL_*_V4 for auto-allocated networks; apart from the scenario's networks and
@@ -103,10 +104,26 @@ def hard_power_off(conn: Connection, image: Any, prepared: list[str]) -> None:
         prepared.append(f"image {image.name}: os_shutdown_timeout 0 (the guest ignores ACPI shutdown)")
 
 
+def alt_image(conn: Connection, image: Any, prepared: list[str]) -> Any:
+    """Tempest's image_ref_alt: the guest again under another name and id (a server listing filtered
+    by image needs two; with one, Tempest skips them: "Need distinct images to run this test")."""
+    found = conn.image.find_image(ALT_IMAGE)
+    if found is None:
+        data = conn.image.download_image(image).content
+        found = conn.image.create_image(
+            name=ALT_IMAGE, data=data, disk_format=image.disk_format,
+            container_format=image.container_format, visibility="public",
+        )  # fmt: skip
+        prepared.append(f"image {ALT_IMAGE}: {image.name}'s {len(data)} bytes again")
+    hard_power_off(conn, found, prepared)
+    return found
+
+
 def discover(conn: Connection) -> dict[str, Any]:
     prepared: list[str] = []
     image = conn.image.find_image(GUEST_IMAGE, ignore_missing=False)
     hard_power_off(conn, image, prepared)
+    image_alt = alt_image(conn, image, prepared)
     public = conn.network.find_network(PROVIDER_NETWORK, ignore_missing=False)
     auto_allocation(conn, public, prepared)
     guest_vcpus(conn, prepared)
@@ -114,6 +131,7 @@ def discover(conn: Connection) -> dict[str, Any]:
     facts: dict[str, Any] = {
         "prepared": prepared,
         "image": image.id,
+        "image_alt": image_alt.id,
         "flavor": conn.compute.find_flavor(FLAVOR, ignore_missing=False).id,
         "flavor_alt": alt_flavor(conn).id,
         "public_network": public.id,

@@ -20,7 +20,12 @@ genisoimage sudo novnc util-linux procps kmod dumb-init"
 AGENTS="dnsmasq-base dnsmasq-utils haproxy radvd keepalived conntrack ipset iptables iproute2 iputils-arping iputils-ping"
 # The guest of the cloud test: Debian's kernel (downloaded, not installed) and a busybox initramfs.
 GUEST="busybox-static cpio file fdisk dosfstools mtools syslinux syslinux-common"
-PACKAGES="$SERVERS $BUILD $NODE $AGENTS $GUEST"
+# The external Ceph's stand-in (tools/cloud/ceph.py: a monitor, a manager and an OSD of Debian's
+# Ceph 16, and the ceph and rbd commands that make its pools and keys), Ceph's Python bindings that
+# Kolla's images take from the distribution and the OpenStack venv links (rados, rbd), and QEMU's
+# RBD block driver, through which libvirt's guests open their disks in Ceph with librbd.
+CEPH="ceph-mon ceph-mgr ceph-osd ceph-common python3-rados python3-rbd qemu-block-extra"
+PACKAGES="$SERVERS $BUILD $NODE $AGENTS $GUEST $CEPH"
 
 missing=""
 for package in $PACKAGES; do

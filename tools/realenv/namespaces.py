@@ -69,6 +69,15 @@ UNLOADABLE: dict[str, str] = {}
 # glance: the staging and tasks areas are filesystem stores named in its code
 # (glance/common/wsgi.py RESERVED_STORES), registered at runtime.
 GLANCE_RESERVED_STORES = {"os_glance_staging_store": "file", "os_glance_tasks_store": "file"}
+# The group of glance.multi_store's sample that holds each store type's options: file and cinder
+# have their own name, the others their driver's (glance_store/backend.py, _list_driver_opts).
+GLANCE_STORE_GROUPS = {
+    "rbd": "glance.store.rbd.Store",
+    "http": "glance.store.http.Store",
+    "s3": "glance.store.s3.Store",
+    "swift": "glance.store.swift.Store",
+    "vmware": "glance.store.vmware_datastore.Store",
+}
 
 
 def dynamic_sections(path: str | PurePath, text: str) -> dict[str, str]:
@@ -77,7 +86,7 @@ def dynamic_sections(path: str | PurePath, text: str) -> dict[str, str]:
     The generator cannot list them, so oslo-config-validator would call every option
     in them unknown: cinder's backends (`enabled_backends = lvm` -> [lvm], options of
     [backend_defaults]) and glance's stores (`enabled_backends = fast:rbd` -> [fast],
-    options of the [rbd] driver group).
+    options of the rbd driver's group, glance.store.rbd.Store).
     """
     parser = configparser.ConfigParser(strict=False, interpolation=None)
     parser.read_string(text)
@@ -87,7 +96,8 @@ def dynamic_sections(path: str | PurePath, text: str) -> dict[str, str]:
         return dict.fromkeys(enabled, "backend_defaults")
     if name == "glance-api.conf":
         stores = dict(b.split(":", 1) for b in enabled if ":" in b)
-        return {**GLANCE_RESERVED_STORES, **{store: kind.strip() for store, kind in stores.items()}}
+        groups = {store: GLANCE_STORE_GROUPS.get(kind.strip(), kind.strip()) for store, kind in stores.items()}
+        return {**GLANCE_RESERVED_STORES, **groups}
     return {}
 
 
@@ -103,6 +113,7 @@ NOT_OSLO: dict[str, str] = {
     "libvirt-auth.conf": "libvirt clients' credentials file",
     "qemu*.conf": "libvirt's QEMU driver configuration",
     "local_settings.py": "Horizon's Django settings, Python code",
+    "ceph.conf": "Ceph's client configuration, read by librados (its fsid and mon_host: tests/test_ceph.py)",
 }
 
 

@@ -65,8 +65,18 @@ MARKER = "openstack-venv.json"
 # LAYOUT when the list changes, so cached venvs are rebuilt.
 IMAGE_LINKS = {
     "openstack_dashboard/local/local_settings.py": "/etc/openstack-dashboard/local_settings.py",
+    # Ceph's Python bindings, which Kolla's images take from the distribution (python3-rados and
+    # python3-rbd; Ceph publishes no wheels) and glance_store, os-brick, cinder's RBD and backup
+    # drivers and nova's RBD image backend import: Debian 12's compiled modules (CPython 3.11's ABI,
+    # as the venv's interpreter) and their egg-info, linked one by one, never the whole dist-packages.
+    **{
+        name: f"/usr/lib/python3/dist-packages/{name}"
+        for module in ("rados", "rbd")
+        for name in (f"{module}.cpython-311-x86_64-linux-gnu.so", f"{module}-2.0.0.egg-info")
+    },
 }
-LAYOUT = 3  # 2: built relocatable; 3: with bytecode
+# 2: built relocatable; 3: with bytecode; 4: with Ceph's rados and rbd modules
+LAYOUT = 4
 
 
 @dataclass(frozen=True)
