@@ -6,6 +6,11 @@ Gateway the program creates (`className`); `gateway.envoyGateway` may install th
 implementation. `tls.public` names the cert-manager Issuer or ClusterIssuer of the public
 certificate, or asks for a self-signed CA of the program's own (dev, tests). Without `gateway`
 the program routes nothing: the catalog's public URLs are then someone else's to serve.
+
+Separate CAs for public, internal and libvirt traffic: `tls.internal` names the CA of the
+certificates the APIs serve inside the cluster (or `plainText: true`, said in the stack file,
+keeps them on http: dev), required with a gateway, which reaches them too; `tls.libvirt` the
+CA of the hypervisors' migrations and consoles. The settings refuse one issuer for two of them.
 """
 
 from __future__ import annotations
@@ -100,8 +105,8 @@ class IssuerRef(Model):
     name: DnsSubdomain
 
 
-class PublicTls(Model):
-    """The public listener's certificate: from the stack's issuer, or from a self-signed CA of the program."""
+class IssuedCa(Model):
+    """Who signs a kind of certificate: an issuer the stack names, or a self-signed CA of the program."""
 
     issuer: IssuerRef | None = None
     self_signed: bool = Field(
@@ -109,24 +114,86 @@ class PublicTls(Model):
     )
 
     @model_validator(mode="after")
-    def _one_issuer(self) -> PublicTls:
+    def _one_issuer(self) -> IssuedCa:
         if (self.issuer is not None) == self.self_signed:
             raise ValueError(
-                "name the issuer of the public certificate, issuer: {kind: Issuer or ClusterIssuer, name}, or set "
+                f"name the issuer of the {self._signs()}, issuer: {{kind: Issuer or ClusterIssuer, name}}, or set "
                 "selfSigned: true for a CA of the program's own (dev, tests), exactly one of them"
             )
         return self
 
+    def _signs(self) -> str:
+        return "certificates"
+
+
+class PublicTls(IssuedCa):
+    """The public listener's certificate: from the stack's issuer, or from a self-signed CA of the program."""
+
+    def _signs(self) -> str:
+        return "public certificate"
+
+
+class InternalTls(Model):
+    """The internal CA: it signs the certificate each API serves inside the cluster (to the gateway
+    and to the other services), and every client verifies with it. A CA apart from the public one:
+    the public hosts' issuer (ACME) issues no certificate for a Service's cluster names."""
+
+    issuer: IssuerRef | None = None
+    self_signed: bool = Field(False, description="a self-signed internal CA of the program's own (internal-ca)")
+    plain_text: bool = Field(
+        False, description="no internal TLS: the APIs serve http inside the cluster (dev only; the pack refuses it)"
+    )
+
+    @model_validator(mode="after")
+    def _one_choice(self) -> InternalTls:
+        if sum((self.issuer is not None, self.self_signed, self.plain_text)) != 1:
+            raise ValueError(
+                "name the internal CA's issuer, issuer: {kind: Issuer or ClusterIssuer, name}, or set "
+                "selfSigned: true for an internal CA of the program's own, or plainText: true to keep the APIs "
+                "on http inside the cluster (dev), exactly one of them"
+            )
+        return self
+
+    @property
+    def enabled(self) -> bool:
+        return not self.plain_text
+
+
+class LibvirtTls(IssuedCa):
+    """The CA of libvirt's migrations and VNC (VeNCrypt) between nodes: its own, so a control-plane
+    certificate is no hypervisor's and the reverse."""
+
+    def _signs(self) -> str:
+        return "hypervisors' certificates"
+
 
 class Tls(Model):
     public: PublicTls | None = None
+    internal: InternalTls | None = Field(
+        None, description="the internal CA, or plainText; required with a gateway, unset: the APIs serve http"
+    )
+    libvirt: LibvirtTls | None = None
+
+    @property
+    def internal_enabled(self) -> bool:
+        """Whether the APIs serve TLS inside the cluster, and their clients verify it."""
+        return self.internal is not None and self.internal.enabled
+
+
+def _same_issuer(one: IssuedCa | InternalTls | None, other: IssuedCa | InternalTls | None) -> bool:
+    return one is not None and other is not None and one.issuer is not None and one.issuer == other.issuer
 
 
 def problems(settings: Settings) -> Iterator[Problem]:
     """What the front door's settings contradict in the rest of the stack."""
     from components.settings import problem  # settings.py imports this module for its models
 
-    gateway, public = settings.gateway, settings.tls.public
+    gateway, public, internal, libvirt = (
+        settings.gateway,
+        settings.tls.public,
+        settings.tls.internal,
+        settings.tls.libvirt,
+    )
     if gateway is not None and public is None:
         yield problem(
             ("tls", "public"),
@@ -153,4 +220,32 @@ def problems(settings: Settings) -> Iterator[Problem]:
             {},
             "the gateway's proxies run in the stack's namespace, where only labels tell them from the cloud's pods: "
             "give their labels",
+        )
+    if gateway is not None and internal is None:
+        yield problem(
+            ("tls", "internal"),
+            None,
+            "the gateway reaches the APIs inside the cluster: name the internal CA, issuer: {kind: ClusterIssuer, "
+            "name: ...} or selfSigned: true, or say plainText: true to keep them on http (dev)",
+        )
+    if _same_issuer(internal, public):
+        yield problem(
+            ("tls", "internal", "issuer"),
+            internal.model_dump(by_alias=True)["issuer"] if internal else None,
+            "is the public certificate's issuer: the internal CA must be another one (separate CAs for public and "
+            "internal traffic; a public issuer such as ACME signs no Service's cluster names)",
+        )
+    if libvirt is not None:
+        for other, key in ((internal, "internal"), (public, "public")):
+            if _same_issuer(libvirt, other):
+                yield problem(
+                    ("tls", "libvirt", "issuer"),
+                    libvirt.model_dump(by_alias=True)["issuer"],
+                    f"is tls.{key}'s issuer: libvirt's CA must be a separate one",
+                )
+        yield problem(
+            ("tls", "libvirt"),
+            libvirt.model_dump(by_alias=True, exclude_defaults=True),
+            "libvirt's TLS (live migration, VeNCrypt between the console proxy and QEMU) is not built yet "
+            "(issue 20, phase 3): unset tls.libvirt",
         )

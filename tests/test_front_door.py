@@ -36,7 +36,7 @@ CRDS = {
     "Issuer": "cert-manager/cert-manager.io_issuers.yaml",
 }
 EXISTING = {"existing": {"name": "shared", "namespace": "gateways", "sectionName": "websecure"}}
-ISSUER = {"public": {"issuer": {"kind": "Issuer", "name": "acme"}}}
+ISSUER = {"public": {"issuer": {"kind": "Issuer", "name": "acme"}}, "internal": {"plainText": True}}
 
 
 @cache

@@ -12,8 +12,10 @@ from components.stack_config import settings_from_config
 
 CREATED = {"className": "envoy-gateway"}
 EXISTING = {"existing": {"name": "public", "namespace": "gateways"}}
-SELF_SIGNED = {"public": {"selfSigned": True}}
-ISSUER = {"public": {"issuer": {"kind": "ClusterIssuer", "name": "letsencrypt"}}}
+PLAIN = {"internal": {"plainText": True}}
+SELF_SIGNED = {"public": {"selfSigned": True}, **PLAIN}
+ISSUER = {"public": {"issuer": {"kind": "ClusterIssuer", "name": "letsencrypt"}}, **PLAIN}
+INTERNAL_ISSUER = {"issuer": {"kind": "ClusterIssuer", "name": "internal-ca"}}
 
 # (settings, the key the error must name, a fragment of what it must say is allowed)
 REFUSED: list[tuple[dict[str, Any], str, str]] = [
@@ -64,7 +66,34 @@ REFUSED: list[tuple[dict[str, Any], str, str]] = [
         "openstack:tls.public.issuer.name",
         "required",
     ),
-    ({"gateway": CREATED, "tls": {"internal": {}}}, "openstack:tls.internal", "unknown setting"),
+    ({"gateway": CREATED, "tls": {**SELF_SIGNED, "internal": {}}}, "openstack:tls.internal", "exactly one of them"),
+    (
+        {"gateway": CREATED, "tls": {**SELF_SIGNED, "internal": {**INTERNAL_ISSUER, "plainText": True}}},
+        "openstack:tls.internal",
+        "plainText: true to keep the APIs on http",
+    ),
+    ({"gateway": CREATED, "tls": {"public": {"selfSigned": True}}}, "openstack:tls.internal", "name the internal CA"),
+    (
+        {"gateway": CREATED, "tls": {**ISSUER, "internal": {"issuer": ISSUER["public"]["issuer"]}}},
+        "openstack:tls.internal.issuer",
+        "the internal CA must be another one",
+    ),
+    (
+        {"gateway": CREATED, "tls": {**ISSUER, "internal": INTERNAL_ISSUER, "libvirt": INTERNAL_ISSUER}},
+        "openstack:tls.libvirt.issuer",
+        "tls.internal's issuer: libvirt's CA must be a separate one",
+    ),
+    (
+        {"gateway": CREATED, "tls": {**ISSUER, "libvirt": {"issuer": ISSUER["public"]["issuer"]}}},
+        "openstack:tls.libvirt.issuer",
+        "tls.public's issuer",
+    ),
+    ({"gateway": CREATED, "tls": {**SELF_SIGNED, "libvirt": {}}}, "openstack:tls.libvirt", "hypervisors' certif"),
+    (
+        {"gateway": CREATED, "tls": {**SELF_SIGNED, "libvirt": {"selfSigned": True}}},
+        "openstack:tls.libvirt",
+        "not built yet",
+    ),
     (
         {"gateway": CREATED, "tls": SELF_SIGNED, "endpoints": {"scheme": "http"}},
         "openstack:endpoints.scheme",
@@ -98,6 +127,10 @@ def test_front_door_settings_name_the_key_and_what_is_allowed(raw: dict[str, Any
         {"gateway": {**CREATED, "envoyGateway": {"install": True}}, "tls": ISSUER},
         {"gateway": {**EXISTING, "proxies": {"namespace": "openstack", "labels": {"gateway": "x"}}}, "tls": ISSUER},
         {"gateway": {"existing": {**EXISTING["existing"], "sectionName": "https"}}, "tls": ISSUER},
+        {"gateway": CREATED, "tls": {**ISSUER, "internal": INTERNAL_ISSUER}},
+        {"gateway": CREATED, "tls": {**ISSUER, "internal": {"selfSigned": True}}},
+        # Internal TLS without a front door: the APIs' clients inside the cluster verify them all the same.
+        {"tls": {"internal": {"selfSigned": True}}},
     ],
 )
 def test_a_gateway_with_an_issuer_is_accepted(raw: dict[str, Any]) -> None:
@@ -124,3 +157,13 @@ def test_the_stack_file_gives_gateway_and_tls_as_objects() -> None:
     assert settings.gateway.existing.namespace == "gateways"
     assert settings.tls.public is not None and settings.tls.public.issuer is not None
     assert settings.tls.public.issuer.kind == "ClusterIssuer"
+
+
+@pytest.mark.parametrize(
+    ("internal", "enabled"),
+    [(None, False), ({"plainText": True}, False), ({"selfSigned": True}, True), (INTERNAL_ISSUER, True)],
+)
+def test_internal_tls_is_on_exactly_when_a_ca_is_named(internal: dict[str, Any] | None, enabled: bool) -> None:
+    tls = {**ISSUER, "internal": internal} if internal else {"public": ISSUER["public"]}
+    raw = {"gateway": CREATED, "tls": tls} if internal else {}
+    assert Settings.parse(raw).tls.internal_enabled is enabled
