@@ -4,15 +4,18 @@ from __future__ import annotations
 
 from typing import Any
 
-from components import oslo
+from components import internal_tls, oslo
 from components.inifile import render_ini
+from components.settings import Settings
 from components.spec import Process
 from components.workload import Probe
 
 
-def uwsgi_file(process: str, module: str, port: int, **options: Any) -> dict[str, str]:
-    """`<process>-uwsgi.ini`; `options` are `oslo.uwsgi_ini`'s."""
-    return {f"{process}-uwsgi.ini": render_ini(oslo.uwsgi_ini(module, port, **options))}
+def uwsgi_file(settings: Settings, process: str, module: str, port: int, **options: Any) -> dict[str, str]:
+    """`<process>-uwsgi.ini`, on HTTPS where the process is an API and tls.internal names a CA;
+    `options` are `oslo.uwsgi_ini`'s."""
+    tls = internal_tls.serves_tls(settings, process)
+    return {f"{process}-uwsgi.ini": render_ini(oslo.uwsgi_ini(module, port, tls=tls, **options))}
 
 
 def wsgi_api(

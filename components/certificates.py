@@ -54,6 +54,7 @@ def cert_manager(
     *,
     wait: bool = False,
     depends_on: Sequence[pulumi.Resource] = (),
+    owner: str = "gateway",
 ) -> pulumi.Resource:
     """An Issuer or Certificate. `wait`: `pulumi up` waits until cert-manager reports it Ready
     (custom resources are not awaited otherwise), for what must not start without its Secret."""
@@ -61,19 +62,23 @@ def cert_manager(
         name,
         api_version="cert-manager.io/v1",
         kind=kind,
-        metadata=metadata(name, namespace, "gateway", kind.lower(), **(WAIT_READY if wait else {})),
+        metadata=metadata(name, namespace, owner, kind.lower(), **(WAIT_READY if wait else {})),
         spec=spec,
         opts=pulumi.ResourceOptions(parent=parent, depends_on=list(depends_on)),
     )
 
 
 def self_signed_ca(
-    name: str, namespace: str, parent: pulumi.Resource, depends_on: Sequence[pulumi.Resource] = ()
+    name: str,
+    namespace: str,
+    parent: pulumi.Resource,
+    depends_on: Sequence[pulumi.Resource] = (),
+    owner: str = "gateway",
 ) -> dict[str, str]:
     """A self-signed root `name` (Certificate and Secret) and the CA Issuer `name` that signs with it;
     returns that Issuer's reference. The Issuer `<name>-selfsigned` signs the root only."""
     signer = f"{name}-selfsigned"
-    cert_manager("Issuer", signer, namespace, {"selfSigned": {}}, parent, depends_on=depends_on)
+    cert_manager("Issuer", signer, namespace, {"selfSigned": {}}, parent, depends_on=depends_on, owner=owner)
     root = {
         "isCA": True,
         "commonName": name,
@@ -82,8 +87,8 @@ def self_signed_ca(
         "privateKey": PRIVATE_KEY,
         "issuerRef": issuer("Issuer", signer),
     }
-    cert_manager("Certificate", name, namespace, root, parent, depends_on=depends_on)
-    cert_manager("Issuer", name, namespace, {"ca": {"secretName": name}}, parent, depends_on=depends_on)
+    cert_manager("Certificate", name, namespace, root, parent, depends_on=depends_on, owner=owner)
+    cert_manager("Issuer", name, namespace, {"ca": {"secretName": name}}, parent, depends_on=depends_on, owner=owner)
     return issuer("Issuer", name)
 
 

@@ -113,6 +113,7 @@ def render(ctx: RenderContext) -> dict[str, str]:
                 "glance_api_servers": oslo.internal_url(settings, "glance-api", GLANCE_PORT)
                 if settings.services.on("glance")
                 else None,
+                **oslo.ca_file(settings, "glance_ca_certificates_file"),
                 **_backup(settings),
             },
             "database": oslo.database(settings, "cinder", secrets["database"], "cinder"),
@@ -125,7 +126,7 @@ def render(ctx: RenderContext) -> dict[str, str]:
         },
         oslo.messaging(settings, "cinder", secrets["rabbitmq"]),
     )
-    files = {"cinder.conf": render_ini(conf), **uwsgi_file("cinder-api", "cinder.wsgi.api:application", PORT)}
+    files = {"cinder.conf": render_ini(conf), **uwsgi_file(settings, "cinder-api", "cinder.wsgi.api:application", PORT)}
     if backend == "nfs":
         files["nfs_shares"] = "\n".join(settings.cinder.nfs_shares) + "\n"
     if backend == "rbd" or settings.cinder.backup == "ceph":

@@ -12,6 +12,7 @@ from components.cloud_graph import INFRASTRUCTURE, CloudGraph, Node, cloud_graph
 from components.credentials import Credentials
 from components.front_door import FrontDoor
 from components.graph import DeployGraph
+from components.internal_tls import InternalCertificates
 from components.isolation import DataStoreIsolation, FrontDoorIsolation
 from components.mariadb import MariaDB
 from components.meta import labels
@@ -57,6 +58,10 @@ def build(settings: Settings) -> CloudGraph:
     for service in services.values():
         service.finish()
     DataStoreIsolation(settings, in_namespace)
+    if settings.tls.internal_enabled:
+        # No edge in the graph: a pod whose Secret is not issued yet waits in ContainerCreating
+        # until cert-manager writes it, as the gateway waits for public-tls.
+        InternalCertificates(settings, in_namespace)
     if settings.gateway is not None:
         FrontDoor(settings, ctx.credentials, in_namespace)
         FrontDoorIsolation(settings, in_namespace)

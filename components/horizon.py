@@ -26,6 +26,7 @@ def local_settings(ctx: RenderContext) -> str:
         "SECRET_KEY": ctx.secrets["horizon-secret-key"],
         "OPENSTACK_KEYSTONE_URL": oslo.keystone_url(settings) + "/v3",
         "OPENSTACK_ENDPOINT_TYPE": "internalURL",
+        **oslo.ca_file(settings, "OPENSTACK_SSL_CACERT"),
         "OPENSTACK_KEYSTONE_DEFAULT_DOMAIN": "Default",
         "OPENSTACK_KEYSTONE_DEFAULT_ROLE": "member",
         "SESSION_ENGINE": "django.contrib.sessions.backends.cache",

@@ -13,6 +13,7 @@ import datetime
 from components import cron, oslo
 from components.bootstrap import db_sync
 from components.inifile import render_ini
+from components.internal_tls import serves_tls
 from components.settings import Settings
 from components.spec import ApiAccess, Process, PublicHost, RenderContext, ServiceSpec, Step
 from components.workload import Mount, Probe, env, secret_env, secret_volume
@@ -75,7 +76,11 @@ def render(ctx: RenderContext) -> dict[str, str]:
     }
     return {
         "keystone.conf": render_ini(conf),
-        "keystone-uwsgi.ini": render_ini(oslo.uwsgi_ini("keystone.wsgi.api:application", oslo.KEYSTONE_PORT)),
+        "keystone-uwsgi.ini": render_ini(
+            oslo.uwsgi_ini(
+                "keystone.wsgi.api:application", oslo.KEYSTONE_PORT, tls=serves_tls(settings, "keystone-api")
+            )
+        ),
     }
 
 

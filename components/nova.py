@@ -39,7 +39,7 @@ def nova_sections(ctx: RenderContext) -> dict[str, dict]:
             "keystone_authtoken": oslo.keystone_authtoken(settings, "nova", secrets),
             "service_user": oslo.service_user(settings, "nova", password),
             "placement": {**oslo.service_credentials(settings, "nova", password), "valid_interfaces": "internal"},
-            "glance": {"valid_interfaces": "internal", "region_name": settings.region},
+            "glance": {"valid_interfaces": "internal", "region_name": settings.region, **oslo.ca_file(settings)},
             # Nova calls Cinder with an admin context and no user token from its periodic tasks and
             # when nova-compute cleans up instances at start: then it authenticates with these
             # (nova/volume/cinder.py), and without auth_type fails with "Unknown auth type: None".
@@ -78,8 +78,8 @@ def render(ctx: RenderContext) -> dict[str, str]:
         "nova.conf": render_ini(nova_sections(ctx)),
         # Read after nova.conf by nova-db-sync to keep cell0's mapping current (update_cell).
         CELL0_CONF: render_ini({"database": {"connection": cell0}}),
-        **uwsgi_file("nova-api", "nova.wsgi.osapi_compute:application", API_PORT),
-        **uwsgi_file("nova-metadata", "nova.wsgi.metadata:application", METADATA_PORT),
+        **uwsgi_file(ctx.settings, "nova-api", "nova.wsgi.osapi_compute:application", API_PORT),
+        **uwsgi_file(ctx.settings, "nova-metadata", "nova.wsgi.metadata:application", METADATA_PORT),
     }
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from components import internal_tls
 from components.settings import Settings
 from components.workload import Manifest, env
 
@@ -30,7 +31,20 @@ MEMCACHE_KEY = "memcache"
 
 
 def internal_url(settings: Settings, k8s_service: str, port: int, path: str = "") -> str:
-    return f"http://{settings.service_host(k8s_service)}:{port}{path}"
+    """An API's URL inside the cluster: https where the APIs serve TLS (tls.internal)."""
+    scheme = "https" if settings.tls.internal_enabled else "http"
+    return f"{scheme}://{settings.service_host(k8s_service)}:{port}{path}"
+
+
+def plain_url(settings: Settings, k8s_service: str, port: int) -> str:
+    """What is no OpenStack API (RabbitMQ's management API): http whatever tls.internal says."""
+    return f"http://{settings.service_host(k8s_service)}:{port}"
+
+
+def ca_file(settings: Settings, option: str = "cafile") -> Section:
+    """`option` set to the internal CA's certificate, which verifies every internal API; nothing
+    without internal TLS. kolla-ansible gives `openstack_cacert` to the same options."""
+    return {option: internal_tls.CA_FILE} if settings.tls.internal_enabled else {}
 
 
 def public_url(settings: Settings, catalog_name: str, path: str = "") -> str:
@@ -129,6 +143,7 @@ def keystone_auth(settings: Settings, user: str, password: str) -> Section:
         "user_domain_name": "Default",
         "project_name": SERVICE_PROJECT,
         "project_domain_name": "Default",
+        **ca_file(settings),
     }
 
 
@@ -183,7 +198,9 @@ def merge(*parts: dict[str, Section]) -> dict[str, Section]:
     return merged
 
 
-def uwsgi_ini(module: str, port: int, processes: int = 2, chunked_input_limit: int | None = None) -> dict[str, Section]:
+def uwsgi_ini(
+    module: str, port: int, processes: int = 2, chunked_input_limit: int | None = None, tls: bool = False
+) -> dict[str, Section]:
     """A uWSGI server for a WSGI API, listening on all addresses of the pod on `port`.
 
     Kolla installs uWSGI from PyPI into the service's virtualenv: Python is built in, so
@@ -196,11 +213,24 @@ def uwsgi_ini(module: str, port: int, processes: int = 2, chunked_input_limit: i
     client that pauses longer between parts (Nova uploading a snapshot while the node is
     busy) gets a 500. `chunked_input_limit` is the largest part such an application
     accepts; uWSGI's default is 1 MiB.
+
+    With `tls` the workers speak HTTPS (`https-socket`: address, certificate, key, as
+    kolla-ansible's `https` with `kolla_enable_tls_backend`; the images' uWSGI is built with
+    OpenSSL) from the API's mounted Secret. uWSGI reads the pair only when it starts, so
+    `touch-reload` watches the certificate: when cert-manager renews it and the kubelet swaps
+    the Secret's files, the master reloads gracefully (it keeps the listening socket, so
+    connections wait in its backlog instead of being refused) and serves the new pair.
     """
     limit = {} if chunked_input_limit is None else {"chunked-input-limit": chunked_input_limit}
+    listen = (
+        {"https-socket": f"0.0.0.0:{port},{internal_tls.SERVER_CERT},{internal_tls.SERVER_KEY}",
+         "touch-reload": internal_tls.SERVER_CERT}
+        if tls
+        else {"http-socket": f"0.0.0.0:{port}"}
+    )  # fmt: skip
     return {
         "uwsgi": {
-            "http-socket": f"0.0.0.0:{port}",
+            **listen,
             "socket-timeout": 30,
             **limit,
             "module": module,
