@@ -21,7 +21,7 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as k8s
 
-from components import certificates, envoy_gateway
+from components import certificates, envoy_gateway, internal_tls
 from components.credentials import Credentials
 from components.gateway_settings import Gateway
 from components.meta import metadata
@@ -57,6 +57,20 @@ def route_spec(route: PublicRoute, parent: dict[str, str]) -> dict[str, Any]:
                 "backendRefs": [{"group": "", "kind": "Service", "name": route.backend, "port": route.port}],
             }
         ],
+    }
+
+
+def backend_tls_spec(settings: Settings, backend: str) -> dict[str, Any]:
+    """The gateway speaks TLS to an API that serves it, verifying the internal CA and the
+    Service's name. BackendTLSPolicy is standard since Gateway API v1.4; its CA from a
+    ConfigMap is core, from a Secret (internal-ca-bundle's ca.crt) implementation-specific,
+    which Envoy Gateway supports (there is no ConfigMap of the CA: cert-manager writes Secrets)."""
+    return {
+        "targetRefs": [{"group": "", "kind": "Service", "name": backend}],
+        "validation": {
+            "caCertificateRefs": [{"group": "", "kind": "Secret", "name": internal_tls.CA_BUNDLE}],
+            "hostname": settings.service_host(backend),
+        },
     }
 
 
@@ -104,6 +118,10 @@ class FrontDoor(pulumi.ComponentResource):
             name = f"{certificates.PUBLIC_TLS}-for-gateway"
             self._custom("ReferenceGrant", name, ns, grant, after, api_version="gateway.networking.k8s.io/v1beta1")
         parent = parent_ref(settings, gateway)
+        for backend in sorted({r.backend for r in routes if internal_tls.serves_tls(settings, r.backend)}):
+            spec = backend_tls_spec(settings, backend)
+            name = f"{backend}-backend-tls"
+            self._custom("BackendTLSPolicy", name, ns, spec, after, api_version="gateway.networking.k8s.io/v1")
         for route in routes:
             spec = route_spec(route, parent)
             self._custom("HTTPRoute", route.route_name, ns, spec, after, api_version="gateway.networking.k8s.io/v1")

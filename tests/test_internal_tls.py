@@ -222,3 +222,22 @@ def test_rabbitmqs_management_api_stays_http() -> None:
     job = tls_plan().by_name("nova-rabbit-init", "Job")
     env = {e["name"]: e.get("value") for c in containers(job) for e in c.get("env", [])}
     assert env["RABBIT_API"] == "http://rabbitmq.openstack.svc.cluster.local:15672"
+
+
+def test_the_gateway_speaks_tls_to_each_api_backend_verifying_its_name_and_the_ca() -> None:
+    plan = tls_plan()
+    policies = objects(plan, "BackendTLSPolicy")
+    routed = {r.inputs["spec"]["rules"][0]["backendRefs"][0]["name"] for r in objects(plan, "HTTPRoute").values()}
+    assert set(policies) == {f"{b}-backend-tls" for b in routed if b in APIS}
+    assert {"horizon", "nova-novncproxy"} <= routed - set(APIS)  # served in plain http: no policy
+    for name, policy in policies.items():
+        backend = name.removesuffix("-backend-tls")
+        assert policy.inputs["apiVersion"] == "gateway.networking.k8s.io/v1"
+        assert policy.inputs["spec"] == {
+            "targetRefs": [{"group": "", "kind": "Service", "name": backend}],
+            "validation": {
+                "caCertificateRefs": [{"group": "", "kind": "Secret", "name": "internal-ca-bundle"}],
+                "hostname": f"{backend}.openstack.svc.cluster.local",
+            },
+        }
+    assert objects(plain_plan(), "BackendTLSPolicy") == {}
