@@ -12,10 +12,11 @@ from components.stack_config import settings_from_config
 
 CREATED = {"className": "envoy-gateway"}
 EXISTING = {"existing": {"name": "public", "namespace": "gateways"}}
-PLAIN = {"internal": {"plainText": True}}
-SELF_SIGNED = {"public": {"selfSigned": True}, **PLAIN}
-ISSUER = {"public": {"issuer": {"kind": "ClusterIssuer", "name": "letsencrypt"}}, **PLAIN}
-INTERNAL_ISSUER = {"issuer": {"kind": "ClusterIssuer", "name": "internal-ca"}}
+PLAIN: dict[str, Any] = {"internal": {"plainText": True}}
+PUBLIC_ISSUER: dict[str, Any] = {"kind": "ClusterIssuer", "name": "letsencrypt"}
+SELF_SIGNED: dict[str, Any] = {"public": {"selfSigned": True}, **PLAIN}
+ISSUER: dict[str, Any] = {"public": {"issuer": PUBLIC_ISSUER}, **PLAIN}
+INTERNAL_ISSUER: dict[str, Any] = {"issuer": {"kind": "ClusterIssuer", "name": "internal-ca"}}
 
 # (settings, the key the error must name, a fragment of what it must say is allowed)
 REFUSED: list[tuple[dict[str, Any], str, str]] = [

@@ -171,7 +171,8 @@ def test_internal_and_admin_catalog_endpoints_are_https_and_public_ones_unchange
     entries = _catalog(tls_plan())
     assert entries
     for _name, _type, public, internal, admin in entries:
-        assert urlsplit(internal).scheme == "https" and urlsplit(internal).hostname.endswith(".svc.cluster.local")
+        assert urlsplit(internal).scheme == "https"
+        assert str(urlsplit(internal).hostname).endswith(".svc.cluster.local")
         assert admin == "" or urlsplit(admin).scheme == "https"
         assert public.startswith("https://") and ".svc." not in public
     boot = {
