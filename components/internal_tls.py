@@ -1,4 +1,4 @@
-"""Internal TLS: the certificate each API serves inside the cluster, and the CA its clients verify with.
+"""Internal TLS: the certificate each API and RabbitMQ serve inside the cluster, and the CA their clients verify with.
 
 With `tls.internal` naming a CA, every API workload of the catalog (components/catalog.py `apis`:
 keystone-api, glance-api, ...) serves HTTPS with the Certificate `<api>-internal-tls`, whose
@@ -63,6 +63,19 @@ def dns_names(settings: Settings, service: str) -> list[str]:
     return [service, f"{service}.{ns}", f"{service}.{ns}.svc", settings.service_host(service)]
 
 
+def rabbitmq_dns_names(settings: Settings, cluster: str, replicas: int) -> list[str]:
+    """The client Service's names, and each node's through the headless `<cluster>-nodes` Service.
+
+    The operator calls each node's management API as `<cluster>-server-<i>.<cluster>-nodes.<ns>.svc`
+    and the Service's as `<cluster>.<ns>.svc`, verifying the names (internal/rabbitmqclient of
+    v2.21.1); its docs/examples/tls names both, with and without the cluster domain.
+    """
+    nodes = f"{cluster}-nodes.{settings.namespace}.svc"
+    pods = [f"{cluster}-server-{i}.{nodes}" for i in range(replicas)]
+    domain = settings.endpoints.cluster_domain
+    return [*dns_names(settings, cluster), *pods, *(f"{pod}.{domain}" for pod in pods)]
+
+
 def issuer(internal: InternalTls) -> dict[str, str]:
     if internal.issuer is not None:
         return certificates.issuer(internal.issuer.kind, internal.issuer.name)
@@ -70,9 +83,13 @@ def issuer(internal: InternalTls) -> dict[str, str]:
 
 
 def api_certificate(settings: Settings, api: str, internal: InternalTls) -> Manifest:
+    return server_certificate(secret_name(api), dns_names(settings, api), internal)
+
+
+def server_certificate(secret: str, names: list[str], internal: InternalTls) -> Manifest:
     return {
-        "secretName": secret_name(api),
-        "dnsNames": dns_names(settings, api),
+        "secretName": secret,
+        "dnsNames": names,
         "duration": certificates.DURATION,
         "renewBefore": certificates.RENEW_BEFORE,
         "privateKey": certificates.PRIVATE_KEY,

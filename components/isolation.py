@@ -130,10 +130,10 @@ def policies(settings: Settings) -> dict[str, Manifest]:
             "podSelector": {"matchLabels": RABBITMQ_PODS},
             "policyTypes": ["Ingress"],
             "ingress": [
-                _clients(settings, oslo.RABBITMQ, oslo.RABBITMQ_PORT),
+                _clients(settings, oslo.RABBITMQ, oslo.rabbitmq_port(settings)),
                 # The rabbit-init Jobs create vhosts and users; the operator reads each node's
                 # quorum status and the cluster's overview (internal/rabbitmqclient of v2.21.1).
-                {"from": [RABBIT_INIT_JOBS, rabbitmq_operator], "ports": _tcp(oslo.RABBITMQ_MANAGEMENT_PORT)},
+                {"from": [RABBIT_INIT_JOBS, rabbitmq_operator], "ports": _tcp(oslo.rabbitmq_management_port(settings))},
                 {"from": [_peers(RABBITMQ_PODS)], "ports": _tcp(*RABBITMQ_CLUSTERING)},
             ],
         },

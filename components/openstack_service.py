@@ -18,6 +18,7 @@ from typing import Any
 import pulumi
 
 from components import internal_tls, kube, oslo
+from components.api import probe_on_stack
 from components.cloud_graph import Node, steps_of
 from components.credentials import Credentials
 from components.graph import DeployGraph
@@ -188,7 +189,7 @@ class OpenStackService(pulumi.ComponentResource):
         settings = self.ctx.settings
         mounts = self._mounts(process.config_files, process.scripts) + process.extra_mounts
         mounts += tuple(Mount(c.name, c.mount_path, read_only=False) for c in process.claims)
-        probe = process.probe
+        probe = probe_on_stack(process.probe, settings)
         if internal_tls.serves_tls(settings, process.name):
             # The API's own certificate, in its own container only; its probe speaks TLS too.
             mounts += (internal_tls.SERVER_MOUNT,)

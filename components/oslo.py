@@ -23,6 +23,10 @@ RABBITMQ = "rabbitmq"  # the RabbitmqCluster; the operator names its Service aft
 MARIADB_PORT = 3306
 RABBITMQ_PORT = 5672
 RABBITMQ_MANAGEMENT_PORT = 15672
+# The RabbitMQ Cluster Operator's TLS listeners with spec.tls (amqps and management-tls of its
+# Service, internal/resource/service.go of v2.21.1); with disableNonTLSListeners the only ones.
+RABBITMQ_TLS_PORT = 5671
+RABBITMQ_MANAGEMENT_TLS_PORT = 15671
 MEMCACHED_PORT = 11211
 OVSDB_PORT = 6640
 SERVICE_PROJECT = "service"
@@ -36,9 +40,18 @@ def internal_url(settings: Settings, k8s_service: str, port: int, path: str = ""
     return f"{scheme}://{settings.service_host(k8s_service)}:{port}{path}"
 
 
-def plain_url(settings: Settings, k8s_service: str, port: int) -> str:
-    """What is no OpenStack API (RabbitMQ's management API): http whatever tls.internal says."""
-    return f"http://{settings.service_host(k8s_service)}:{port}"
+def rabbitmq_port(settings: Settings) -> int:
+    """RabbitMQ's AMQP port: amqps where tls.internal names a CA (the plain listener is off)."""
+    return RABBITMQ_TLS_PORT if settings.tls.internal_enabled else RABBITMQ_PORT
+
+
+def rabbitmq_management_port(settings: Settings) -> int:
+    return RABBITMQ_MANAGEMENT_TLS_PORT if settings.tls.internal_enabled else RABBITMQ_MANAGEMENT_PORT
+
+
+def rabbitmq_management_url(settings: Settings) -> str:
+    """RabbitMQ's management API (the rabbit-init Jobs'): https with internal TLS, as AMQP."""
+    return internal_url(settings, RABBITMQ, rabbitmq_management_port(settings))
 
 
 def ca_file(settings: Settings, option: str = "cafile") -> Section:
@@ -86,7 +99,7 @@ def database_url(settings: Settings, user: str, password: str, database: str) ->
 
 
 def transport_url(settings: Settings, user: str, password: str, vhost: str) -> str:
-    return f"rabbit://{user}:{password}@{settings.service_host(RABBITMQ)}:{RABBITMQ_PORT}/{vhost}"
+    return f"rabbit://{user}:{password}@{settings.service_host(RABBITMQ)}:{rabbitmq_port(settings)}/{vhost}"
 
 
 # The node's own address (the downward API's status.hostIP), for the pods on the host network.
@@ -120,11 +133,29 @@ def database(settings: Settings, user: str, password: str, name: str) -> Section
     }
 
 
+def messaging_tls(settings: Settings) -> Section:
+    """[oslo_messaging_rabbit]'s TLS, as kolla-ansible's om_enable_rabbitmq_tls: `ssl` and the CA.
+
+    With `ssl_ca_file` oslo.messaging asks kombu for CERT_REQUIRED against that file
+    (impl_rabbit.py `_fetch_ssl_params`). It passes no server_hostname, so py-amqp leaves
+    check_hostname off (amqp/transport.py `_wrap_socket_sni`): the chain is verified, the name
+    is not. Only RabbitMQ's pods hold a key of the internal CA whose certificate names RabbitMQ,
+    but every API holds one of that CA too (README, "TLS inside the cluster").
+    """
+    if not settings.tls.internal_enabled:
+        return {}
+    return {"ssl": True, "ssl_ca_file": internal_tls.CA_FILE}
+
+
 def messaging(settings: Settings, user: str, password: str) -> dict[str, Section]:
     """transport_url in [DEFAULT] plus quorum queues, which survive a RabbitMQ node loss."""
     return {
         "DEFAULT": {"transport_url": transport_url(settings, user, password, user)},
-        "oslo_messaging_rabbit": {"rabbit_quorum_queue": True, "rabbit_transient_quorum_queue": True},
+        "oslo_messaging_rabbit": {
+            "rabbit_quorum_queue": True,
+            "rabbit_transient_quorum_queue": True,
+            **messaging_tls(settings),
+        },
         "oslo_messaging_notifications": {"driver": "noop"},
     }
 

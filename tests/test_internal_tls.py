@@ -219,12 +219,6 @@ def test_the_metadata_agent_calls_nova_over_https_and_horizon_verifies_keystone(
     assert "OPENSTACK_KEYSTONE_URL = 'https://keystone-api.openstack.svc.cluster.local:5000/v3'" in local
 
 
-def test_rabbitmqs_management_api_stays_http() -> None:
-    job = tls_plan().by_name("nova-rabbit-init", "Job")
-    env = {e["name"]: e.get("value") for c in containers(job) for e in c.get("env", [])}
-    assert env["RABBIT_API"] == "http://rabbitmq.openstack.svc.cluster.local:15672"
-
-
 def test_the_gateway_speaks_tls_to_each_api_backend_verifying_its_name_and_the_ca() -> None:
     plan = tls_plan()
     policies = objects(plan, "BackendTLSPolicy")
