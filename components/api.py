@@ -2,17 +2,21 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
-from components import oslo
+from components import internal_tls, oslo
 from components.inifile import render_ini
+from components.settings import Settings
 from components.spec import Process
 from components.workload import Probe
 
 
-def uwsgi_file(process: str, module: str, port: int, **options: Any) -> dict[str, str]:
-    """`<process>-uwsgi.ini`; `options` are `oslo.uwsgi_ini`'s."""
-    return {f"{process}-uwsgi.ini": render_ini(oslo.uwsgi_ini(module, port, **options))}
+def uwsgi_file(settings: Settings, process: str, module: str, port: int, **options: Any) -> dict[str, str]:
+    """`<process>-uwsgi.ini`, on HTTPS where the process is an API and tls.internal names a CA;
+    `options` are `oslo.uwsgi_ini`'s."""
+    tls = internal_tls.serves_tls(settings, process)
+    return {f"{process}-uwsgi.ini": render_ini(oslo.uwsgi_ini(module, port, tls=tls, **options))}
 
 
 def wsgi_api(
@@ -45,6 +49,19 @@ HEALTH_SCRIPT = "health_probe.py"
 def connected_to(*ports: int) -> Probe:
     """Ready while the daemon holds connections to these ports (the message queue)."""
     return Probe(command=("python3", f"/scripts/{HEALTH_SCRIPT}", *map(str, ports)), initial_delay=15, period=30)
+
+
+def probe_on_stack(probe: Probe | None, settings: Settings) -> Probe | None:
+    """The probe with the message queue's port as the stack serves it.
+
+    Processes are declared without settings, with RabbitMQ's plain port (connected_to); under
+    internal TLS the daemons connect to amqps instead, and the plain listener is off.
+    """
+    health = ("python3", f"/scripts/{HEALTH_SCRIPT}")
+    if probe is None or probe.command[:2] != health or oslo.rabbitmq_port(settings) == oslo.RABBITMQ_PORT:
+        return probe
+    ports = tuple(str(oslo.RABBITMQ_TLS_PORT) if p == str(oslo.RABBITMQ_PORT) else p for p in probe.command[2:])
+    return dataclasses.replace(probe, command=(*health, *ports))
 
 
 def rpc_daemon(

@@ -45,6 +45,10 @@ def client_env(settings: Settings, user: str, secret: str, key: str, project: st
         env("OS_PROJECT_DOMAIN_NAME", "Default"),
         env("OS_REGION_NAME", settings.region),
         env("OS_INTERFACE", "internal"),
+        # openstacksdk's CA file, and requests' for keystoneauth sessions of their own (ks_register's
+        # password check): these Jobs call the internal APIs only.
+        *(env(name, path) for name, path in oslo.ca_file(settings, "OS_CACERT").items()),
+        *(env(name, path) for name, path in oslo.ca_file(settings, "REQUESTS_CA_BUNDLE").items()),
     )
 
 
@@ -106,7 +110,9 @@ def standard_steps(spec: ServiceSpec, settings: Settings) -> tuple[Step, ...]:
                 needs=("rabbitmq",),
                 scripts=("rabbit_init.py",),
                 env=(
-                    env("RABBIT_API", oslo.internal_url(settings, "rabbitmq", oslo.RABBITMQ_MANAGEMENT_PORT)),
+                    env("RABBIT_API", oslo.rabbitmq_management_url(settings)),
+                    # The CA the script verifies the management API with (https under internal TLS).
+                    *(env(name, path) for name, path in oslo.ca_file(settings, "RABBIT_CA_FILE").items()),
                     secret_env("RABBIT_ADMIN_USER", RABBITMQ_ADMIN_SECRET, "username"),
                     secret_env("RABBIT_ADMIN_PASSWORD", RABBITMQ_ADMIN_SECRET, "password"),
                     env("RABBIT_USER", name),

@@ -130,6 +130,7 @@ def render(ctx: RenderContext) -> dict[str, str]:
                 "glance_api_servers": oslo.internal_url(settings, "glance-api", GLANCE_PORT)
                 if settings.services.on("glance")
                 else None,
+                **oslo.ca_file(settings, "glance_ca_certificates_file"),
                 **_backup(settings),
             },
             "database": oslo.database(settings, "cinder", secrets["database"], "cinder"),
@@ -142,7 +143,7 @@ def render(ctx: RenderContext) -> dict[str, str]:
         },
         oslo.messaging(settings, "cinder", secrets["rabbitmq"]),
     )
-    files = {"cinder.conf": render_ini(conf), **uwsgi_file("cinder-api", "cinder.wsgi.api:application", PORT)}
+    files = {"cinder.conf": render_ini(conf), **uwsgi_file(settings, "cinder-api", "cinder.wsgi.api:application", PORT)}
     if "nfs" in backends:
         files["nfs_shares"] = "\n".join(settings.cinder.nfs_shares) + "\n"
     if "rbd" in backends or settings.cinder.backup == "ceph":

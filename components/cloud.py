@@ -10,8 +10,10 @@ import pulumi_kubernetes as k8s
 from components import maintenance, oslo, rook
 from components.cloud_graph import INFRASTRUCTURE, CloudGraph, Node, cloud_graph
 from components.credentials import Credentials
+from components.front_door import FrontDoor
 from components.graph import DeployGraph
-from components.isolation import DataStoreIsolation
+from components.internal_tls import InternalCertificates
+from components.isolation import DataStoreIsolation, FrontDoorIsolation
 from components.mariadb import MariaDB
 from components.meta import labels
 from components.openstack_service import BuildContext, OpenStackService
@@ -57,6 +59,13 @@ def build(settings: Settings) -> CloudGraph:
     for service in services.values():
         service.finish()
     DataStoreIsolation(settings, in_namespace)
+    if settings.tls.internal_enabled:
+        # No edge in the graph: a pod whose Secret is not issued yet waits in ContainerCreating
+        # until cert-manager writes it, as the gateway waits for public-tls.
+        InternalCertificates(settings, in_namespace)
+    if settings.gateway is not None:
+        FrontDoor(settings, ctx.credentials, in_namespace)
+        FrontDoorIsolation(settings, in_namespace)
     return graph
 
 

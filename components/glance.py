@@ -38,6 +38,7 @@ def render(ctx: RenderContext) -> dict[str, str]:
         "file": {"filesystem_store_datadir": IMAGES},
         "cinder": {
             "cinder_store_auth_address": oslo.keystone_url(settings) + "/v3",
+            **oslo.ca_file(settings, "cinder_ca_certificates_file"),
             "cinder_store_user_name": "glance",
             "cinder_store_password": secrets["keystone"],
             "cinder_store_project_name": oslo.SERVICE_PROJECT,
@@ -73,7 +74,9 @@ def render(ctx: RenderContext) -> dict[str, str]:
     }
     files = {
         "glance-api.conf": render_ini(conf),
-        **uwsgi_file("glance-api", "glance.wsgi.api:application", PORT, chunked_input_limit=CHUNKED_INPUT_LIMIT),
+        **uwsgi_file(
+            settings, "glance-api", "glance.wsgi.api:application", PORT, chunked_input_limit=CHUNKED_INPUT_LIMIT
+        ),
     }
     if backend == "rbd":
         files.update(ceph.conf_files(settings))
@@ -127,6 +130,7 @@ def metadefs_load(settings: Settings) -> Step:
 
 def glance(settings: Settings) -> ServiceSpec:
     on_volume_claim = settings.glance.backend == "file"
+    scheme = "https" if settings.tls.internal_enabled else "http"
     # Replicas on several nodes mount one claim: ReadWriteMany (settings require a class for it).
     replicas = settings.replicas_of("glance-api")
     claims = (
@@ -174,10 +178,12 @@ def glance(settings: Settings) -> ServiceSpec:
                 extra_mounts=keyrings[1],
                 # Image import stages data on one replica; the others proxy to it at this URL
                 # (unset, glance disables the proxying). Per pod, so through oslo.config's
-                # OS_<GROUP>__<OPTION> variables, which it reads before the files.
+                # OS_<GROUP>__<OPTION> variables, which it reads before the files. Under internal
+                # TLS the pod's address is in no certificate, and glance's proxy verifies with
+                # requests' own CA store: staged imports across replicas fail (README, open).
                 env=(
                     {"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}},
-                    env("OS_DEFAULT__WORKER_SELF_REFERENCE_URL", f"http://$(POD_IP):{PORT}"),
+                    env("OS_DEFAULT__WORKER_SELF_REFERENCE_URL", f"{scheme}://$(POD_IP):{PORT}"),
                 ),
             ),
         ),

@@ -6,7 +6,7 @@ from components import oslo
 from components.api import wsgi_api
 from components.inifile import render_ini
 from components.settings import Settings
-from components.spec import Process, RenderContext, ServiceSpec
+from components.spec import Process, PublicHost, RenderContext, ServiceSpec
 from components.workload import Mount, env
 
 CONFIG_DIR = "/etc/openstack-dashboard"
@@ -26,6 +26,7 @@ def local_settings(ctx: RenderContext) -> str:
         "SECRET_KEY": ctx.secrets["horizon-secret-key"],
         "OPENSTACK_KEYSTONE_URL": oslo.keystone_url(settings) + "/v3",
         "OPENSTACK_ENDPOINT_TYPE": "internalURL",
+        **oslo.ca_file(settings, "OPENSTACK_SSL_CACERT"),
         "OPENSTACK_KEYSTONE_DEFAULT_DOMAIN": "Default",
         "OPENSTACK_KEYSTONE_DEFAULT_ROLE": "member",
         "SESSION_ENGINE": "django.contrib.sessions.backends.cache",
@@ -36,10 +37,15 @@ def local_settings(ctx: RenderContext) -> str:
             }
         },
         "STATIC_ROOT": STATIC,
+        # Behind the gateway, which ends TLS and passes the scheme on in X-Forwarded-Proto (its
+        # listener takes HTTPS only): Django builds https links and sends cookies only over TLS.
         "USE_X_FORWARDED_HOST": True,
         "SECURE_PROXY_SSL_HEADER": ("HTTP_X_FORWARDED_PROTO", "https"),
         "CSRF_COOKIE_SECURE": settings.endpoints.scheme == "https",
         "SESSION_COOKIE_SECURE": settings.endpoints.scheme == "https",
+        # The login form's origin, with its scheme as Django 4 and later want it: a POST whose
+        # Origin is not the request's own host and scheme is refused unless listed here.
+        "CSRF_TRUSTED_ORIGINS": [oslo.public_url(settings, PUBLIC_HOST)],
         "OPENSTACK_NEUTRON_NETWORK": {"enable_router": True, "enable_quotas": True},
     }
     lines = ["# Rendered by the openstack Pulumi program; changes here are overwritten.", "import os", ""]
@@ -78,7 +84,7 @@ def horizon(settings: Settings) -> ServiceSpec:
         config_dir=CONFIG_DIR,
         render=render,
         shared_secrets=("horizon-secret-key",),
-        public_hosts=(PUBLIC_HOST,),
+        public_hosts=(PublicHost(PUBLIC_HOST, "horizon", PORT, gateway_only=True),),
         processes=(
             wsgi_api(
                 "horizon",

@@ -12,6 +12,9 @@ every source, and its credentials protect it (`networkPolicies.nodeCidrs` narrow
 plugin shows host-network traffic from the nodes' addresses: README, "Isolation"). A store no
 host-network pod uses (memcached, which has no credentials at all) admits the cloud's pods
 only. Peer, clustering, management and Galera ports never admit a client.
+
+Behind a gateway (`gateway`), what only users reach through it (Horizon, the noVNC proxy) admits
+the gateway's proxy pods alone (gateway_only_policies).
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ import pulumi_kubernetes as k8s
 
 from components import oslo
 from components.meta import PART_OF, metadata
+from components.public_routes import public_routes
 from components.rabbitmq import OPERATOR_POD_LABELS as RABBITMQ_OPERATOR_POD_LABELS
 from components.settings import Settings
 
@@ -126,13 +130,44 @@ def policies(settings: Settings) -> dict[str, Manifest]:
             "podSelector": {"matchLabels": RABBITMQ_PODS},
             "policyTypes": ["Ingress"],
             "ingress": [
-                _clients(settings, oslo.RABBITMQ, oslo.RABBITMQ_PORT),
+                _clients(settings, oslo.RABBITMQ, oslo.rabbitmq_port(settings)),
                 # The rabbit-init Jobs create vhosts and users; the operator reads each node's
                 # quorum status and the cluster's overview (internal/rabbitmqclient of v2.21.1).
-                {"from": [RABBIT_INIT_JOBS, rabbitmq_operator], "ports": _tcp(oslo.RABBITMQ_MANAGEMENT_PORT)},
+                {"from": [RABBIT_INIT_JOBS, rabbitmq_operator], "ports": _tcp(oslo.rabbitmq_management_port(settings))},
                 {"from": [_peers(RABBITMQ_PODS)], "ports": _tcp(*RABBITMQ_CLUSTERING)},
             ],
         },
+    }
+
+
+def gateway_peer(settings: Settings) -> Manifest:
+    """The gateway's proxy pods, as operator_peer finds an operator's: by their namespace, and their
+    labels where known (the stack's `gateway.proxies.labels`, or Envoy Gateway's when it installs it)."""
+    assert settings.gateway is not None
+    proxies, known = settings.gateway.proxies, settings.gateway.proxy_labels()
+    return operator_peer(proxies.namespace, settings.namespace, known, installed=bool(known))
+
+
+def gateway_only_policies(settings: Settings) -> dict[str, Manifest]:
+    """The NetworkPolicy spec of each backend that only the gateway reaches, by the policy's name.
+
+    Horizon and the noVNC proxy serve browsers, through the gateway, and nothing in the cloud calls
+    them: their port admits the gateway's proxies alone (a node always reaches its own pods, so the
+    kubelet's probes pass). The APIs are left as they are: pods in the nodes' network (nova-compute,
+    cinder-volume) call them through the catalog's internal endpoints, and no selector holds for those
+    on every network plugin (above), so their ports stay open to every source, and their tokens guard
+    them. Without a gateway nothing routes to them: no policy either.
+    """
+    if settings.gateway is None:
+        return {}
+    return {
+        f"{route.backend}-ingress": {
+            "podSelector": {"matchLabels": route.pods},
+            "policyTypes": ["Ingress"],
+            "ingress": [{"from": [gateway_peer(settings)], "ports": _tcp(route.port)}],
+        }
+        for route in public_routes(settings)
+        if route.gateway_only
     }
 
 
@@ -144,6 +179,23 @@ class DataStoreIsolation(pulumi.ComponentResource):
                 k8s.networking.v1.NetworkPolicy(
                     f"{store}-ingress",
                     metadata=metadata(f"{store}-ingress", settings.namespace, store, "network-policy"),
+                    spec=spec,
+                    opts=pulumi.ResourceOptions(parent=self),
+                )
+        self.register_outputs({})
+
+
+class FrontDoorIsolation(pulumi.ComponentResource):
+    """The NetworkPolicies of the backends only the gateway reaches (gateway_only_policies)."""
+
+    def __init__(self, settings: Settings, opts: pulumi.ResourceOptions | None = None):
+        super().__init__("openstack:infra:FrontDoorIsolation", "front-door-isolation", None, opts)
+        if settings.network_policies.enabled:
+            for name, spec in gateway_only_policies(settings).items():
+                service = spec["podSelector"]["matchLabels"]["app.kubernetes.io/name"]
+                k8s.networking.v1.NetworkPolicy(
+                    name,
+                    metadata=metadata(name, settings.namespace, service, "network-policy"),
                     spec=spec,
                     opts=pulumi.ResourceOptions(parent=self),
                 )

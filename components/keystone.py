@@ -13,8 +13,9 @@ import datetime
 from components import cron, oslo
 from components.bootstrap import db_sync
 from components.inifile import render_ini
+from components.internal_tls import serves_tls
 from components.settings import Settings
-from components.spec import KUBE_API, ApiAccess, Process, RenderContext, ServiceSpec, Step
+from components.spec import KUBE_API, ApiAccess, Process, PublicHost, RenderContext, ServiceSpec, Step
 from components.workload import Mount, Probe, env, secret_env, secret_volume
 
 CONFIG_DIR = "/etc/keystone"
@@ -75,7 +76,11 @@ def render(ctx: RenderContext) -> dict[str, str]:
     }
     return {
         "keystone.conf": render_ini(conf),
-        "keystone-uwsgi.ini": render_ini(oslo.uwsgi_ini("keystone.wsgi.api:application", oslo.KEYSTONE_PORT)),
+        "keystone-uwsgi.ini": render_ini(
+            oslo.uwsgi_ini(
+                "keystone.wsgi.api:application", oslo.KEYSTONE_PORT, tls=serves_tls(settings, "keystone-api")
+            )
+        ),
     }
 
 
@@ -160,7 +165,7 @@ def keystone(settings: Settings) -> ServiceSpec:
         name="keystone",
         config_dir=CONFIG_DIR,
         render=render,
-        public_hosts=(PUBLIC_HOST,),
+        public_hosts=(PublicHost(PUBLIC_HOST, "keystone-api", oslo.KEYSTONE_PORT),),
         extra_secrets={
             "keystone-admin": {"password": "keystone-admin"},
             # A staged key 0 and a primary key 1, as `keystone-manage fernet_setup` lays out.

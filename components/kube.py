@@ -262,6 +262,7 @@ def secret(
     parent: pulumi.Resource,
     *,
     initial_data_only: bool = False,
+    depends_on: Sequence[pulumi.Resource] = (),
 ) -> k8s.core.v1.Secret:
     """A Secret of generated or rendered content.
 
@@ -276,7 +277,7 @@ def secret(
         metadata=metadata(name, namespace, service_name, "config"),
         type="Opaque",
         string_data=data,
-        opts=_opts(parent, ignore_changes=ignored),
+        opts=_opts(parent, depends_on, ignore_changes=ignored),
     )
 
 

@@ -146,11 +146,16 @@ def render(ctx: RenderContext) -> dict[str, str]:
                     **oslo.logging(),
                     "nova_metadata_host": settings.service_host("nova-metadata"),
                     "nova_metadata_port": 8775,
+                    **(
+                        {"nova_metadata_protocol": "https", **oslo.ca_file(settings, "auth_ca_cert")}
+                        if settings.tls.internal_enabled
+                        else {}
+                    ),
                     "metadata_proxy_shared_secret": secrets["metadata-proxy-shared-secret"],
                 }
             }
         ),
-        **uwsgi_file("neutron-server", "neutron.wsgi.api:application", PORT),
+        **uwsgi_file(settings, "neutron-server", "neutron.wsgi.api:application", PORT),
     }
 
 

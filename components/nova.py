@@ -13,7 +13,7 @@ from components.api import registered_api_needs, rpc_daemon, uwsgi_file, wsgi_ap
 from components.compute_pods import compute_daemonsets
 from components.inifile import render_ini
 from components.settings import Settings
-from components.spec import CatalogEntry, Process, RenderContext, ServiceSpec, Step
+from components.spec import CatalogEntry, Process, PublicHost, RenderContext, ServiceSpec, Step
 from components.workload import Probe, env
 
 CONFIG_DIR = "/etc/nova"
@@ -39,7 +39,7 @@ def nova_sections(ctx: RenderContext) -> dict[str, dict]:
             "keystone_authtoken": oslo.keystone_authtoken(settings, "nova", secrets),
             "service_user": oslo.service_user(settings, "nova", password),
             "placement": {**oslo.service_credentials(settings, "nova", password), "valid_interfaces": "internal"},
-            "glance": {"valid_interfaces": "internal", "region_name": settings.region},
+            "glance": {"valid_interfaces": "internal", "region_name": settings.region, **oslo.ca_file(settings)},
             # Nova calls Cinder with an admin context and no user token from its periodic tasks and
             # when nova-compute cleans up instances at start: then it authenticates with these
             # (nova/volume/cinder.py), and without auth_type fails with "Unknown auth type: None".
@@ -78,8 +78,8 @@ def render(ctx: RenderContext) -> dict[str, str]:
         "nova.conf": render_ini(nova_sections(ctx)),
         # Read after nova.conf by nova-db-sync to keep cell0's mapping current (update_cell).
         CELL0_CONF: render_ini({"database": {"connection": cell0}}),
-        **uwsgi_file("nova-api", "nova.wsgi.osapi_compute:application", API_PORT),
-        **uwsgi_file("nova-metadata", "nova.wsgi.metadata:application", METADATA_PORT),
+        **uwsgi_file(ctx.settings, "nova-api", "nova.wsgi.osapi_compute:application", API_PORT),
+        **uwsgi_file(ctx.settings, "nova-metadata", "nova.wsgi.metadata:application", METADATA_PORT),
     }
 
 
@@ -146,7 +146,7 @@ def nova(settings: Settings) -> ServiceSpec:
         messaging=True,
         shared_secrets=("metadata-proxy-shared-secret",),
         catalog=(CatalogEntry("compute", "nova", "nova-api", API_PORT, path="/v2.1"),),
-        public_hosts=(VNC_PUBLIC_HOST,),
+        public_hosts=(PublicHost(VNC_PUBLIC_HOST, "nova-novncproxy", VNC_PORT, gateway_only=True),),
         steps=(
             _script_step("nova-db-sync", "nova_db_sync.sh", ("nova-db-init",), config_files=(*NOVA_CONF, CELL0_CONF)),
             # Host discovery maps the compute hosts into cell1: the Job once the compute

@@ -9,6 +9,7 @@ for exactly the graph's needs of its node, resolved to the resources created bef
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from importlib import resources
@@ -16,7 +17,8 @@ from typing import Any
 
 import pulumi
 
-from components import kube, oslo
+from components import internal_tls, kube, oslo
+from components.api import probe_on_stack
 from components.cloud_graph import Node, steps_of
 from components.credentials import Credentials
 from components.graph import DeployGraph
@@ -122,7 +124,14 @@ class OpenStackService(pulumi.ComponentResource):
 
     def _mounts(self, config_files: tuple[str, ...], scripts: tuple[str, ...]) -> tuple[Mount, ...]:
         config = tuple(Mount("etc", path, sub_path=key) for key, path in map(self._config_path, config_files))
-        return config + tuple(Mount("bin", f"{SCRIPTS_DIR}/{s}", sub_path=s) for s in scripts)
+        return config + tuple(Mount("bin", f"{SCRIPTS_DIR}/{s}", sub_path=s) for s in scripts) + self._ca_mount()
+
+    def _ca_mount(self) -> tuple[Mount, ...]:
+        """Every container of the service verifies the internal APIs with the internal CA."""
+        return (internal_tls.CA_MOUNT,) if self.ctx.settings.tls.internal_enabled else ()
+
+    def _ca_volume(self) -> tuple[dict[str, Any], ...]:
+        return (internal_tls.ca_volume(),) if self.ctx.settings.tls.internal_enabled else ()
 
     def _volumes(
         self, config_files: tuple[str, ...], scripts: tuple[str, ...], node: bool = False
@@ -140,9 +149,6 @@ class OpenStackService(pulumi.ComponentResource):
         texts = {s: script_text(s) for s in scripts}
         keys = [self._config_path(entry)[0] for entry in config_files]
         return pulumi.Output.unsecret(self.files.apply(lambda f: checksum({k: f[k] for k in keys}, texts)))
-
-    def _component(self, name: str, service: str | None = None) -> str:
-        return name.removeprefix(f"{service or self.spec.name}-") or name
 
     def _job(self, step: Step, waits: list[pulumi.Resource]) -> pulumi.Resource:
         settings = self.ctx.settings
@@ -165,7 +171,7 @@ class OpenStackService(pulumi.ComponentResource):
             service=service,
             component=component,
             containers=(container,),
-            volumes=self._volumes(step.config_files, step.scripts) + step.extra_volumes,
+            volumes=self._volumes(step.config_files, step.scripts) + step.extra_volumes + self._ca_volume(),
             uid=profile(step.image).uid,
             # A failed run keeps its pod and its logs; the Job controller starts a new pod
             # per retry (backoffLimit), where OnFailure would restart the same one in place.
@@ -183,6 +189,11 @@ class OpenStackService(pulumi.ComponentResource):
         settings = self.ctx.settings
         mounts = self._mounts(process.config_files, process.scripts) + process.extra_mounts
         mounts += tuple(Mount(c.name, c.mount_path, read_only=False) for c in process.claims)
+        probe = probe_on_stack(process.probe, settings)
+        if internal_tls.serves_tls(settings, process.name):
+            # The API's own certificate, in its own container only; its probe speaks TLS too.
+            mounts += (internal_tls.SERVER_MOUNT,)
+            probe = dataclasses.replace(probe, https=True) if probe and probe.http_path else probe
         security, limited = None, True
         if node_pod is not None:
             role = node_pod.role(process.name)
@@ -195,7 +206,7 @@ class OpenStackService(pulumi.ComponentResource):
             command=process.command,
             env=process.env,
             mounts=mounts,
-            probe=process.probe,
+            probe=probe,
             ports=(process.port,) if process.port else (),
             resources=settings.resources_of(process.name),
             security_context=security,
@@ -212,7 +223,10 @@ class OpenStackService(pulumi.ComponentResource):
         # Containers of one pod may declare the same volume (libvirt and nova-compute in one pod
         # both mount a Ceph keyring): a pod lists each name once.
         extra = {v["name"]: v for p in everything for v in p.extra_volumes}
-        volumes = self._volumes(config_files, scripts, node) + tuple(extra.values())
+        volumes = self._volumes(config_files, scripts, node) + tuple(extra.values()) + self._ca_volume()
+        volumes += tuple(
+            internal_tls.server_volume(p.name) for p in everything if internal_tls.serves_tls(settings, p.name)
+        )
         volumes += tuple(
             {"name": c.name, "persistentVolumeClaim": {"claimName": c.name}} for p in everything for c in p.claims
         )
@@ -221,7 +235,7 @@ class OpenStackService(pulumi.ComponentResource):
         # What node and control-plane pods share; each kind adds its own below.
         common: dict[str, Any] = dict(
             service=node_pod.service if node_pod else service,
-            component=node_pod.name if node_pod else process.component or self._component(process.name, service),
+            component=node_pod.name if node_pod else process.component_in(name),
             containers=tuple(self._container(p, node_pod) for p in (process, *process.sidecars)),
             init_containers=tuple(self._container(p, node_pod) for p in process.init_containers),
             # Nothing to checksum (memcached), nothing to roll the pods for.

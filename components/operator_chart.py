@@ -3,19 +3,28 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Protocol
 
 import pulumi
 import pulumi_kubernetes as k8s
 
 from components.child_transforms import KEEP_DEFINITIONS
-from components.settings import ChartOperator
+
+
+class PinnedChart(Protocol):
+    """What a stack says of a chart it may install (operators.*, gateway.envoyGateway)."""
+
+    @property
+    def install(self) -> bool: ...
+
+    @property
+    def chart_version(self) -> str: ...
 
 
 def operator_chart(
     name: str,
     chart: str,
-    operator: ChartOperator,
+    operator: PinnedChart,
     namespace: str,
     parent: pulumi.Resource,
     values: Mapping[str, Any] | None = None,

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from components import internal_tls
 from components.settings import Settings
 from components.workload import Manifest, env
 
@@ -22,6 +23,10 @@ RABBITMQ = "rabbitmq"  # the RabbitmqCluster; the operator names its Service aft
 MARIADB_PORT = 3306
 RABBITMQ_PORT = 5672
 RABBITMQ_MANAGEMENT_PORT = 15672
+# The RabbitMQ Cluster Operator's TLS listeners with spec.tls (amqps and management-tls of its
+# Service, internal/resource/service.go of v2.21.1); with disableNonTLSListeners the only ones.
+RABBITMQ_TLS_PORT = 5671
+RABBITMQ_MANAGEMENT_TLS_PORT = 15671
 MEMCACHED_PORT = 11211
 OVSDB_PORT = 6640
 SERVICE_PROJECT = "service"
@@ -30,7 +35,29 @@ MEMCACHE_KEY = "memcache"
 
 
 def internal_url(settings: Settings, k8s_service: str, port: int, path: str = "") -> str:
-    return f"http://{settings.service_host(k8s_service)}:{port}{path}"
+    """An API's URL inside the cluster: https where the APIs serve TLS (tls.internal)."""
+    scheme = "https" if settings.tls.internal_enabled else "http"
+    return f"{scheme}://{settings.service_host(k8s_service)}:{port}{path}"
+
+
+def rabbitmq_port(settings: Settings) -> int:
+    """RabbitMQ's AMQP port: amqps where tls.internal names a CA (the plain listener is off)."""
+    return RABBITMQ_TLS_PORT if settings.tls.internal_enabled else RABBITMQ_PORT
+
+
+def rabbitmq_management_port(settings: Settings) -> int:
+    return RABBITMQ_MANAGEMENT_TLS_PORT if settings.tls.internal_enabled else RABBITMQ_MANAGEMENT_PORT
+
+
+def rabbitmq_management_url(settings: Settings) -> str:
+    """RabbitMQ's management API (the rabbit-init Jobs'): https with internal TLS, as AMQP."""
+    return internal_url(settings, RABBITMQ, rabbitmq_management_port(settings))
+
+
+def ca_file(settings: Settings, option: str = "cafile") -> Section:
+    """`option` set to the internal CA's certificate, which verifies every internal API; nothing
+    without internal TLS. kolla-ansible gives `openstack_cacert` to the same options."""
+    return {option: internal_tls.CA_FILE} if settings.tls.internal_enabled else {}
 
 
 def public_url(settings: Settings, catalog_name: str, path: str = "") -> str:
@@ -72,7 +99,7 @@ def database_url(settings: Settings, user: str, password: str, database: str) ->
 
 
 def transport_url(settings: Settings, user: str, password: str, vhost: str) -> str:
-    return f"rabbit://{user}:{password}@{settings.service_host(RABBITMQ)}:{RABBITMQ_PORT}/{vhost}"
+    return f"rabbit://{user}:{password}@{settings.service_host(RABBITMQ)}:{rabbitmq_port(settings)}/{vhost}"
 
 
 # The node's own address (the downward API's status.hostIP), for the pods on the host network.
@@ -106,11 +133,29 @@ def database(settings: Settings, user: str, password: str, name: str) -> Section
     }
 
 
+def messaging_tls(settings: Settings) -> Section:
+    """[oslo_messaging_rabbit]'s TLS, as kolla-ansible's om_enable_rabbitmq_tls: `ssl` and the CA.
+
+    With `ssl_ca_file` oslo.messaging asks kombu for CERT_REQUIRED against that file
+    (impl_rabbit.py `_fetch_ssl_params`). It passes no server_hostname, so py-amqp leaves
+    check_hostname off (amqp/transport.py `_wrap_socket_sni`): the chain is verified, the name
+    is not. Only RabbitMQ's pods hold a key of the internal CA whose certificate names RabbitMQ,
+    but every API holds one of that CA too (README, "TLS inside the cluster").
+    """
+    if not settings.tls.internal_enabled:
+        return {}
+    return {"ssl": True, "ssl_ca_file": internal_tls.CA_FILE}
+
+
 def messaging(settings: Settings, user: str, password: str) -> dict[str, Section]:
     """transport_url in [DEFAULT] plus quorum queues, which survive a RabbitMQ node loss."""
     return {
         "DEFAULT": {"transport_url": transport_url(settings, user, password, user)},
-        "oslo_messaging_rabbit": {"rabbit_quorum_queue": True, "rabbit_transient_quorum_queue": True},
+        "oslo_messaging_rabbit": {
+            "rabbit_quorum_queue": True,
+            "rabbit_transient_quorum_queue": True,
+            **messaging_tls(settings),
+        },
         "oslo_messaging_notifications": {"driver": "noop"},
     }
 
@@ -129,6 +174,7 @@ def keystone_auth(settings: Settings, user: str, password: str) -> Section:
         "user_domain_name": "Default",
         "project_name": SERVICE_PROJECT,
         "project_domain_name": "Default",
+        **ca_file(settings),
     }
 
 
@@ -183,7 +229,9 @@ def merge(*parts: dict[str, Section]) -> dict[str, Section]:
     return merged
 
 
-def uwsgi_ini(module: str, port: int, processes: int = 2, chunked_input_limit: int | None = None) -> dict[str, Section]:
+def uwsgi_ini(
+    module: str, port: int, processes: int = 2, chunked_input_limit: int | None = None, tls: bool = False
+) -> dict[str, Section]:
     """A uWSGI server for a WSGI API, listening on all addresses of the pod on `port`.
 
     Kolla installs uWSGI from PyPI into the service's virtualenv: Python is built in, so
@@ -196,11 +244,24 @@ def uwsgi_ini(module: str, port: int, processes: int = 2, chunked_input_limit: i
     client that pauses longer between parts (Nova uploading a snapshot while the node is
     busy) gets a 500. `chunked_input_limit` is the largest part such an application
     accepts; uWSGI's default is 1 MiB.
+
+    With `tls` the workers speak HTTPS (`https-socket`: address, certificate, key, as
+    kolla-ansible's `https` with `kolla_enable_tls_backend`; the images' uWSGI is built with
+    OpenSSL) from the API's mounted Secret. uWSGI reads the pair only when it starts, so
+    `touch-reload` watches the certificate: when cert-manager renews it and the kubelet swaps
+    the Secret's files, the master reloads gracefully (it keeps the listening socket, so
+    connections wait in its backlog instead of being refused) and serves the new pair.
     """
     limit = {} if chunked_input_limit is None else {"chunked-input-limit": chunked_input_limit}
+    listen = (
+        {"https-socket": f"0.0.0.0:{port},{internal_tls.SERVER_CERT},{internal_tls.SERVER_KEY}",
+         "touch-reload": internal_tls.SERVER_CERT}
+        if tls
+        else {"http-socket": f"0.0.0.0:{port}"}
+    )  # fmt: skip
     return {
         "uwsgi": {
-            "http-socket": f"0.0.0.0:{port}",
+            **listen,
             "socket-timeout": 30,
             **limit,
             "module": module,

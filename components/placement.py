@@ -22,7 +22,10 @@ def render(ctx: RenderContext) -> dict[str, str]:
         "keystone_authtoken": oslo.keystone_authtoken(settings, "placement", secrets),
         "oslo_middleware": {"enable_proxy_headers_parsing": True},
     }
-    return {"placement.conf": render_ini(conf), **uwsgi_file("placement-api", "placement.wsgi.api:application", PORT)}
+    return {
+        "placement.conf": render_ini(conf),
+        **uwsgi_file(settings, "placement-api", "placement.wsgi.api:application", PORT),
+    }
 
 
 def placement(settings: Settings) -> ServiceSpec:

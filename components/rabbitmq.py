@@ -14,6 +14,7 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as k8s
 
+from components import certificates, internal_tls
 from components.child_transforms import KEEP_DEFINITIONS, ChildTransform
 from components.graph import DeployGraph
 from components.meta import metadata
@@ -30,6 +31,8 @@ MANIFEST = "https://github.com/rabbitmq/cluster-operator/releases/download/{vers
 IMAGE = "rabbitmq:4.2.8-management"
 # Why `replicas.rabbitmq` is no setting: the nodes follow `ha`.
 REPLICAS = "one node, or three under ha (quorum queues need a majority)"
+# The certificate RabbitMQ serves under internal TLS (spec.tls.secretName).
+TLS_SECRET = f"{RABBITMQ}-internal-tls"
 WAIT_READY = {"pulumi.com/waitFor": "condition=AllReplicasReady", "pulumi.com/timeoutSeconds": "1200"}
 
 
@@ -83,6 +86,37 @@ def operator_manifest(
     )
 
 
+def replicas(settings: Settings) -> int:
+    return 3 if settings.ha else 1
+
+
+def tls_spec(settings: Settings) -> dict[str, Any]:
+    """spec.tls where tls.internal names a CA: AMQP and the management API on TLS alone.
+
+    `disableNonTLSListeners` leaves amqps (5671) and management-tls (15671) only, and the
+    operator then calls the management API over https, trusting `caSecretName`'s ca.crt
+    (internal/rabbitmqclient of v2.21.1): the internal CA's bundle. Naming a CA also makes the
+    operator write `ssl_options.verify = verify_peer` (internal/resource/configmap.go): RabbitMQ
+    asks for a client certificate but, fail_if_no_peer_cert being false by default, admits
+    clients without one (users authenticate with passwords). Erlang distribution between the
+    nodes (25672) stays unencrypted: the NetworkPolicy admits only the RabbitMQ pods to it.
+    """
+    if not settings.tls.internal_enabled:
+        return {}
+    tls = {"secretName": TLS_SECRET, "caSecretName": internal_tls.CA_BUNDLE, "disableNonTLSListeners": True}
+    return {"tls": tls}
+
+
+def certificate(settings: Settings, parent: pulumi.Resource) -> None:
+    """The Certificate of spec.tls.secretName, from the internal CA."""
+    internal = settings.tls.internal
+    if internal is None or not internal.enabled:
+        return
+    names = internal_tls.rabbitmq_dns_names(settings, RABBITMQ, replicas(settings))
+    spec = internal_tls.server_certificate(TLS_SECRET, names, internal)
+    certificates.cert_manager("Certificate", TLS_SECRET, settings.namespace, spec, parent, owner=internal_tls.OWNER)
+
+
 class RabbitMQ(pulumi.ComponentResource):
     def __init__(self, settings: Settings, graph: DeployGraph, opts: pulumi.ResourceOptions | None = None):
         super().__init__("openstack:infra:RabbitMQ", RABBITMQ, None, opts)
@@ -94,7 +128,7 @@ class RabbitMQ(pulumi.ComponentResource):
             persistence["storageClassName"] = queue_class
         spec = {
             "image": IMAGE,
-            "replicas": 3 if settings.ha else 1,
+            "replicas": replicas(settings),
             "persistence": persistence,
             "resources": resources_manifest(settings.resources_of(RABBITMQ)),
             "affinity": {
@@ -113,7 +147,10 @@ class RabbitMQ(pulumi.ComponentResource):
             },
             # Quorum queues need a majority; pause the minority side of a partition.
             "rabbitmq": {"additionalConfig": "cluster_partition_handling = pause_minority\n"},
+            **tls_spec(settings),
         }
+        # No dependency: the pods wait in ContainerCreating until cert-manager writes the Secret.
+        certificate(settings, self)
         self.cluster = k8s.apiextensions.CustomResource(
             "rabbitmq",
             api_version="rabbitmq.com/v1beta1",

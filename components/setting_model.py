@@ -1,7 +1,8 @@
 """The base of every settings model: camelCase keys, unknown keys refused, nested defaults kept.
 
-Its own module so that the settings of one part (components/ceph_settings.py) can be written
-beside components/settings.py, which gathers them, without importing it.
+Its own module so that the settings of one part of the cloud (components/ceph_settings.py,
+components/gateway_settings.py) can be declared beside components/settings.py, which gathers
+them into `Settings`, without importing it.
 """
 
 from __future__ import annotations

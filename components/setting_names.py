@@ -68,7 +68,7 @@ def declared_names(settings: Settings) -> DeclaredNames:
 
 def _public_hosts(specs: Iterable[ServiceSpec]) -> Iterator[str]:
     for spec in specs:
-        yield from spec.public_hosts
+        yield from (host.name for host in spec.public_hosts)
         yield from (entry.catalog_name for entry in spec.catalog)
 
 

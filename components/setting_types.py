@@ -287,3 +287,13 @@ ChartVersion = Annotated[
         "no 'latest', no leading 'v')",
     ),
 ]
+# A chart published under its project's release tag, 'v' and SemVer (Envoy Gateway's gateway-helm:
+# `helm install ... --version v1.7.0`); Helm reads the 'v', and the tag is the one name it has.
+TaggedChartVersion = Annotated[
+    Text,
+    _matching(
+        r"v(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)(-[0-9A-Za-z.-]+)?",
+        "must be a chart version as the project tags its releases: 'v' and one exact SemVer release such as "
+        "'v1.9.0' (no range, no 'latest')",
+    ),
+]

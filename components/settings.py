@@ -26,8 +26,9 @@ from pydantic import (
 )
 from pydantic.alias_generators import to_camel, to_snake
 
-from components import catalog, cron
+from components import catalog, cron, gateway_settings
 from components.ceph_settings import Ceph
+from components.gateway_settings import Gateway, Tls
 from components.memory import SHARES as MEMORY_SHARES
 from components.memory import value_of
 from components.roles import Topology
@@ -688,6 +689,8 @@ class Settings(Model):
     images: Images = Images()
     region: Annotated[Text, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")] = "RegionOne"
     endpoints: Endpoints = Endpoints()
+    gateway: Gateway | None = Field(None, description="where the public hosts are routed; None: routed by no one here")
+    tls: Tls = Tls()
     replicas: dict[Text, Annotated[Count, Field(ge=1, le=50)]] = Field(default_factory=dict)
     resources: dict[Text, Resources] = Field(default_factory=dict)
     storage: Storage = Storage()
@@ -729,6 +732,7 @@ class Settings(Model):
                     yield problem(where, group.bridge_interfaces, message)
         yield from self._node_selector_problems()
         yield from self._operator_namespaces()
+        yield from gateway_settings.problems(self)
         yield from self._ceph_problems()
         if self.services.on("glance") and self.glance.backend == "cinder" and not self.services.on("cinder"):
             yield problem(("glance", "backend"), "cinder", "backend 'cinder' needs services.cinder to be enabled")

@@ -34,6 +34,19 @@ KUBE_API = "kube_api.py"
 
 
 @dataclass(frozen=True)
+class PublicHost:
+    """A public host beyond the catalog's entries (Keystone's own, a dashboard, a console proxy),
+    served by one process's Service."""
+
+    name: str  # its endpoints.hosts key, e.g. "horizon"
+    process: str  # the Kubernetes Service in front of it, e.g. "horizon"
+    port: int
+    # Reached by users only, through the gateway (a dashboard, a console): nothing in the cloud
+    # calls it, so its NetworkPolicy admits the gateway's pods alone (components/isolation.py).
+    gateway_only: bool = False
+
+
+@dataclass(frozen=True)
 class ApiAccess:
     """What a step's pod may do in the Kubernetes API: verbs on named objects of one core resource.
 
@@ -128,6 +141,10 @@ class Process:
     def object_name(self) -> str:
         return self.workload_name or self.name
 
+    def component_in(self, service: str) -> str:
+        """Its app.kubernetes.io/component, as a process of `service`: its own, else its name without the service's."""
+        return self.component or self.name.removeprefix(f"{self.service or service}-") or self.name
+
     @property
     def node_kind(self) -> NodeKind | None:
         return self.node_pod.node if self.node_pod else None
@@ -152,8 +169,8 @@ class ServiceSpec:
     render: Callable[[RenderContext], dict[str, str]]
     messaging: bool = False
     catalog: tuple[CatalogEntry, ...] = ()
-    # Public host names (endpoints.hosts keys) beyond the catalog's: Keystone's own, consoles, dashboards.
-    public_hosts: tuple[str, ...] = ()
+    # Public hosts (endpoints.hosts keys) beyond the catalog's: Keystone's own, consoles, dashboards.
+    public_hosts: tuple[PublicHost, ...] = ()
     keystone_roles: tuple[str, ...] = ("admin", "service")
     steps: tuple[Step, ...] = ()
     processes: tuple[Process, ...] = ()

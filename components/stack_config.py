@@ -44,7 +44,7 @@ def _structured(name: str) -> bool:
     field = next((f for n, f in Settings.model_fields.items() if (f.alias or n) == name), None)
     if field is None:
         return False
-    # An optional one (`ceph: Ceph | None`) is structured when it is given.
+    # An optional object (`gateway: Gateway | None`, `ceph: Ceph | None`) is an object when given.
     union = get_origin(field.annotation) in (Union, UnionType)
     kinds = [a for a in get_args(field.annotation) if a is not type(None)] if union else [field.annotation]
     return any(

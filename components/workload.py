@@ -33,6 +33,7 @@ class Probe:
     command: tuple[str, ...] = ()  # an exec probe, for daemons that serve no port
     initial_delay: int = 10
     period: int = 15
+    https: bool = False  # an httpGet over TLS (the kubelet does not verify the certificate)
 
     def manifest(self, *, liveness: bool) -> Manifest:
         action: Manifest
@@ -40,6 +41,8 @@ class Probe:
             action = {"exec": {"command": list(self.command)}}
         elif self.http_path:
             action = {"httpGet": {"path": self.http_path, "port": self.port}}
+            if self.https:
+                action["httpGet"]["scheme"] = "HTTPS"
         else:
             action = {"tcpSocket": {"port": self.port}}
         # Liveness is slower to fire than readiness: a busy API must not be killed for being slow.

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 class DataStore:
     name: str
     labels: Mapping[str, str]  # labels every pod of the store carries
-    client_port: int
+    client_ports: tuple[int, ...]  # the plain one, and the TLS one where the store has one
     # Whether its client port may admit every source: the host-network clients (nova-compute,
     # neutron's agents) connect from the node's address, which no podSelector matches and
     # network plugins treat differently; the store authenticates them. memcached does not.
@@ -26,9 +26,9 @@ class DataStore:
 
 DATA_STORES: tuple[DataStore, ...] = (
     DataStore("memcached", {"app.kubernetes.io/name": "memcached", "app.kubernetes.io/component": "server"},
-              11211, open_to_all=False),
+              (11211,), open_to_all=False),
     DataStore("mariadb", {"app.kubernetes.io/name": "mariadb", "app.kubernetes.io/instance": "mariadb"},
-              3306, open_to_all=True),
+              (3306,), open_to_all=True),
     DataStore("rabbitmq", {"app.kubernetes.io/name": "rabbitmq", "app.kubernetes.io/part-of": "rabbitmq"},
-              5672, open_to_all=True),
+              (5672, 5671), open_to_all=True),  # amqp; amqps under internal TLS
 )  # fmt: skip

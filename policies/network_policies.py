@@ -101,13 +101,17 @@ def _shown(ports: list[Mapping[str, Any]] | None) -> str:
     return "port " + ", ".join(shown)
 
 
+def _or(ports: tuple[int, ...]) -> str:
+    return " or ".join(map(str, ports))
+
+
 def only_client_port(ports: list[Mapping[str, Any]] | None, store: DataStore) -> bool:
     if ports is None or not store.open_to_all:
         return False
     return all(
         port.get("protocol", "TCP") == "TCP"
-        and port.get("port") == store.client_port
-        and port.get("endPort") in (None, store.client_port)
+        and port.get("port") in store.client_ports
+        and port.get("endPort") in (None, port.get("port"))
         for port in ports
     )
 
@@ -140,7 +144,7 @@ def data_store_ingress(obj: K8sObject, settings: PackSettings) -> list[str]:
             why = open_source(rule)
             ports = _ports(rule)
             if why and not only_client_port(ports, store):
-                client = f"its port {store.client_port} only" if store.open_to_all else "nothing of it"
+                client = f"its port {_or(store.client_ports)} only" if store.open_to_all else "nothing of it"
                 found.append(
                     f"{obj.describe()}: spec.ingress[{index}] opens {store.name}'s {_shown(ports)} to {why}; "
                     f"allowed to every source: {client}; to the rest, pods by podSelector, in namespaces named by "

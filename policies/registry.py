@@ -10,6 +10,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from policies.baseline import pod_security_baseline
+from policies.gateways import gateway_listeners_tls, public_routes_only
 from policies.host_storage import host_storage
 from policies.host_volumes import host_path_volumes
 from policies.hygiene import image_pinned, readiness_probes, resource_requests_limits
@@ -140,6 +141,20 @@ RESOURCE_RULES: tuple[ResourceRule, ...] = (
         "mandatory",
         data_store_ingress,
         uses=("namespace",),
+    ),
+    ResourceRule(
+        "gateway-listeners-tls",
+        "Where the stack's public URLs are https, every Gateway listener is HTTPS (with a certificate) or TLS.",
+        "mandatory",
+        gateway_listeners_tls,
+        uses=("tlsRequired",),
+    ),
+    ResourceRule(
+        "public-routes-only",
+        "HTTPRoutes send (and mirror) requests only to a public API's Service and port; no TCP, TLS or UDP routes.",
+        "mandatory",
+        public_routes_only,
+        uses=("namespace", "publicBackends"),
     ),
     ResourceRule(
         "control-plane-restricted",

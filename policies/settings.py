@@ -70,6 +70,17 @@ PROPERTIES: dict[str, dict[str, Any]] = {
         # memcached's component is also "server"; it is no OpenStack service and has no schema.
         "default": list(database_services()),
     },
+    "tlsRequired": {
+        "type": "boolean",
+        "description": "The stack's public URLs are https (endpoints.scheme): every Gateway listener is HTTPS or TLS.",
+        "default": True,
+    },
+    "publicBackends": {
+        **_STRINGS,
+        "description": "'<Service>:<port>' of every public API of the stack: what an HTTPRoute may send requests to.",
+        # A stack of default settings has no gateway, and so no route (components/gateway_settings.py).
+        "default": [],
+    },
     "requiredRequests": {
         **_STRINGS,
         "description": "Resource requests every container sets.",
@@ -97,6 +108,8 @@ class PackSettings:
     database_services: tuple[str, ...]
     required_requests: tuple[str, ...]
     required_limits: tuple[str, ...]
+    tls_required: bool = True
+    public_backends: tuple[str, ...] = ()
 
     @classmethod
     def from_config(cls, config: Mapping[str, Any] | None = None, policy: str = "policy") -> PackSettings:
@@ -121,6 +134,8 @@ class PackSettings:
             database_services=tuple(value["databaseServices"]),
             required_requests=tuple(value["requiredRequests"]),
             required_limits=tuple(value["requiredLimits"]),
+            tls_required=value["tlsRequired"],
+            public_backends=tuple(value["publicBackends"]),
         )
 
 

@@ -49,3 +49,18 @@ def containers(r: Registration) -> Iterator[dict[str, Any]]:
     spec = pod_template(r)["spec"]
     yield from spec.get("initContainers", [])
     yield from spec["containers"]
+
+
+def unknown_fields(value: Any, schema: dict[str, Any], where: str = "") -> list[str]:
+    """Fields the CRD does not declare: the API server would drop them without a word (pruning)."""
+    if isinstance(value, dict) and "properties" in schema:
+        found = []
+        for key, item in value.items():
+            if key not in schema["properties"]:
+                found.append(f"{where}.{key}")
+            else:
+                found += unknown_fields(item, schema["properties"][key], f"{where}.{key}")
+        return found
+    if isinstance(value, list) and "items" in schema:
+        return [f for i, item in enumerate(value) for f in unknown_fields(item, schema["items"], f"{where}[{i}]")]
+    return []

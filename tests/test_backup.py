@@ -17,7 +17,7 @@ import yaml
 
 from components.isolation import policies
 from tests.conftest import plan_of
-from tests.helpers import objects
+from tests.helpers import objects, unknown_fields
 from tools.plan import Plan
 from tools.runtime import REPO, Registration
 
@@ -38,28 +38,13 @@ def _schema(plural: str = "backups") -> dict[str, Any]:
     return version["schema"]["openAPIV3Schema"]
 
 
-def _unknown_fields(value: Any, schema: dict[str, Any], where: str = "") -> list[str]:
-    """Fields the CRD does not declare: the API server would drop them without a word (pruning)."""
-    if isinstance(value, dict) and "properties" in schema:
-        found = []
-        for key, item in value.items():
-            if key not in schema["properties"]:
-                found.append(f"{where}.{key}")
-            else:
-                found += _unknown_fields(item, schema["properties"][key], f"{where}.{key}")
-        return found
-    if isinstance(value, list) and "items" in schema:
-        return [f for i, item in enumerate(value) for f in _unknown_fields(item, schema["items"], f"{where}[{i}]")]
-    return []
-
-
 def _backup(plan: Plan) -> Registration:
     return plan.by_name("mariadb-backup", "Backup")
 
 
 def _check_against_the_crd(backup: Registration) -> None:
     manifest = {k: backup.inputs[k] for k in ("apiVersion", "kind", "metadata", "spec")}
-    assert _unknown_fields(manifest, _schema()) == []
+    assert unknown_fields(manifest, _schema()) == []
     jsonschema.validate(manifest, _schema())
 
 
@@ -144,7 +129,7 @@ def test_backups_can_be_turned_off(stack: str) -> None:
 def test_the_crd_check_finds_a_misspelt_field() -> None:
     backup = _backup(plan_of("dev"))
     misspelt = {**backup.inputs, "spec": {**backup.inputs["spec"], "retention": "168h"}}
-    assert _unknown_fields(misspelt, _schema()) == [".spec.retention"]
+    assert unknown_fields(misspelt, _schema()) == [".spec.retention"]
 
 
 def test_the_readmes_restore_is_one_the_operator_takes_and_the_network_policy_admits() -> None:
@@ -152,7 +137,7 @@ def test_the_readmes_restore_is_one_the_operator_takes_and_the_network_policy_ad
     block = re.search(r"```yaml\n(apiVersion: k8s.mariadb.com/v1alpha1\nkind: Restore\n.*?)```", readme, re.S)
     assert block, "README.md has no Restore"
     restore = yaml.safe_load(block[1])
-    assert _unknown_fields(restore, _schema("restores")) == []
+    assert unknown_fields(restore, _schema("restores")) == []
     jsonschema.validate(restore, _schema("restores"))
     assert restore["spec"]["backupRef"] == {"name": "mariadb-backup"}
     assert restore["spec"]["mariaDbRef"] == {"name": "mariadb"}

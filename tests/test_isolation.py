@@ -12,6 +12,7 @@ from components.isolation import RABBITMQ_PODS, host_network_clients
 from tests.conftest import plan_of
 from tests.helpers import objects, pod_template
 from tools.plan import Plan
+from tools.runtime import run_program, stack_config
 
 TOKEN_VALIDATORS = ("glance", "placement", "nova", "neutron", "cinder")
 
@@ -421,3 +422,50 @@ def test_an_operator_not_installed_runs_in_a_namespace_of_its_own_by_default() -
     assert operators.mariadb.namespace_in("openstack") == "mariadb-operator"
     assert operators.rabbitmq.namespace == "rabbitmq-system"
     assert Settings.parse({}).operators.mariadb.namespace_in("openstack") == "openstack"  # installed: the stack's
+
+
+# Envoy Gateway's proxy pods as it labels them (internal/infrastructure/kubernetes/proxy/resource.go
+# of v1.9.0), with the owning Gateway's labels it adds.
+ENVOY_PROXY_POD = {
+    "app.kubernetes.io/name": "envoy",
+    "app.kubernetes.io/component": "proxy",
+    "app.kubernetes.io/managed-by": "envoy-gateway",
+    "gateway.envoyproxy.io/owning-gateway-name": "public",
+}
+GATEWAY_ONLY = {"horizon": ("horizon", 8080), "nova-novncproxy": ("nova-novncproxy", 6080)}
+
+
+@pytest.mark.parametrize("backend", sorted(GATEWAY_ONLY))
+def test_what_only_users_reach_admits_the_gateways_proxies_alone(stack_plan: Plan, backend: str) -> None:
+    """Horizon and the console proxy take requests from the gateway only; the APIs stay as they were
+    (host-network pods call them too: no NetworkPolicy selects them)."""
+    deployment, port = GATEWAY_ONLY[backend]
+    spec = _policy(stack_plan, backend)
+    pods = stack_plan.by_name(deployment, "Deployment").inputs["spec"]["template"]["metadata"]["labels"]
+    assert spec["podSelector"]["matchLabels"].items() <= pods.items()
+    assert [rule["ports"] for rule in spec["ingress"]] == [[{"protocol": "TCP", "port": port}]]
+    proxies = stack_plan.settings.gateway.proxies.namespace  # type: ignore[union-attr]
+    assert _admitted(spec, port, proxies, ENVOY_PROXY_POD)
+    assert not _admitted(spec, port, stack_plan.settings.namespace, {"app.kubernetes.io/part-of": "openstack"})
+    assert not _admitted(spec, port, "default", ENVOY_PROXY_POD)
+    assert all("ipBlock" not in peer for rule in spec["ingress"] for peer in rule["from"])
+    selected = {name for name, r in objects(stack_plan, "NetworkPolicy").items()}
+    assert not selected & {"keystone-api-ingress", "nova-api-ingress", "glance-api-ingress"}
+
+
+def test_installed_envoy_gateway_is_admitted_by_its_labels_and_a_clusters_gateway_by_its_namespace() -> None:
+    installed = _policy(plan_of("dev"), "horizon")
+    assert not _admitted(installed, 8080, "envoy-gateway-system", {"app": "something-else"})
+    shared = _policy(plan_of("prod"), "horizon")
+    assert _admitted(shared, 8080, "envoy-gateway-system", {"app": "any-implementation"})
+    labelled = {"existing": {"name": "shared", "namespace": "openstack"},
+                "proxies": {"namespace": "openstack", "labels": {"gateway": "shared"}}}  # fmt: skip
+    in_namespace = _policy(plan_of("prod", gateway=labelled), "nova-novncproxy")
+    assert _admitted(in_namespace, 6080, "openstack", {"gateway": "shared", "app": "proxy"})
+    assert not _admitted(in_namespace, 6080, "openstack", {"app.kubernetes.io/part-of": "openstack"})
+
+
+def test_without_a_gateway_nothing_is_closed_to_all_but_it() -> None:
+    config = {k: v for k, v in stack_config("prod").items() if k not in ("openstack:gateway", "openstack:tls")}
+    names = {r.k8s_name for r in run_program(config, "prod") if r.kind == "NetworkPolicy"}
+    assert names == {"mariadb-ingress", "rabbitmq-ingress", "memcached-ingress"}

@@ -59,6 +59,21 @@ def test_every_object_is_labelled_and_namespaced(stack_plan: Plan) -> None:
         ("Role", f"{namespace}-nova-compute-maintenance-events"): "default",
         ("RoleBinding", f"{namespace}-nova-compute-maintenance-events"): "default",
     }
+    gateway = stack_plan.settings.gateway
+    if gateway is not None and gateway.envoy_gateway.install and gateway.class_name:
+        # Envoy Gateway's namespace, its GatewayClass, and the TLS of its control plane, which the
+        # chart's certgen hook would have made there (components/envoy_gateway.py).
+        proxies = gateway.proxies.namespace
+        elsewhere[("Namespace", proxies)] = None
+        elsewhere[("GatewayClass", gateway.class_name)] = None
+        tls = [
+            ("Issuer", "envoy-gateway-ca-selfsigned"),
+            ("Certificate", "envoy-gateway-ca"),
+            ("Issuer", "envoy-gateway-ca"),
+        ]
+        tls += [("Certificate", n) for n in ("envoy-gateway", "envoy", "envoy-rate-limit")]
+        for kind, name in [*tls, ("Secret", "envoy-oidc-hmac")]:
+            elsewhere[(kind, name)] = proxies
     for r in stack_plan.custom:
         if not r.kind:
             continue
@@ -143,9 +158,7 @@ def _checksum(plan: Plan, name: str, kind: str) -> str:
 
 def test_a_config_change_rolls_exactly_the_pods_that_read_it() -> None:
     before = plan_of("dev")
-    after = plan_of(
-        "dev", endpoints={"scheme": "http", "domain": "openstack.dev.example.com", "clusterDomain": "k8s.internal"}
-    )
+    after = plan_of("dev", endpoints={"domain": "openstack.dev.example.com", "clusterDomain": "k8s.internal"})
     assert _checksum(before, "keystone-api", "Deployment") != _checksum(after, "keystone-api", "Deployment")
     # Memcached reads no OpenStack config: a change of it must not restart the cache.
     assert pod_template(before.by_name("memcached", "StatefulSet")) == pod_template(

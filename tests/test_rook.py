@@ -20,8 +20,7 @@ import yaml
 
 from components.settings import Settings, SettingsError
 from tests.conftest import plan_of
-from tests.helpers import objects, pod_template, waits_for
-from tests.test_backup import _unknown_fields
+from tests.helpers import objects, pod_template, unknown_fields, waits_for
 from tests.test_ceph import keyring_mounts
 from tools.plan import Plan
 
@@ -66,7 +65,7 @@ def test_pools_and_clients_with_the_readmes_capabilities_in_rooks_namespace() ->
         for resource in found.values():
             manifest = {k: resource.inputs[k] for k in ("apiVersion", "kind", "metadata", "spec")}
             assert manifest["apiVersion"] == "ceph.rook.io/v1"
-            assert _unknown_fields(manifest, _schema(plural)) == []
+            assert unknown_fields(manifest, _schema(plural)) == []
             jsonschema.validate(manifest, _schema(plural))
     assert pools["vms"].inputs["spec"] == {"failureDomain": "host", "replicated": {"size": 3}}
 

@@ -129,7 +129,7 @@ def test_project_file_types_exactly_the_scalar_settings() -> None:
     for name, info in Settings.model_fields.items():
         key = info.alias or name
         default = Settings().model_dump(by_alias=True, mode="json")[key]
-        # An object unset by default (ceph) dumps as null: its annotation says what it is when given.
+        # An object unset by default (ceph, gateway) dumps as null: its annotation says what it is when given.
         structured = json.dumps(default).startswith(("{", "[")) or (default is None and is_structured(key))
         assert ("type" in declared[key]) is not structured, key
 

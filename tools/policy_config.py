@@ -21,6 +21,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from components.public_routes import public_routes
 from components.settings import Settings, SettingsError
 from components.stack_config import settings_from_config
 from policies.registry import RULES, ResourceRule, StackRule
@@ -30,6 +31,14 @@ from tools.runtime import read_stack_file
 
 STACKS_DIR = Path(__file__).resolve().parents[1] / "stacks"
 
+
+def public_backends(settings: Settings) -> list[str]:
+    """'<Service>:<port>' of every public host's backend, when the stack routes them (gateway)."""
+    if settings.gateway is None:
+        return []
+    return sorted({f"{route.backend}:{route.port}" for route in public_routes(settings)})
+
+
 # The pack's properties that mirror a setting, and where in the settings each is.
 FROM_SETTINGS: dict[str, Callable[[Settings], Any]] = {
     "namespace": lambda s: s.namespace,
@@ -38,6 +47,8 @@ FROM_SETTINGS: dict[str, Callable[[Settings], Any]] = {
     "imageOverrides": lambda s: dict(s.images.overrides),
     "vmSafe": lambda s: s.compute.vm_safe,
     "nodeSelectors": lambda s: s.node_selectors.model_dump(by_alias=True),
+    "tlsRequired": lambda s: s.endpoints.scheme == "https",
+    "publicBackends": public_backends,
 }
 # The pack's properties no setting has: written with the pack's defaults (policies/settings.py).
 PACK_DEFAULTS = ("apiComponents", "databaseServices", "requiredRequests", "requiredLimits")

@@ -3,6 +3,7 @@
 import base64
 import json
 import os
+import ssl
 import sys
 import time
 import urllib.error
@@ -19,10 +20,13 @@ def call(method: str, path: str, body: dict | None = None) -> None:
         data=json.dumps(body).encode() if body is not None else None,
         headers={"Authorization": f"Basic {token.decode()}", "Content-Type": "application/json"},
     )
+    # Under internal TLS the API is https, verified (chain and host name) with the internal CA only.
+    ca_file = os.environ.get("RABBIT_CA_FILE")
+    context = ssl.create_default_context(cafile=ca_file) if ca_file else None
     deadline = time.monotonic() + 300
     while True:
         try:
-            with urllib.request.urlopen(request, timeout=30):
+            with urllib.request.urlopen(request, timeout=30, context=context):
                 return
         except urllib.error.URLError as error:
             if isinstance(error, urllib.error.HTTPError) or time.monotonic() > deadline:

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import copy
+from typing import Any
+
 import pytest
 
 from tools.cloud.netpol import CniMode, NetworkPolicies, PodAddress
@@ -69,3 +72,39 @@ def test_selectors_the_lab_does_not_implement_are_errors() -> None:
     found = NetworkPolicies([{**POLICY, "podSelector": {"matchExpressions": []}}], NODES)
     with pytest.raises(ValueError, match="matchExpressions"):
         found.rules(STORE_POD)
+
+
+# Horizon's policy as components/isolation.py writes it: the gateway's proxies (their namespace) only.
+FRONT = {"app": "horizon"}
+GATEWAY_ONLY: dict[str, Any] = {
+    "podSelector": {"matchLabels": FRONT},
+    "policyTypes": ["Ingress"],
+    "ingress": [{"from": [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "gw-system"}}}],
+                 "ports": [{"protocol": "TCP", "port": 8080}]}],
+}  # fmt: skip
+FRONT_POD = PodAddress("horizon-0", "10.244.1.20", FRONT, "pod-horizon-0", "cp", (NODES[0], "10.244.1.1"))
+PROXY = PodAddress("envoy-0", "10.244.1.30", {"app": "envoy"}, "pod-envoy-0", "cp", (), namespace="gw-system")
+NEIGHBOUR = PodAddress("client", "10.244.1.7", {"part-of": "openstack"}, "pod-client", "cp", ())
+
+
+def _rules(policy: dict[str, Any], *pods: PodAddress) -> list[str]:
+    found = NetworkPolicies([policy], NODES, namespace="openstack")
+    found.pods.update({p.name: p for p in pods})
+    return found.rules(FRONT_POD)
+
+
+def test_a_namespace_selector_admits_the_pods_of_that_namespace_only() -> None:
+    rules = _rules(GATEWAY_ONLY, PROXY, NEIGHBOUR)
+    assert "-A KUBE-NETWORK-POLICY -s 10.244.1.30 -p tcp --dport 8080 -j ACCEPT" in rules
+    assert not any("-s 10.244.1.7 " in r for r in rules)  # a pod of the stack's namespace
+
+
+def test_a_namespace_and_pod_selector_need_both_and_a_pod_selector_alone_keeps_to_its_namespace() -> None:
+    both = copy.deepcopy(GATEWAY_ONLY)
+    both["ingress"][0]["from"][0]["podSelector"] = {"matchLabels": {"app": "envoy"}}
+    other = PodAddress("other", "10.244.1.31", {"app": "other"}, "pod-other", "cp", (), namespace="gw-system")
+    rules = _rules(both, PROXY, other)
+    assert any("-s 10.244.1.30 " in r for r in rules) and not any("-s 10.244.1.31 " in r for r in rules)
+    by_label = copy.deepcopy(GATEWAY_ONLY)
+    by_label["ingress"][0]["from"] = [{"podSelector": {"matchLabels": {"app": "envoy"}}}]
+    assert not any("-s 10.244.1.30 " in r for r in _rules(by_label, PROXY))  # another namespace's pod

@@ -118,6 +118,10 @@ def test_the_pack_reads_the_stacks_settings_from_its_config(stack: str) -> None:
             assert seen.vm_safe == settings.compute.vm_safe
         if "nodeSelectors" in rule.uses:
             assert seen.node_selectors == settings.node_selectors.model_dump(by_alias=True)
+        if "tlsRequired" in rule.uses:
+            assert seen.tls_required is (settings.endpoints.scheme == "https")
+        if "publicBackends" in rule.uses:
+            assert bool(seen.public_backends) is (settings.gateway is not None)
 
 
 def test_a_stack_enforces_every_policy_unless_its_settings_say_otherwise() -> None:
@@ -192,3 +196,5 @@ def test_pack_defaults_mirror_the_programs_defaults() -> None:
     assert defaults.image_registry == program.images.registry
     assert defaults.vm_safe == program.compute.vm_safe
     assert dict(defaults.node_selectors) == program.node_selectors.model_dump(by_alias=True)
+    assert defaults.tls_required is (program.endpoints.scheme == "https")
+    assert defaults.public_backends == () and program.gateway is None  # no gateway, no route

@@ -65,6 +65,8 @@ REFUSED: list[tuple[str, dict[str, Any], str]] = [
      policy(ingress({"matchLabels": MARIADB},
                     {"from": [{"namespaceSelector": {"matchLabels": {"team": "a"}}}], "ports": tcp(4567)})),
      "4567"),
+    ("anywhere-on-management-tls",
+     policy(ingress({"matchLabels": RABBITMQ}, {"from": [ANYWHERE], "ports": tcp(15671)})), "15671"),
     ("anywhere-on-clustering", policy(ingress({"matchLabels": RABBITMQ}, {"from": [ANYWHERE], "ports": tcp(25672)})),
      "0.0.0.0/0"),
     ("ipv6-anywhere-on-galera",
@@ -99,6 +101,8 @@ PASSING: list[tuple[str, dict[str, Any]]] = [
     # The design the program's policies follow: client ports open to every source ...
     ("mariadb-client-open", policy(ingress({"matchLabels": MARIADB}, {"ports": tcp(3306)}))),
     ("rabbitmq-client-open", policy(ingress({"matchLabels": RABBITMQ}, {"from": [ANYWHERE], "ports": tcp(5672)}))),
+    # amqps, RabbitMQ's client port under internal TLS
+    ("rabbitmq-tls-client-open", policy(ingress({"matchLabels": RABBITMQ}, {"from": [ANYWHERE], "ports": tcp(5671)}))),
     ("client-port-unset-protocol", policy(ingress({"matchLabels": MARIADB}, {"ports": [{"port": 3306}]}))),
     # ... everything else to pods by podSelector, and operators in named namespaces.
     ("galera-peers", policy(ingress({"matchLabels": MARIADB}, {"from": [{"podSelector": {"matchLabels": MARIADB}}]}))),
@@ -131,10 +135,13 @@ OPERATORS_ELSEWHERE = {
 }
 
 
+@pytest.mark.parametrize("tls", [{}, {"internal": {"selfSigned": True}}], ids=["plain", "internal-tls"])
 @pytest.mark.parametrize("operators", [{}, OPERATORS_ELSEWHERE], ids=["installed", "elsewhere"])
 @pytest.mark.parametrize("node_cidrs", [(), ("192.168.0.0/16",)])
-def test_the_programs_own_policies_pass(node_cidrs: tuple[str, ...], operators: dict[str, Any]) -> None:
-    settings = Settings.parse({"networkPolicies": {"nodeCidrs": list(node_cidrs)}, "operators": operators})
+def test_the_programs_own_policies_pass(
+    node_cidrs: tuple[str, ...], operators: dict[str, Any], tls: dict[str, Any]
+) -> None:
+    settings = Settings.parse({"networkPolicies": {"nodeCidrs": list(node_cidrs)}, "operators": operators, "tls": tls})
     for store, spec in isolation.policies(settings).items():
         assert judged(policy(spec)) == [], store
 
@@ -143,6 +150,10 @@ def test_the_packs_data_stores_are_the_programs() -> None:
     """The pack keeps its own copy (it imports no Pulumi program code): it must not drift."""
     selected = {store: spec["podSelector"]["matchLabels"] for store, spec in isolation.policies(Settings()).items()}
     assert {store.name: dict(store.labels) for store in DATA_STORES} == selected
-    ports = {store.name: store.client_port for store in DATA_STORES}
-    assert ports == {"mariadb": oslo.MARIADB_PORT, "rabbitmq": oslo.RABBITMQ_PORT, "memcached": oslo.MEMCACHED_PORT}
+    ports = {store.name: store.client_ports for store in DATA_STORES}
+    assert ports == {
+        "mariadb": (oslo.MARIADB_PORT,),
+        "rabbitmq": (oslo.RABBITMQ_PORT, oslo.RABBITMQ_TLS_PORT),
+        "memcached": (oslo.MEMCACHED_PORT,),
+    }
     assert {store.name for store in DATA_STORES if store.open_to_all} == {"mariadb", "rabbitmq"}

@@ -133,6 +133,12 @@ class Cloud:
             [r.revealed["spec"] for r in self.plan.custom if r.kind == "NetworkPolicy"],
             [n.ip for n in self.cluster.nodes],
             self.cni,
+            namespace,
+            {
+                r.revealed["metadata"]["name"]: dict(r.revealed["metadata"].get("labels") or {})
+                for r in self.plan.custom
+                if r.kind == "Namespace"
+            },
         )
         for r in self.plan.custom:
             if r.kind in ("Secret", "ConfigMap"):

@@ -20,7 +20,7 @@ CLIENT_PORTS = {"mariadb": 3306, "rabbitmq": 5672, "memcached": 11211}
 PRIVATE_PORTS = {"rabbitmq-management": ("rabbitmq", 15672)}
 
 
-def _connects(netns: str, ip: str, port: int) -> bool:
+def connects(netns: str, ip: str, port: int) -> bool:
     probe = f"import socket; socket.create_connection(({ip!r}, {port}), timeout=3).close()"
     return run("python3", "-c", probe, netns=netns, check=False).returncode == 0
 
@@ -48,8 +48,8 @@ def check_isolation(cloud: Cloud) -> dict[str, Any]:
     found: dict[str, Any] = {"openstack_pod": openstack_pod.plan.name, "cni": cloud.network_policies.mode.value}
     try:
         for place, netns in places.items():
-            reached = {f"{s}:{p}": _connects(netns, _address(cloud, s), p) for s, p in CLIENT_PORTS.items()}
-            reached |= {f"{s}:{p}": _connects(netns, _address(cloud, s), p) for s, p in PRIVATE_PORTS.values()}
+            reached = {f"{s}:{p}": connects(netns, _address(cloud, s), p) for s, p in CLIENT_PORTS.items()}
+            reached |= {f"{s}:{p}": connects(netns, _address(cloud, s), p) for s, p in PRIVATE_PORTS.values()}
             found[place] = reached
     finally:
         cp.delete_pod_network(INTRUDER)

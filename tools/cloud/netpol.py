@@ -13,6 +13,11 @@ the lab has a switch for it (`CniMode`): Calico and the iptables plugins match n
 like any other; Cilium leaves them out unless `policy-cidr-match-mode=nodes`, and overlay
 plugins that masquerade host-to-Service traffic present an address no ipBlock of node CIDRs
 holds. The default is the stricter one, so what passes here passes on either kind.
+
+Namespaces: the plan's pods live in the stack's namespace; the lab's stand-in for the gateway's
+proxy lives in the proxies' namespace. A peer with a podSelector alone matches pods of the
+policy's namespace; with a namespaceSelector, pods of the namespaces whose labels it matches
+(every namespace carries `kubernetes.io/metadata.name`), narrowed by its podSelector if it has one.
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ from tools.cloud.node import run
 
 Manifest = dict[str, Any]
 CHAIN = "KUBE-NETWORK-POLICY"
+NAMESPACE_NAME = "kubernetes.io/metadata.name"
 IPBLOCK_CHAIN = "KUBE-NWP-IPBLOCK"
 
 
@@ -46,6 +52,7 @@ class PodAddress:
     netns: str | None  # None: the pod shares its node's network
     node: str = ""
     node_ips: tuple[str, ...] = ()  # its node's own addresses: on the node network and on the pod bridge
+    namespace: str = ""  # "": the policies' namespace (the stack's)
 
 
 def _matches(selector: Manifest, labels: dict[str, str]) -> bool:
@@ -61,6 +68,8 @@ class NetworkPolicies:
     policies: list[Manifest]  # NetworkPolicy specs of the plan (one namespace: the stack's)
     node_ips: list[str]
     mode: CniMode = CniMode.NODE_IPS_NOT_IN_IPBLOCK
+    namespace: str = ""  # the policies' own namespace
+    namespace_labels: dict[str, dict[str, str]] = field(default_factory=dict)  # beyond kubernetes.io/metadata.name
     pods: dict[str, PodAddress] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -115,13 +124,21 @@ class NetworkPolicies:
                 if block.get("except"):
                     raise ValueError("ipBlock.except is not implemented by the lab's NetworkPolicy")
                 yield f" -s {block['cidr']}", True
-            elif "namespaceSelector" in peer:
-                continue  # other namespaces: none of the plan's pods live there, nor the lab's own
             else:
                 for pod in self.pods.values():
                     # Host-network pods are node traffic: no podSelector matches them.
-                    if pod.netns is not None and _matches(peer.get("podSelector", {}), pod.labels):
+                    if pod.netns is not None and self._peer(peer, pod):
                         yield f" -s {pod.ip}", False
+
+    def _peer(self, peer: Manifest, pod: PodAddress) -> bool:
+        namespace = pod.namespace or self.namespace
+        if "namespaceSelector" in peer:
+            labels = {NAMESPACE_NAME: namespace, **self.namespace_labels.get(namespace, {})}
+            if not _matches(peer["namespaceSelector"], labels):
+                return False
+        elif namespace != self.namespace:
+            return False  # a podSelector alone: pods of the policy's namespace
+        return _matches(peer.get("podSelector", {}), pod.labels)
 
     @staticmethod
     def _ports(ports: list[Manifest] | None) -> Iterable[str]:

@@ -44,6 +44,8 @@ class Report:
     # Stand-ins that are not pods of the plan (tools/cloud/ceph.py's cluster), by name: kind, pods, ready, ...
     external_stand_ins: dict[str, dict[str, Any]] = field(default_factory=dict)
     tempest: dict[str, Any] | None = None  # counts of tools/cloud/tempest_run.py's tempest.json, when asked for
+    tls: dict[str, Any] | None = None  # the proof from outside (tools/cloud/public_access.py)
+    gateway_proxy: dict[str, Any] | None = None  # the stand-in for the Gateway's proxy pod: pods, ready
     deploy_error: str = ""
     not_run: list[dict[str, str]] = field(default_factory=list)
     data: dict[str, Any] = field(default_factory=dict)
@@ -77,6 +79,7 @@ class Report:
                     w.name: {"kind": w.kind, "pods": len(w.pods), "ready": sum(p.ready for p in w.pods)}
                     for w in stand_ins
                 },
+                **({"gateway-proxy": self.gateway_proxy} if self.gateway_proxy else {}),
                 **self.external_stand_ins,
             },
             "probes": {"total": len(probes), "passed": sum(r.passed for r in probes)},
@@ -88,8 +91,9 @@ class Report:
             "deploy": self._deploy(cloud),
             "server": self._server(),
             "peer_server": self.user.get("peer_server", {}),
-            "horizon_login": bool(self.user.get("horizon", {}).get("logged_in")),
-            "horizon": self.user.get("horizon", {}),
+            # Through the gateway, from outside: its NetworkPolicy admits nothing else.
+            "horizon_login": bool(self._horizon().get("logged_in")),
+            "horizon": self._horizon(),
             "volume_type": self.user.get("volume_type"),
             "volume": self.user.get("volume") or {"not_run": "the scenario did not reach the volume step"},
             # The proof with a real Ceph (tools/cloud/ceph_check.py), for a stack that keeps data there.
@@ -101,6 +105,7 @@ class Report:
             "provider_network": self.provider,
             "api": self.api,
             "tempest": self.tempest or {"not_run": "not asked for (--tempest smoke|full)"},
+            "tls": self.tls or {"public_endpoints_ok": False, "checks": {}, "not_run": "the cloud did not deploy"},
             "seconds": {k: round(v, 1) for k, v in self.seconds.items()},
             "not_run": self._not_run(cloud, cannot_run, plan_workloads),
             "deploy_error": self.deploy_error,
@@ -117,6 +122,9 @@ class Report:
             },
         }
         return self.data
+
+    def _horizon(self) -> dict[str, Any]:
+        return dict(((self.tls or {}).get("checks") or {}).get("horizon_login") or {})
 
     def _server(self) -> dict[str, Any]:
         server, peer = self.user.get("server", {}), self.user.get("peer_server", {})
@@ -209,6 +217,7 @@ class Report:
             f"lease {server['dhcp_lease']}, metadata {server['metadata']}, provider network through SNAT "
             f"{server['provider_reachable']}, peer VM across the tunnel {server['peer_reachable']}",
             f"  horizon login {d['horizon_login']}; volume {d['volume']}",
+            f"  public endpoints from outside through the gateway: {_tls_line(d['tls'])}",
             f"  ceph: {_ceph_line(d['ceph'])}",
             f"  libvirt pod restart: {restart}",
             f"  libvirt for migrations: {d['libvirt_listener']}",
@@ -228,6 +237,15 @@ class Report:
             lines.append(f"  job: {item[:200]}")
         lines.append(f"  not run ({len(d['not_run'])}): " + "; ".join(n["what"] for n in d["not_run"]))
         return "\n".join(lines)
+
+
+def _tls_line(tls: dict[str, Any]) -> str:
+    checks = tls.get("checks") or {}
+    failed = sorted(name for name, check in checks.items() if not check.get("ok"))
+    why = tls.get("not_run") or tls.get("error") or ""
+    return (
+        f"ok {tls.get('public_endpoints_ok')}, {len(checks) - len(failed)}/{len(checks)} checks, failed {failed} {why}"
+    )
 
 
 def _ceph_line(found: dict[str, Any]) -> str:

@@ -24,6 +24,7 @@ from tools.cloud.images import image_name
 from tools.cloud.isolation import check_isolation
 from tools.cloud.netpol import CniMode
 from tools.cloud.node import kill_cgroups
+from tools.cloud.public_access import FrontDoor
 from tools.cloud.report import Report
 from tools.cloud.services import API_SERVER_ADDRESS
 from tools.cloud.tempest_run import TempestError, run_tempest
@@ -238,8 +239,6 @@ def use_cloud(
         "PYTHONPATH": str(REPO),
         "HOME": str(user.home),
         **admin_env(cloud),
-        "HORIZON_ADDRESS": f"horizon.{settings.namespace}.svc.{settings.endpoints.cluster_domain}:8080",
-        "HORIZON_PUBLIC_HOST": settings.public_host("horizon"),
         "VOLUME_TYPE": settings.cinder.default_backend,
         "VOLUME_BACKEND_RUNS": "false" if volume_cannot_run else "true",
         "VOLUME_NOT_RUN": volume_cannot_run,
@@ -259,6 +258,20 @@ def use_cloud(
         return json.loads(done.stdout.strip().splitlines()[-1])
     except (IndexError, json.JSONDecodeError):
         return {"errors": {"scenario": f"exited {done.returncode} without facts; see {cloud.out / 'scenario.log'}"}}
+
+
+def prove_public_access(
+    door: FrontDoor, cloud: Cloud, venv: Path, guest: Guest, log: Callable[[str], None]
+) -> dict[str, Any]:
+    """The gateway's proxy started, then the proof from a laptop outside (tools/cloud/public_access.py)."""
+    try:
+        door.open_gateway()
+        found = door.prove(venv / "bin" / "python", guest.disk, admin_env(cloud))
+    except (RuntimeError, LookupError, OSError, subprocess.SubprocessError) as error:
+        found = {"public_endpoints_ok": False, "checks": {}, "error": f"{type(error).__name__}: {error}"}
+    failed = [name for name, check in found.get("checks", {}).items() if not check.get("ok")]
+    log(f"public access: ok {found['public_endpoints_ok']}, failed checks {failed} {found.get('error', '')}")
+    return found
 
 
 def virt_type(guest: Guest, log: Callable[[str], None]) -> str:
@@ -355,6 +368,7 @@ def run(
     cloud = Cloud(plan, cluster, venv.path, out, log, why_not, cni)
     cloud.factory.image_commands = image_commands(plan)
     api = api_server(cloud, log)
+    door = FrontDoor.issue(cloud, api, log)  # cert-manager's Secrets, before any pod mounts them
     user = UserPod(cluster.control_plane, cluster.state / "user", plan.settings.namespace,
                    plan.settings.endpoints.cluster_domain)  # fmt: skip
     ceph = ceph_stand_in(plan, cluster.state, log)
@@ -380,6 +394,9 @@ def run(
             report.provider = provider_counters()
             log(f"user: {json.dumps(report.user)[:2000]}")
             phase("use", since)
+            since = time.monotonic()
+            report.tls = prove_public_access(door, cloud, venv.path, guest, log)
+            phase("public_access", since)
             server = report.user.get("server", {})
             report.libvirt_listener = libvirt_listener(cloud, server.get("host"))
             report.network_policies = check_isolation(cloud)
@@ -393,6 +410,9 @@ def run(
                 report.tempest = tempest_step(cloud, user, venv.path, tempest, why_not, log, tempest_filter)
                 phase("tempest", since)
         report_api(report, api)
+        report.not_run += door.stand_ins()
+        if door.proxy is not None:
+            report.gateway_proxy = {"kind": "Gateway", "pods": 1, "ready": int(door.proxy.running)}
         if ceph is not None:
             report.external_stand_ins["ceph"] = ceph.facts()
         report.build(cloud, why_not)
@@ -405,6 +425,7 @@ def run(
                     time.sleep(3600)
     finally:
         uplinks.stop()
+        door.stop()
         cloud.stop()
         if ceph is not None:  # after the pods (QEMU among them) that hold its images open
             ceph.stop()

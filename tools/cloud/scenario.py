@@ -8,18 +8,17 @@ variables as the keystone-admin Secret and the catalog's internal interface give
 Kubernetes API as an administrator's kubectl reaches it (KUBE_* variables). Uploads the guest,
 builds a network with a router to the provider network, boots a server on each compute node
 (COMPUTE_HOSTS) and reads what the guests say on their consoles (DHCP, metadata, the provider
-network through the router's SNAT, the first VM from the second across the tunnel); logs in to
-Horizon through its login form as a browser behind the ingress would; asks Cinder for a volume;
-for a stack that keeps data in Ceph, proves it against the cluster (tools/cloud/ceph_check.py);
-then moves the VMs off a node, by nova-compute-maintenance and by the README's procedure
-(tools/cloud/migration_check.py). Prints one JSON object with what it found; each step's failure
-is recorded, not raised.
+network through the router's SNAT, the first VM from the second across the tunnel); asks Cinder
+for a volume; for a stack that keeps data in Ceph, proves it against the cluster
+(tools/cloud/ceph_check.py); then moves the VMs off a node, by nova-compute-maintenance and by the
+README's procedure (tools/cloud/migration_check.py). Horizon is logged in to from outside, through
+the gateway (tools/cloud/public_scenario.py): its NetworkPolicy admits nothing else. Prints one
+JSON object with what it found; each step's failure is recorded, not raised.
 """
 
 from __future__ import annotations
 
 import base64
-import http.client
 import json
 import os
 import re
@@ -27,10 +26,8 @@ import sys
 import time
 import traceback
 from collections.abc import Callable
-from http.cookies import SimpleCookie
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlencode
 
 import openstack
 
@@ -136,62 +133,6 @@ def _ec2_id(instance_name: str | None) -> str | None:
     return f"i-{int(match[1], 16):08x}" if match else None
 
 
-def horizon_login(facts: dict[str, Any]) -> None:
-    """The login form, posted as a browser does through the ingress (https, the public host name)."""
-    address, public_host = os.environ["HORIZON_ADDRESS"], os.environ["HORIZON_PUBLIC_HOST"]
-    host, port = address.rsplit(":", 1)
-    cookies: dict[str, str] = {}
-
-    def request(method: str, path: str, body: str | None = None, extra: dict[str, str] | None = None) -> Any:
-        connection = http.client.HTTPConnection(host, int(port), timeout=60)
-        headers = {
-            "Host": public_host,
-            "X-Forwarded-Proto": "https",
-            "Cookie": "; ".join(f"{k}={v}" for k, v in cookies.items()),
-            **(extra or {}),
-        }
-        connection.request(method, path, body=body, headers=headers)
-        response = connection.getresponse()
-        text = response.read().decode(errors="replace")
-        for header in response.headers.get_all("Set-Cookie") or []:
-            cookies.update({k: m.value for k, m in SimpleCookie(header).items()})
-        return response.status, response.headers, text
-
-    status, _, page = request("GET", "/auth/login/")
-    token = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', page)
-    # One region: a hidden input holding Keystone's URL; several: a select.
-    region = re.search(r'name="region"[^>]*value="([^"]+)"', page) or re.search(
-        r'<select[^>]*name="region"[^>]*>\s*<option value="([^"]+)"', page
-    )
-    facts["horizon"] = {"login_page": status}
-    if status != 200 or token is None:
-        return
-    form = {
-        "csrfmiddlewaretoken": token[1],
-        "username": os.environ["OS_USERNAME"],
-        "password": os.environ["OS_PASSWORD"],
-        "next": "/",
-    }
-    if region:
-        form["region"] = region[1]
-    origin = f"https://{public_host}"
-    status, headers, answer = request(
-        "POST",
-        "/auth/login/",
-        urlencode(form),
-        {"Content-Type": "application/x-www-form-urlencoded", "Origin": origin, "Referer": f"{origin}/auth/login/"},
-    )
-    facts["horizon"].update(post=status, redirect=headers.get("Location"))
-    if status == 200:  # the form again: say what it said
-        messages = re.findall(r'class="(?:alert[^"]*|errorlist[^"]*)"[^>]*>(.*?)</', answer, re.S)
-        facts["horizon"]["messages"] = [re.sub(r"\s+", " ", m).strip() for m in messages][:5]
-    status, _, page = request("GET", "/project/")
-    facts["horizon"].update(project_page=status, logged_in=status == 200 and "Sign Out" in page)
-    static = re.search(r'href="(/static/[^"]+\.css)"', page)
-    if static:
-        facts["horizon"]["static_css"] = request("GET", static[1])[0]
-
-
 def volume(conn: openstack.connection.Connection, facts: dict[str, Any]) -> None:
     """The default volume type exists; a volume is only created where a backend runs."""
     default = os.environ["VOLUME_TYPE"]
@@ -248,7 +189,6 @@ def main() -> None:
     made: dict[str, Any] = {}
     steps: list[tuple[str, Callable[[], None]]] = [
         ("server", lambda: servers(conn, kernel, initramfs, disk, facts, made)),
-        ("horizon", lambda: horizon_login(facts)),
         ("volume", lambda: volume(conn, facts)),
         # Before the maintenance: its servers boot on the first compute node and are gone after.
         ("ceph", lambda: ceph_check.run(conn, made, facts)),

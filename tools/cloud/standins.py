@@ -4,7 +4,7 @@ No operator runs here (no API server), so the `MariaDB` and `RabbitmqCluster` re
 the plan are turned into the pods and Secrets their operators would make, and run like any
 other pod of the plan: one server each (not a Galera or RabbitMQ cluster), with the CR's own
 settings where they reach the server (MariaDB's myCnf and root password Secret, RabbitMQ's
-additionalConfig), placed by the resource's own nodeSelector and affinity, behind the Services
+additionalConfig and tls), placed by the resource's own nodeSelector and affinity, behind the Services
 (names, ports, selectors) the operators create. The servers are Debian 12's MariaDB 10.11 and
 RabbitMQ 3.10, not the operators' images: the report counts them apart, as stand-ins.
 """
@@ -27,6 +27,22 @@ RABBITMQ_PORTS = {
     False: (("amqp", 5672), ("management", 15672), ("prometheus", 15692)),
     True: (("epmd", 4369), ("cluster-rpc", 25672)),
 }
+# With spec.tls the operator's Service adds these, and disableNonTLSListeners drops amqp and
+# management (internal/resource/service.go of v2.21.1).
+RABBITMQ_TLS_PORTS = (("amqps", 5671), ("management-tls", 15671))
+RABBITMQ_PLAIN_ONLY = ("amqp", "management")
+# Where the operator mounts spec.tls's Secrets, and what it adds to rabbitmq.conf
+# (internal/resource/statefulset.go and configmap.go `defaultTLSConf`). Its prometheus.ssl lines
+# are left out: the stand-in enables no prometheus plugin, and RabbitMQ refuses settings of a
+# plugin it does not run.
+RABBITMQ_TLS_DIR = "/etc/rabbitmq-tls"
+RABBITMQ_CA_DIR = "/etc/rabbitmq-tls-ca"
+RABBITMQ_TLS_CONF = (
+    f"ssl_options.certfile = {RABBITMQ_TLS_DIR}/tls.crt\nssl_options.keyfile = {RABBITMQ_TLS_DIR}/tls.key\n"
+    "listeners.ssl.default = 5671\n"
+    f"management.ssl.certfile = {RABBITMQ_TLS_DIR}/tls.crt\nmanagement.ssl.keyfile = {RABBITMQ_TLS_DIR}/tls.key\n"
+    "management.ssl.port = 15671\n"
+)
 STANDIN_IMAGES = {"MariaDB": "debian/mariadb-server:10.11", "RabbitmqCluster": "debian/rabbitmq-server:3.10"}
 
 _MARIADB_START = r"""set -eu
@@ -122,15 +138,60 @@ def mariadb(resource: Manifest) -> StandIn:
     return StandIn("MariaDB", name, f"{name}-0", template, services, {}, my_cnf)
 
 
+def rabbitmq_listeners(tls: Manifest) -> str:
+    """What the operator writes to rabbitmq.conf for spec.tls (configmap.go of v2.21.1), before
+    the plain defaults the stand-in gives: the TLS listeners from the mounted Secrets; without
+    disableNonTLSListeners the plain ones too; with caSecretName the CA, and peers verified
+    (a client without a certificate still admitted: fail_if_no_peer_cert is false)."""
+    plain = "listeners.tcp.default = 5672\nmanagement.tcp.port = 15672\n"
+    if not tls.get("secretName"):
+        return plain
+    conf = RABBITMQ_TLS_CONF
+    conf += "listeners.tcp = none\n" if tls.get("disableNonTLSListeners") else plain
+    if tls.get("caSecretName"):
+        conf += (
+            f"ssl_options.cacertfile = {RABBITMQ_CA_DIR}/ca.crt\nssl_options.verify = verify_peer\n"
+            f"management.ssl.cacertfile = {RABBITMQ_CA_DIR}/ca.crt\n"
+        )
+    return conf
+
+
+def _rabbitmq_tls_volumes(tls: Manifest) -> list[tuple[Manifest, str]]:
+    """spec.tls's Secrets and where they are mounted. The operator projects tls.crt and tls.key
+    of secretName and ca.crt of caSecretName into one directory; the lab's kubelet reproduces no
+    projected volume, so the CA comes in a directory of its own (RABBITMQ_CA_DIR)."""
+    pair = [{"key": k, "path": k} for k in ("tls.crt", "tls.key")]
+    volumes = [(_secret_volume("rabbitmq-tls", tls["secretName"], pair), f"{RABBITMQ_TLS_DIR}/")]
+    if tls.get("caSecretName"):
+        ca = _secret_volume("rabbitmq-tls-ca", tls["caSecretName"], [{"key": "ca.crt", "path": "ca.crt"}])
+        volumes.append((ca, f"{RABBITMQ_CA_DIR}/"))
+    return volumes
+
+
+def _secret_volume(name: str, secret: str, items: list[Manifest]) -> Manifest:
+    return {"name": name, "secret": {"secretName": secret, "items": items, "defaultMode": 0o400}}
+
+
+def _rabbitmq_service_ports(tls: Manifest) -> tuple[tuple[str, int], ...]:
+    ports = RABBITMQ_PORTS[False]
+    if not tls.get("secretName"):
+        return ports
+    if tls.get("disableNonTLSListeners"):
+        ports = tuple(p for p in ports if p[0] not in RABBITMQ_PLAIN_ONLY)
+    return ports + RABBITMQ_TLS_PORTS
+
+
 def rabbitmq(resource: Manifest) -> StandIn:
     name, spec, namespace = resource["metadata"]["name"], resource["spec"], resource["metadata"]["namespace"]
+    tls = spec.get("tls") or {}
+    tls_only = bool(tls.get("secretName") and tls.get("disableNonTLSListeners"))
     user, password = f"default_user_{secrets.token_hex(6)}", secrets.token_urlsafe(24)
     host = f"{name}.{resource['metadata']['namespace']}.svc"
     default_user = {
         "username": user,
         "password": password,
         "host": host,
-        "port": "5672",
+        "port": "5671" if tls.get("secretName") else "5672",  # default_user_secret.go updatePorts
         "provider": "rabbitmq",
         "type": "rabbitmq",
         "connection_string": f"amqp://{user}:{password}@{host}:5672/",
@@ -138,42 +199,43 @@ def rabbitmq(resource: Manifest) -> StandIn:
     }
     additional = (spec.get("rabbitmq") or {}).get("additionalConfig", "")
     conf = (
-        "listeners.tcp.default = 5672\nmanagement.tcp.port = 15672\nloopback_users = none\n"
+        f"{rabbitmq_listeners(tls)}loopback_users = none\n"
         f"default_user = {user}\ndefault_pass = {password}\ndefault_user_tags.administrator = true\n{additional}"
     )
     config = f"{name}-server-conf"
+    mounts = [
+        {"name": "persistence", "mountPath": "/var/lib/rabbitmq"},
+        {"name": "config", "mountPath": "/etc/rabbitmq/operator", "readOnly": True},
+    ]
+    volumes = [
+        {"name": "persistence", "persistentVolumeClaim": {"claimName": f"persistence-{name}-server-0"}},
+        {"name": "config", "configMap": {"name": config}},
+    ]
+    for volume, path in _rabbitmq_tls_volumes(tls) if tls.get("secretName") else ():
+        mounts.append({"name": volume["name"], "mountPath": path, "readOnly": True})
+        volumes.append(volume)
     container = {
         "name": "rabbitmq",
         "image": STANDIN_IMAGES["RabbitmqCluster"],
         "command": ["/bin/sh", "-c", _RABBITMQ_START],
-        "volumeMounts": [
-            {"name": "persistence", "mountPath": "/var/lib/rabbitmq"},
-            {"name": "config", "mountPath": "/etc/rabbitmq/operator", "readOnly": True},
-        ],
+        "volumeMounts": mounts,
         # The management API, which the rabbit-init Jobs use, listens last.
-        "readinessProbe": {"tcpSocket": {"port": 15672}, "periodSeconds": 2},
+        "readinessProbe": {"tcpSocket": {"port": 15671 if tls_only else 15672}, "periodSeconds": 2},
         "resources": spec.get("resources") or {},
     }
     # The RabbitMQ Cluster Operator's labels on its pods (internal/metadata/label.go).
     labels = {"app.kubernetes.io/name": name, "app.kubernetes.io/component": "rabbitmq",
               "app.kubernetes.io/part-of": "rabbitmq"}  # fmt: skip
-    template = _template(
-        labels,
-        container,
-        [
-            {"name": "persistence", "persistentVolumeClaim": {"claimName": f"persistence-{name}-server-0"}},
-            {"name": "config", "configMap": {"name": config}},
-        ],
-        spec,
-    )
+    template = _template(labels, container, volumes, spec)
     selector = {"app.kubernetes.io/name": name}
+    ports = {False: _rabbitmq_service_ports(tls), True: RABBITMQ_PORTS[True]}
     return StandIn(
         "RabbitmqCluster",
         name,
         f"{name}-server-0",
         template,
         tuple(
-            _service(pattern.format(name=name), namespace, headless, RABBITMQ_PORTS[headless], selector)
+            _service(pattern.format(name=name), namespace, headless, ports[headless], selector)
             for pattern, headless in RABBITMQ_SERVICES
         ),
         {f"{name}-default-user": default_user},

@@ -39,14 +39,18 @@ class UserPod:
 
     def command(self, argv: list[str]) -> list[str]:
         """argv as run from the user's pod: its network, its resolv.conf and hosts."""
-        binds = (
-            f'mount --bind "{self.state}/resolv.conf" /etc/resolv.conf && mount --bind "{self.state}/hosts" /etc/hosts'
-        )
-        return ["ip", "netns", "exec", NETNS, "unshare", "--mount", "--propagation", "private", "--",
-                "/bin/sh", "-c", f'{binds} && exec "$@"', "user", *argv]  # fmt: skip
+        return isolated_command(NETNS, self.state, argv)
 
     def run(self, argv: list[str], **kwargs: Any) -> subprocess.CompletedProcess[str]:
         return subprocess.run(self.command(argv), text=True, **kwargs)
 
     def stop(self) -> None:
         self.node.delete_pod_network(NETNS)
+
+
+def isolated_command(netns: str, state: Path, argv: list[str]) -> list[str]:
+    """argv run in a network namespace, seeing `state`'s resolv.conf and hosts as /etc's (a mount
+    namespace of its own, so the machine's files stay as they are)."""
+    binds = f'mount --bind "{state}/resolv.conf" /etc/resolv.conf && mount --bind "{state}/hosts" /etc/hosts'
+    return ["ip", "netns", "exec", netns, "unshare", "--mount", "--propagation", "private", "--",
+            "/bin/sh", "-c", f'{binds} && exec "$@"', "user", *argv]  # fmt: skip

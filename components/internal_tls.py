@@ -1,0 +1,142 @@
+"""Internal TLS: the certificate each API and RabbitMQ serve inside the cluster, and the CA their clients verify with.
+
+With `tls.internal` naming a CA, every API workload of the catalog (components/catalog.py `apis`:
+keystone-api, glance-api, ...) serves HTTPS with the Certificate `<api>-internal-tls`, whose
+dnsNames are exactly its Service's cluster names. Only that API's pods mount its Secret (the
+kubelet of a node reads whole every Secret its pods name: a key goes only where it is served).
+
+Every OpenStack pod and Job verifies with the CA's certificate, from the Secret
+`internal-ca-bundle`: a Certificate of the same issuer that cert-manager writes with that CA as
+`ca.crt`. The issuer's own Secret (with `tls.selfSigned`, the root `internal-ca`) holds the CA's
+key and is mounted nowhere. The bundle's own key pair is good for no TLS peer: its only extended
+usage is e-mail protection, which a TLS client refuses from a server and a TLS server from a
+client. cert-manager writes `ca.crt` for CA and Vault issuers; an ACME issuer writes none, so
+`tls.internal.issuer` must be a CA of that kind (README, "Public endpoints and certificates").
+
+kolla-ansible's backend TLS (`kolla_enable_tls_backend`) gives each host one certificate for all
+its services, and every client `openstack_cacert`; here each API has its own, as each has its Service.
+"""
+
+from __future__ import annotations
+
+import pulumi
+
+from components import catalog, certificates
+from components.gateway_settings import InternalTls
+from components.settings import Settings
+from components.workload import Manifest, Mount
+
+CA = "internal-ca"  # the self-signed root (tls.internal.selfSigned) and the CA Issuer it backs
+CA_BUNDLE = "internal-ca-bundle"  # the Certificate and Secret whose ca.crt every client trusts
+# Directories, not files (subPath): the kubelet updates a mounted Secret in place, but never a subPath.
+CA_DIR = "/etc/openstack-ca"
+CA_FILE = f"{CA_DIR}/ca.crt"
+SERVER_DIR = "/etc/openstack-tls"
+SERVER_CERT, SERVER_KEY = f"{SERVER_DIR}/tls.crt", f"{SERVER_DIR}/tls.key"
+CA_VOLUME, SERVER_VOLUME = "internal-ca", "internal-tls"
+OWNER = "internal-tls"  # their app.kubernetes.io/name
+
+
+def secret_name(api: str) -> str:
+    """The Certificate and Secret an API serves inside the cluster."""
+    return f"{api}-internal-tls"
+
+
+def apis(settings: Settings) -> tuple[str, ...]:
+    """The API workloads (and their Services) of the services the stack deploys."""
+    deployed = catalog.deployed(settings.services.enabled())
+    return tuple(api for name in deployed for api in catalog.entry(name).apis)
+
+
+# Every API workload of the catalog, whichever service declares it.
+ALL_APIS = frozenset(api for entry in catalog.SERVICES for api in entry.apis)
+
+
+def serves_tls(settings: Settings, process: str) -> bool:
+    """Whether this process serves HTTPS inside the cluster: an API's, where tls.internal names a CA."""
+    return settings.tls.internal_enabled and process in ALL_APIS
+
+
+def dns_names(settings: Settings, service: str) -> list[str]:
+    """Every name a client in the cluster may reach the Service by (the search path's short names too)."""
+    ns = settings.namespace
+    return [service, f"{service}.{ns}", f"{service}.{ns}.svc", settings.service_host(service)]
+
+
+def rabbitmq_dns_names(settings: Settings, cluster: str, replicas: int) -> list[str]:
+    """The client Service's names, and each node's through the headless `<cluster>-nodes` Service.
+
+    The operator calls each node's management API as `<cluster>-server-<i>.<cluster>-nodes.<ns>.svc`
+    and the Service's as `<cluster>.<ns>.svc`, verifying the names (internal/rabbitmqclient of
+    v2.21.1); its docs/examples/tls names both, with and without the cluster domain.
+    """
+    nodes = f"{cluster}-nodes.{settings.namespace}.svc"
+    pods = [f"{cluster}-server-{i}.{nodes}" for i in range(replicas)]
+    domain = settings.endpoints.cluster_domain
+    return [*dns_names(settings, cluster), *pods, *(f"{pod}.{domain}" for pod in pods)]
+
+
+def issuer(internal: InternalTls) -> dict[str, str]:
+    if internal.issuer is not None:
+        return certificates.issuer(internal.issuer.kind, internal.issuer.name)
+    return certificates.issuer("Issuer", CA)
+
+
+def api_certificate(settings: Settings, api: str, internal: InternalTls) -> Manifest:
+    return server_certificate(secret_name(api), dns_names(settings, api), internal)
+
+
+def server_certificate(secret: str, names: list[str], internal: InternalTls) -> Manifest:
+    return {
+        "secretName": secret,
+        "dnsNames": names,
+        "duration": certificates.DURATION,
+        "renewBefore": certificates.RENEW_BEFORE,
+        "privateKey": certificates.PRIVATE_KEY,
+        "usages": ["server auth", "digital signature"],
+        "issuerRef": issuer(internal),
+    }
+
+
+def bundle_certificate(internal: InternalTls) -> Manifest:
+    return {
+        "secretName": CA_BUNDLE,
+        "commonName": CA_BUNDLE,
+        "duration": certificates.DURATION,
+        "renewBefore": certificates.RENEW_BEFORE,
+        "privateKey": certificates.PRIVATE_KEY,
+        "usages": ["email protection"],
+        "issuerRef": issuer(internal),
+    }
+
+
+def ca_volume() -> Manifest:
+    """Only ca.crt of the bundle's Secret: the pod sees no key."""
+    items = [{"key": "ca.crt", "path": "ca.crt"}]
+    return {"name": CA_VOLUME, "secret": {"secretName": CA_BUNDLE, "items": items, "defaultMode": 0o444}}
+
+
+def server_volume(api: str) -> Manifest:
+    items = [{"key": "tls.crt", "path": "tls.crt"}, {"key": "tls.key", "path": "tls.key"}]
+    return {"name": SERVER_VOLUME, "secret": {"secretName": secret_name(api), "items": items, "defaultMode": 0o440}}
+
+
+CA_MOUNT = Mount(CA_VOLUME, CA_DIR)
+SERVER_MOUNT = Mount(SERVER_VOLUME, SERVER_DIR)
+
+
+class InternalCertificates(pulumi.ComponentResource):
+    """The internal CA (when the program makes it), the clients' bundle and each API's certificate."""
+
+    def __init__(self, settings: Settings, opts: pulumi.ResourceOptions | None = None):
+        super().__init__("openstack:infra:InternalCertificates", "internal-certificates", None, opts)
+        internal = settings.tls.internal
+        assert internal is not None and internal.enabled, "built only where tls.internal names a CA"
+        ns = settings.namespace
+        if internal.self_signed:
+            certificates.self_signed_ca(CA, ns, self, owner=OWNER)
+        certificates.cert_manager("Certificate", CA_BUNDLE, ns, bundle_certificate(internal), self, owner=OWNER)
+        for api in apis(settings):
+            spec = api_certificate(settings, api, internal)
+            certificates.cert_manager("Certificate", secret_name(api), ns, spec, self, owner=OWNER)
+        self.register_outputs({})

@@ -1,0 +1,60 @@
+"""The cloud's public hosts, each with the Service and port the gateway sends its requests to.
+
+One list, from the services' specs: every Keystone catalog entry (`<catalog name>.<domain>`,
+what the catalog's public URLs name) and every public host beyond the catalog (Keystone's own,
+Horizon, the noVNC proxy). The HTTPRoutes (components/front_door.py), the certificate's names
+(components/certificates.py), the NetworkPolicies of what only the gateway reaches
+(components/isolation.py) and the policy pack's config (tools/policy_config.py) all read it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from components.meta import selector
+from components.services import service_specs
+from components.settings import Settings
+from components.spec import ServiceSpec
+
+
+@dataclass(frozen=True)
+class PublicRoute:
+    host_key: str  # its endpoints.hosts key: a catalog name (nova, cinderv3) or a public host (horizon)
+    hostname: str  # settings.public_host(host_key)
+    backend: str  # the Service in the stack's namespace
+    port: int
+    pods: dict[str, str]  # the labels the backend's Service selects its pods by
+    gateway_only: bool  # nothing in the cloud calls it: only the gateway's pods need to reach it
+
+    @property
+    def route_name(self) -> str:
+        """The HTTPRoute's name, as openstack-helm names its routes (keystone-route, horizon-route)."""
+        return f"{self.host_key}-route"
+
+
+def _pods(spec: ServiceSpec, backend: str) -> dict[str, str]:
+    process = next((p for p in spec.processes if p.name == backend), None)
+    if process is None:
+        raise LookupError(f"{spec.name}: its public host is served by {backend!r}, which is none of its processes")
+    return selector(process.service or spec.name, process.component_in(spec.name))
+
+
+def _routes(settings: Settings, spec: ServiceSpec) -> Iterator[PublicRoute]:
+    for host in spec.public_hosts:
+        yield PublicRoute(
+            host.name,
+            settings.public_host(host.name),
+            host.process,
+            host.port,
+            _pods(spec, host.process),
+            host.gateway_only,
+        )
+    for entry in spec.catalog:
+        hostname = settings.public_host(entry.catalog_name)
+        yield PublicRoute(entry.catalog_name, hostname, entry.process, entry.port, _pods(spec, entry.process), False)
+
+
+def public_routes(settings: Settings) -> tuple[PublicRoute, ...]:
+    """Every public host of the services the stack deploys, in the catalog's order."""
+    return tuple(route for spec in service_specs(settings) for route in _routes(settings, spec))

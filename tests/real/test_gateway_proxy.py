@@ -1,0 +1,204 @@
+"""The lab's Gateway proxy for real: haproxy programmed from prod's routes, with the certificate the lab's
+cert-manager issues for them, in front of small backends on the loopback.
+
+What the lab's proof from outside relies on, checked here without the lab: TLS with the public
+certificate (verified against its root, refused by the machine's CA store), routing by host name
+to the route's backend, Envoy's edge headers (the Host unchanged, X-Forwarded-Proto https
+whatever the client sent, X-Forwarded-For; no X-Forwarded-Host), HTTP/2 by ALPN, request bodies
+passed whole, the console's websocket upgrade (101, then the backend's first message), 404 for a
+host without a route, and Envoy's 15 s route timeout (504).
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import shutil
+import socket
+import subprocess
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+
+from components.certificates import PUBLIC_TLS
+from tests.conftest import plan_of
+from tools.cloud.certmanager import CertManager
+from tools.cloud.gateway import write_files
+from tools.cloud.gatewayapi import owners_gateway, program
+from tools.cloud.publicclient import PublicClient, accept_key, frame, system_trust_refuses
+
+SLOW_SECONDS = 17  # beyond Envoy's 15 s route timeout
+STACK = "prod"
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+class Backend(BaseHTTPRequestHandler):
+    """Says who it is and what it was sent; upgrades websockets and greets as a VNC server does."""
+
+    protocol_version = "HTTP/1.1"
+
+    def _answer(self, body: bytes = b"") -> None:
+        if self.path == "/slow":
+            time.sleep(SLOW_SECONDS)
+        if self.headers.get("Upgrade", "").lower() == "websocket":
+            self.send_response(101)
+            self.send_header("Upgrade", "websocket")
+            self.send_header("Connection", "Upgrade")
+            self.send_header("Sec-WebSocket-Accept", accept_key(self.headers["Sec-WebSocket-Key"]))
+            self.send_header("Sec-WebSocket-Protocol", "binary")
+            self.end_headers()
+            self.wfile.write(frame(b"RFB 003.008\n"))
+            self.wfile.flush()
+            self.close_connection = True
+            return
+        seen = {"backend": self.server.name, "path": self.path, "received": len(body),  # type: ignore[attr-defined]
+                "headers": {k.lower(): v for k, v in self.headers.items()}}  # fmt: skip
+        answer = json.dumps(seen).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(answer)))
+        self.end_headers()
+        self.wfile.write(answer)
+
+    def do_GET(self) -> None:
+        self._answer()
+
+    def do_POST(self) -> None:
+        self._answer(self.rfile.read(int(self.headers.get("Content-Length", "0"))))
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+
+@dataclass
+class Front:
+    port: int
+    ca: Path
+    hosts: dict[str, str]  # host key → public name
+    client: PublicClient
+
+    def curl(self, host: str, *args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            ["curl", "-sS", "--max-time", "30", "--resolve", f"{host}:{self.port}:127.0.0.1", "--cacert",
+             str(self.ca), *args, f"https://{host}:{self.port}/v3"],
+            capture_output=True, text=True,
+        )  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def front(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Front]:
+    for tool, package in (("haproxy", "haproxy"), ("curl", "curl")):
+        if shutil.which(tool) is None:
+            pytest.fail(f"{tool} is not installed: apt-get install {package}", pytrace=False)
+    plan = plan_of(STACK)
+    resources = [copy.deepcopy(r.revealed) for r in plan.custom]
+    certs = CertManager(resources)
+    assert certs.issue_all() == []
+    servers = {}
+    for name in ("keystone-api", "nova-novncproxy"):
+        server = ThreadingHTTPServer(("127.0.0.1", 0), Backend)
+        server.name = name  # type: ignore[attr-defined]
+        servers[name] = server
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+    routes = [r for r in resources if r.get("kind") == "HTTPRoute"]
+    for route in routes:  # each route's Service stands on a port of the loopback
+        for ref in route["spec"]["rules"][0]["backendRefs"]:
+            if ref["name"] in servers:
+                ref["port"] = servers[ref["name"]].server_address[1]
+    existing = plan.settings.gateway.existing  # type: ignore[union-attr]
+    assert existing is not None
+    gateway = owners_gateway(existing.name, existing.namespace, existing.section_name or "https", ("openstack",
+                             PUBLIC_TLS))  # fmt: skip
+    programmed = program(gateway, routes, [r for r in resources if r.get("kind") == "ReferenceGrant"])
+    assert programmed.problems == []
+    port = _free_port()
+    state = tmp_path_factory.mktemp("gateway")
+    secret = certs.secrets[("openstack", PUBLIC_TLS)]
+
+    def address(backend: object) -> str | None:
+        return "127.0.0.1" if getattr(backend, "service", "") in servers else None
+
+    config = write_files(programmed, state, lambda ns, name: secret.data, address, "127.0.0.1", {443: port})
+    haproxy = subprocess.Popen(["haproxy", "-db", "-f", str(config)], stdout=subprocess.DEVNULL,
+                               stderr=subprocess.PIPE)  # fmt: skip
+    deadline = time.monotonic() + 20
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", port), 1).close()
+            break
+        except OSError:
+            if haproxy.poll() is not None or time.monotonic() > deadline:
+                pytest.fail(f"haproxy did not start: {haproxy.stderr.read().decode() if haproxy.stderr else ''}")
+            time.sleep(0.2)
+    ca = state / "root.pem"
+    ca.write_text(secret.trust_anchor)
+    hosts = {key: plan.settings.public_host(key) for key in ("keystone", "novncproxy", "nova")}
+    try:
+        yield Front(port, ca, hosts, PublicClient(str(ca), ("127.0.0.1", port)))
+    finally:
+        haproxy.terminate()
+        haproxy.wait(timeout=10)
+        for server in servers.values():
+            server.shutdown()
+
+
+def test_curl_verifies_the_certificate_and_reaches_the_hosts_backend_over_http2(front: Front) -> None:
+    done = front.curl(front.hosts["keystone"], "-w", "\n%{http_version}")
+    assert done.returncode == 0, done.stderr
+    body, version = done.stdout.rsplit("\n", 1)
+    seen = json.loads(body)
+    assert seen["backend"] == "keystone-api" and seen["path"] == "/v3"
+    assert version == "2"  # ALPN h2, as Envoy offers it
+    novnc = json.loads(front.curl(front.hosts["novncproxy"]).stdout)
+    assert novnc["backend"] == "nova-novncproxy"
+
+
+def test_a_client_without_the_public_ca_refuses_the_certificate(front: Front) -> None:
+    assert system_trust_refuses(front.hosts["keystone"], ("127.0.0.1", front.port))
+    assert front.curl(front.hosts["keystone"], "--cacert", "/etc/ssl/certs/ca-certificates.crt").returncode != 0
+
+
+def test_the_backend_gets_the_host_and_envoys_forwarded_headers_whatever_the_client_sent(front: Front) -> None:
+    host = front.hosts["keystone"]
+    answer = front.client.request(host, "GET", "/v3", headers={"X-Forwarded-Proto": "http"})
+    headers = json.loads(answer.body)["headers"]
+    assert headers["host"] == host  # unchanged: services build their links from it
+    assert headers["x-forwarded-proto"] == "https"  # the edge's scheme, the client's value replaced
+    assert headers["x-forwarded-for"].split(",")[-1].strip() == "127.0.0.1"
+    assert "x-forwarded-host" not in headers and "x-forwarded-port" not in headers
+
+
+def test_request_bodies_pass_whole(front: Front) -> None:
+    body = b"x" * (8 << 20)  # an image upload's size, roughly
+    answer = front.client.request(front.hosts["keystone"], "POST", "/upload", body=body)
+    assert answer.status == 200 and json.loads(answer.body)["received"] == len(body)
+
+
+def test_the_console_websocket_is_upgraded_and_tunnelled(front: Front) -> None:
+    host = front.hosts["novncproxy"]
+    opened = front.client.websocket(host, "/?token=abc", origin=f"https://{host}")
+    assert opened["status"] == 101 and opened["accept_ok"]
+    assert opened["first_message"] == {"opcode": 2, "text": "RFB 003.008\n"}
+
+
+def test_a_host_without_a_route_gets_404_and_a_route_without_a_live_service_500(front: Front) -> None:
+    keystone = front.hosts["keystone"]
+    assert front.client.request(keystone, "GET", "/", headers={"Host": "unrouted.cloud.example.com"}).status == 404
+    assert front.client.request(front.hosts["nova"], "GET", "/").status == 500  # its Service has no address here
+
+
+def test_the_backend_must_answer_within_envoys_route_timeout(front: Front) -> None:
+    started = time.monotonic()
+    answer = front.client.request(front.hosts["keystone"], "GET", "/slow")
+    assert answer.status == 504
+    assert 14 <= time.monotonic() - started < SLOW_SECONDS

@@ -1,0 +1,152 @@
+"""An API's uWSGI serves internal TLS and picks up a renewed certificate without failing a request.
+
+The plan's own keystone-uwsgi.ini (with tls.internal) runs under the pinned release's uWSGI,
+serving a trivial application from a directory laid out as the kubelet lays out a mounted
+Secret (`tls.crt -> ..data/tls.crt`, `..data -> ..<timestamp>`). The test then renews the
+certificate as the kubelet does (a new timestamped directory, `..data` swapped atomically)
+while a client calls in a loop, verifying with the CA: every call must succeed, and the
+server must end up serving the new certificate (`touch-reload`).
+"""
+
+from __future__ import annotations
+
+import datetime
+import os
+import socket
+import ssl
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import NameOID
+
+from components.inifile import parse_ini, render_ini
+from tests.conftest import plan_of
+from tools.realenv.openstack_venv import OpenStackVenv
+from tools.realenv.servers import free_port
+
+pytestmark = pytest.mark.real
+
+APP = 'def application(environ, start_response):\n    start_response("200 OK", [])\n    return [b"ok"]\n'
+NOW = datetime.datetime.now(datetime.UTC)
+
+
+def _ca() -> tuple[x509.Certificate, ec.EllipticCurvePrivateKey]:
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "test internal CA")])
+    cert = (
+        x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
+        .serial_number(x509.random_serial_number()).not_valid_before(NOW).not_valid_after(NOW + datetime.timedelta(1))
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True).sign(key, hashes.SHA256())
+    )  # fmt: skip
+    return cert, key
+
+
+def _leaf(ca: tuple[x509.Certificate, ec.EllipticCurvePrivateKey], serial: int) -> dict[str, bytes]:
+    key = ec.generate_private_key(ec.SECP256R1())
+    cert = (
+        x509.CertificateBuilder().subject_name(x509.Name([])).issuer_name(ca[0].subject).public_key(key.public_key())
+        .serial_number(serial).not_valid_before(NOW).not_valid_after(NOW + datetime.timedelta(1))
+        .add_extension(x509.SubjectAlternativeName([x509.DNSName("localhost")]), critical=True)
+        .sign(ca[1], hashes.SHA256())
+    )  # fmt: skip
+    pem = serialization.PrivateFormat.PKCS8
+    return {
+        "tls.crt": cert.public_bytes(serialization.Encoding.PEM),
+        "tls.key": key.private_bytes(serialization.Encoding.PEM, pem, serialization.NoEncryption()),
+    }
+
+
+def _write_secret(mount: Path, files: dict[str, bytes], version: str) -> None:
+    """As the kubelet's atomic writer: files in a new directory, then `..data` swapped by a rename."""
+    directory = mount / f"..{version}"
+    directory.mkdir()
+    for name, data in files.items():
+        (directory / name).write_bytes(data)
+        if not (mount / name).is_symlink():
+            (mount / name).symlink_to(f"..data/{name}")
+    (mount / "..data_tmp").symlink_to(directory.name)
+    os.replace(mount / "..data_tmp", mount / "..data")
+
+
+def _served_serial(port: int, context: ssl.SSLContext) -> int:
+    raw = socket.create_connection(("127.0.0.1", port), timeout=5)
+    with context.wrap_socket(raw, server_hostname="localhost") as tls:
+        der = tls.getpeercert(binary_form=True)
+        assert der is not None
+        return x509.load_der_x509_certificate(der).serial_number
+
+
+def _call(port: int, context: ssl.SSLContext) -> bool:
+    try:
+        raw = socket.create_connection(("127.0.0.1", port), timeout=5)
+        with context.wrap_socket(raw, server_hostname="localhost") as tls:
+            tls.sendall(b"GET / HTTP/1.0\r\nHost: localhost\r\n\r\n")
+            status = tls.recv(64).split(b"\r\n", 1)[0]
+            return status.split(b" ")[1:2] == [b"200"]
+    except OSError:
+        return False
+
+
+@pytest.fixture
+def server(openstack_venv: OpenStackVenv, tmp_path: Path) -> Iterator[tuple[int, Path, ssl.SSLContext, tuple]]:
+    plan = plan_of("prod", tls={"public": {"selfSigned": True}, "internal": {"selfSigned": True}})
+    parsed = parse_ini(plan.by_name("keystone-etc", "Secret").revealed["stringData"]["keystone-uwsgi.ini"])
+    ini = {name: dict(parsed[name]) for name in parsed.sections()}
+    socket_spec = ini["uwsgi"].pop("https-socket")
+    _, cert, key = socket_spec.split(",")
+    mount = tmp_path / "secret"
+    mount.mkdir()
+    ca = _ca()
+    _write_secret(mount, _leaf(ca, 1), "v1")
+    port = free_port()
+    # The plan's server and its paths, moved under the test's directory.
+    moved = {p: str(mount / Path(p).name) for p in (cert, key)}
+    ini["uwsgi"] |= {
+        "https-socket": f"127.0.0.1:{port},{moved[cert]},{moved[key]}",
+        "module": "app:application",
+        "chdir": str(tmp_path),
+    }
+    if "touch-reload" in ini["uwsgi"]:
+        ini["uwsgi"]["touch-reload"] = moved[ini["uwsgi"]["touch-reload"]]
+    (tmp_path / "app.py").write_text(APP)
+    (tmp_path / "uwsgi.ini").write_text(render_ini(ini))
+    context = ssl.create_default_context(cadata=ca[0].public_bytes(serialization.Encoding.PEM).decode())
+    log = (tmp_path / "uwsgi.log").open("w")
+    process = subprocess.Popen(
+        [openstack_venv.bin("uwsgi"), "--ini", str(tmp_path / "uwsgi.ini")],
+        stdout=log, stderr=subprocess.STDOUT, env=openstack_venv.env(),
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 30
+        while not _call(port, context):
+            if time.monotonic() > deadline:
+                pytest.fail("uWSGI did not serve TLS within 30 s: " + (tmp_path / "uwsgi.log").read_text()[-2000:])
+            time.sleep(0.2)
+        yield port, mount, context, ca
+    finally:
+        process.terminate()
+        process.wait(15)
+        log.close()
+
+
+def test_a_renewed_certificate_is_served_without_a_failed_call(server: tuple) -> None:
+    port, mount, context, ca = server
+    assert _served_serial(port, context) == 1
+    time.sleep(1.1)  # uWSGI compares modification times in seconds
+    _write_secret(mount, _leaf(ca, 2), "v2")
+    failed, deadline = 0, time.monotonic() + 20
+    calls = 0
+    while time.monotonic() < deadline:
+        calls += 1
+        failed += not _call(port, context)
+        if calls > 20 and _served_serial(port, context) == 2:
+            break
+        time.sleep(0.05)
+    assert _served_serial(port, context) == 2, "uWSGI still serves the old certificate"
+    assert failed == 0, f"{failed} of {calls} calls failed during the reload"

@@ -1,0 +1,247 @@
+"""The Gateway's proxy in the lab: Debian's haproxy, programmed from the Gateway API as Envoy Gateway programs Envoy.
+
+No Envoy Gateway runs here. What its proxy does for the plan's routes, haproxy does, from the
+resolution of tools/cloud/gatewayapi.py: one frontend per listener port, terminating TLS with the
+listener's certificate Secret (tls.crt and tls.key, as the Secret holds them now), routing by the
+request's host (port stripped, case folded) and path to the route's Service, through the
+Service's cluster address and kube-proxy (Envoy sends to the Service's endpoints directly: the
+same pods, and the NetworkPolicies see the same source, the proxy pod's address). Requests reach
+the backends with what Envoy adds at the edge: the Host unchanged, `X-Forwarded-Proto` set to the
+listener's scheme (a client's own value replaced) and the client's address appended to
+`X-Forwarded-For`; Envoy adds no X-Forwarded-Host or -Port, so neither does this proxy, and the
+services must build their links from the Host and the scheme, as behind Envoy. An `Upgrade:
+websocket` request (the console) becomes a tunnel. Timeouts are Envoy's defaults: 10 s to connect
+to a backend, 15 s for its answer (the route timeout), an hour idle for a connection or a tunnel.
+
+It runs as Envoy Gateway runs its proxies: a pod in `gateway.proxies.namespace` with Envoy's proxy
+labels (or the stack's `gateway.proxies.labels`), so the NetworkPolicies that admit only the
+gateway's proxies admit it; listener port 443 is served on 10443 in the pod (Envoy Gateway maps
+privileged ports up by 10000), behind a LoadBalancer address that the cluster's load balancer
+routes to the proxy's node, where kube-proxy's rule forwards it to the pod.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import subprocess
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from tools.cloud.gatewayapi import AttachedRoute, Backend, Listener, Programmed
+from tools.cloud.netpol import PodAddress
+from tools.cloud.node import Node, run
+
+PROXY_NETNS = "cloud-gateway"
+# The Gateway's public address (a LoadBalancer ingress IP): a documentation range (TEST-NET-3),
+# outside every range of the lab's cluster.
+LOAD_BALANCER_ADDRESS = "203.0.113.10"
+PRIVILEGED_PORT_SHIFT = 10000
+START_SECONDS = 20.0
+CONFIG, ADMIN_SOCKET = "haproxy.cfg", "admin.sock"
+SecretLookup = Callable[[str, str], Mapping[str, str]]  # (namespace, name) → the Secret's data
+# Envoy's defaults, which Envoy Gateway keeps unless a policy or the route says otherwise.
+TIMEOUTS = (
+    ("connect", "10s"),  # the cluster's connect timeout
+    ("server", "15s"),  # the route timeout: the backend answers within 15 s
+    ("client", "1h"),  # a downstream connection's idle timeout
+    ("http-request", "5m"),
+    ("tunnel", "1h"),  # an upgraded (websocket) connection, idle
+)
+
+
+def container_port(port: int) -> int:
+    """Where Envoy Gateway's proxy listens for a listener port: privileged ports shifted up by 10000."""
+    return port + PRIVILEGED_PORT_SHIFT if port < 1024 else port
+
+
+def _host_acl(host: str) -> str:
+    if host.startswith("*."):
+        return f"var(txn.host) -m end {host[1:]}"
+    return f"var(txn.host) -m str {host}"
+
+
+def _path_acls(name: str, path_type: str, path: str) -> list[str]:
+    if path_type == "Exact":
+        return [f"acl {name} path -m str {path}"]
+    if path in ("", "/"):
+        return []
+    prefix = path.rstrip("/")
+    return [f"acl {name} path -m str {prefix}", f"acl {name} path -m beg {prefix}/"]
+
+
+def _precedence(route: AttachedRoute) -> list[tuple[int, int, str, str]]:
+    """Gateway API's order within a host: Exact paths first, then the longest prefix."""
+    return sorted(
+        ((0 if r.path_type == "Exact" else 1, -len(r.path), r.path_type, r.path) for r in route.rules),
+    )
+
+
+def haproxy_config(
+    programmed: Programmed,
+    address: Callable[[Backend], str | None],
+    certificate_files: Mapping[str, Path],
+    bind_address: str = "0.0.0.0",
+    admin_socket: Path | None = None,
+    ports: Mapping[int, int] | None = None,
+) -> str:
+    """haproxy's configuration for what the Gateway serves. `certificate_files`: listener name → PEM of
+    tls.crt and tls.key; `address`: a backend Service's cluster address (None: it has none, 500);
+    `ports`: listener port → the port bound (default: container_port)."""
+    lines = ["global", "    log stdout format raw local0", "    ssl-default-bind-options ssl-min-ver TLSv1.2"]
+    if admin_socket is not None:  # the runtime API: a renewed certificate without a restart (`set ssl cert`)
+        lines.append(f"    stats socket {admin_socket} mode 600 level admin")
+    lines += ["", "defaults", "    mode http", "    log global", "    option httplog", "    option forwardfor"]
+    lines += [f"    timeout {name} {value}" for name, value in TIMEOUTS]
+    by_port: dict[int, list[Listener]] = {}
+    for listener in programmed.listeners:
+        by_port.setdefault(listener.port, []).append(listener)
+    backends: list[str] = []
+    for port, listeners in sorted(by_port.items()):
+        https = listeners[0].protocol == "HTTPS"
+        bound = (ports or {}).get(port, container_port(port))
+        bind = f"    bind {bind_address}:{bound}"
+        if https:
+            bind += "".join(f" ssl crt {certificate_files[ln.name]}" for ln in listeners) + " alpn h2,http/1.1"
+        lines += ["", f"frontend port-{port}", bind]
+        lines.append(f"    http-request set-header X-Forwarded-Proto {'https' if https else 'http'}")
+        lines.append("    http-request set-var(txn.host) req.hdr(host),field(1,:),lower")
+        names = {ln.name for ln in listeners}
+        routes = [r for r in programmed.routes if names & set(r.listeners)]
+        for index, route in enumerate(routes):
+            host_acl = f"host-{index}"
+            lines += [f"    acl {host_acl} {_host_acl(h)}" for h in route.hostnames]
+            for order, (_, _, path_type, path) in enumerate(_precedence(route)):
+                rule = next(r for r in route.rules if (r.path_type, r.path) == (path_type, path))
+                backend = f"route-{route.namespace}-{route.name}-{order}"
+                path_acl = f"path-{index}-{order}"
+                acls = _path_acls(path_acl, path_type, path)
+                lines += [f"    {a}" for a in acls]
+                condition = f"{host_acl} {path_acl}" if acls else host_acl
+                if route.hostnames:
+                    lines.append(f"    use_backend {backend} if {condition}")
+                elif acls:
+                    lines.append(f"    use_backend {backend} if {path_acl}")
+                else:
+                    lines.append(f"    default_backend {backend}")
+                backends += ["", f"backend {backend}", *_servers(rule.backends, address)]
+        lines.append("    default_backend no-route")
+    backends += ["", "backend no-route", "    http-request return status 404"]  # no route's host: Envoy's 404
+    return "\n".join(lines + backends) + "\n"
+
+
+def _servers(backends: tuple[Backend, ...], address: Callable[[Backend], str | None]) -> list[str]:
+    servers = []
+    for index, backend in enumerate(backends):
+        ip = address(backend)
+        if ip is not None:
+            servers.append(f"    server {backend.service}-{index} {ip}:{backend.port} weight {backend.weight}")
+    return servers or ["    http-request return status 500"]  # no valid backend: the spec's 500
+
+
+def write_files(
+    programmed: Programmed,
+    state: Path,
+    secret: SecretLookup,
+    address: Callable[[Backend], str | None],
+    bind_address: str = "0.0.0.0",
+    ports: Mapping[int, int] | None = None,
+) -> Path:
+    """The listeners' certificates as haproxy reads them (tls.crt, then tls.key: one file, owner-only)
+    and the configuration, in `state`; returns the configuration's path."""
+    state.mkdir(parents=True, exist_ok=True)
+    files = {}
+    for listener in programmed.listeners:
+        if listener.protocol != "HTTPS":
+            continue
+        namespace, name = listener.certificates[0]
+        data = secret(namespace, name)
+        path = state / f"{listener.name}.pem"
+        path.touch(mode=0o600)
+        path.write_text(data["tls.crt"] + data["tls.key"])
+        files[listener.name] = path
+    config = state / CONFIG
+    config.write_text(haproxy_config(programmed, address, files, bind_address, state / ADMIN_SOCKET, ports))
+    return config
+
+
+@dataclass
+class GatewayProxy:
+    """The proxy pod of the Gateway: haproxy in a network namespace of its own on a node."""
+
+    programmed: Programmed
+    node: Node
+    state: Path  # its configuration and certificates
+    log_file: Path
+    namespace: str  # where the proxies run (gateway.proxies.namespace)
+    labels: dict[str, str]
+    address: str = LOAD_BALANCER_ADDRESS
+    ip: str = ""
+    process: subprocess.Popen[bytes] | None = None
+    _exposed: list[list[str]] = field(default_factory=list)
+
+    @property
+    def pod_name(self) -> str:
+        gateway = self.programmed.gateway
+        return f"envoy-{gateway.namespace}-{gateway.name}-lab"
+
+    @property
+    def config_file(self) -> Path:
+        return self.state / CONFIG
+
+    @property
+    def admin_socket(self) -> Path:
+        return self.state / ADMIN_SOCKET
+
+    def write(self, secret: SecretLookup, address: Callable[[Backend], str | None]) -> None:
+        write_files(self.programmed, self.state, secret, address)
+
+    def pod_address(self) -> PodAddress:
+        return PodAddress(self.pod_name, self.ip, dict(self.labels), PROXY_NETNS, self.node.name,
+                          (self.node.ip, self.node.pod_gateway), namespace=self.namespace)  # fmt: skip
+
+    def start(self) -> None:
+        checked = subprocess.run(["haproxy", "-c", "-q", "-f", str(self.config_file)], capture_output=True, text=True)
+        if checked.returncode != 0:
+            raise RuntimeError(f"haproxy refuses {self.config_file}: {checked.stderr.strip() or checked.stdout}")
+        self.ip = self.node.allocate_ip()
+        self.node.create_pod_network(PROXY_NETNS, self.ip)
+        self.log_file.parent.mkdir(parents=True, exist_ok=True)
+        with self.log_file.open("ab") as log:
+            self.process = subprocess.Popen(
+                ["ip", "netns", "exec", PROXY_NETNS, "haproxy", "-db", "-f", str(self.config_file)],
+                stdout=log, stderr=subprocess.STDOUT,
+            )  # fmt: skip
+        deadline = time.monotonic() + START_SECONDS
+        while not self.admin_socket.exists():
+            if self.process.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"haproxy did not start; see {self.log_file}")
+            time.sleep(0.2)
+        self._expose()
+
+    def _expose(self) -> None:
+        """The LoadBalancer address: routed to this node (as a BGP load balancer announces it), and
+        forwarded by the node to the proxy pod's port (kube-proxy's rule for a LoadBalancer ingress IP)."""
+        for listener in self.programmed.listeners:
+            rule = ["PREROUTING", "-d", f"{self.address}/32", "-p", "tcp", "--dport", str(listener.port), "-j",
+                    "DNAT", "--to-destination", f"{self.ip}:{container_port(listener.port)}"]  # fmt: skip
+            run("iptables", "-t", "nat", "-A", *rule, netns=self.node.netns)
+            self._exposed.append(rule)
+
+    @property
+    def running(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+    def stop(self) -> None:
+        for rule in self._exposed:
+            run("iptables", "-t", "nat", "-D", *rule, netns=self.node.netns, check=False)
+        self._exposed.clear()
+        if self.process is not None and self.process.poll() is None:
+            self.process.terminate()
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self.process.wait(timeout=10)
+        self.node.delete_pod_network(PROXY_NETNS)
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(self.admin_socket)

@@ -1,0 +1,239 @@
+"""The front door in the lab: cert-manager's and the Gateway's stand-ins, and the proof from a laptop outside.
+
+1. Before the deploy, the cert-manager stand-in (tools/cloud/certmanager.py) issues every
+   Certificate of the plan into its Secret, which the pods and the lab's API server then see.
+2. After it, the Gateway's proxy (tools/cloud/gateway.py) is programmed from the plan's Gateway or,
+   where the stack attaches to the cluster's, the Gateway its owner keeps (a stand-in, reported),
+   and the plan's HTTPRoutes and ReferenceGrants; it runs as a pod of the proxies' namespace, which
+   the NetworkPolicies of Horizon and the console proxy admit.
+3. A laptop outside the cluster (tools/cloud/laptop.py), trusting only the public certificate's
+   root, runs tools/cloud/public_scenario.py through the gateway; the user's pod, inside the
+   cluster, must not reach Horizon or the console proxy past the gateway.
+Its findings are report.json's `tls`.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from cryptography import x509
+
+from components.certificates import PUBLIC_TLS
+from components.gateway_settings import ENVOY_PROXY_LABELS
+from components.oslo import KEYSTONE, public_url
+from components.public_routes import public_routes
+from tools.cloud.certmanager import CertManager
+from tools.cloud.gateway import LOAD_BALANCER_ADDRESS, PROXY_NETNS, GatewayProxy
+from tools.cloud.gatewayapi import Backend, Gateway, owners_gateway, plan_gateway, program
+from tools.cloud.isolation import connects
+from tools.cloud.laptop import Laptop
+from tools.cloud.userpod import NETNS as USER_NETNS
+from tools.runtime import REPO
+
+if TYPE_CHECKING:
+    from tools.cloud.apiserver import LabApiServer
+    from tools.cloud.deploy import Cloud
+
+NOT_YET = {
+    "encrypted": {"not_run": "phase 3 of issue 20: behind the gateway the services still speak plain HTTP, SQL, "
+                  "AMQP and memcached's protocol; there is no internal TLS to capture yet"},
+    "rotation": {"not_run": "phase 3 of issue 20: renewing every certificate under a client loop needs the internal "
+                 "certificates first; the public one is renewed by the stand-in's renew() but not yet measured"},
+}  # fmt: skip
+
+
+def _describe(issued_chain: tuple[x509.Certificate, ...]) -> dict[str, Any]:
+    leaf = issued_chain[0]
+    try:
+        names = leaf.extensions.get_extension_for_class(x509.SubjectAlternativeName).value.get_values_for_type(
+            x509.DNSName
+        )
+    except x509.ExtensionNotFound:  # a CA's certificate names no host
+        names = []
+    return {
+        "dns_names": names,
+        "not_after": leaf.not_valid_after_utc.isoformat(),
+        "issued_by": leaf.issuer.rfc4514_string(),
+        "chain": len(issued_chain),
+    }
+
+
+@dataclass
+class FrontDoor:
+    cloud: Cloud
+    log: Callable[[str], None]
+    certs: CertManager
+    problems: list[str] = field(default_factory=list)  # Certificates left unissued
+    gateway: Gateway | None = None
+    proxy: GatewayProxy | None = None
+    laptop: Laptop | None = None
+
+    @classmethod
+    def issue(cls, cloud: Cloud, api: LabApiServer, log: Callable[[str], None]) -> FrontDoor:
+        """cert-manager's work, before any pod that mounts a certificate's Secret starts."""
+        certs = CertManager([r.revealed for r in cloud.plan.custom])
+        door = cls(cloud, log, certs, certs.issue_all())
+        namespace = cloud.plan.settings.namespace
+        for (where, name), issued in certs.secrets.items():
+            api.add_secret(where, issued.manifest())
+            if where == namespace:
+                cloud.objects[("Secret", name)] = dict(issued.data)
+            log(f"cert-manager (stand-in): Secret {where}/{name} issued for Certificate {issued.certificate}")
+        for problem in door.problems:
+            log(f"cert-manager (stand-in): {problem}")
+        return door
+
+    def stand_ins(self) -> list[dict[str, str]]:
+        """What plays the cluster's parts here, for the report's not_run."""
+        found = [{"what": "cert-manager", "why": "a stand-in issues each Certificate into its Secret as cert-manager "
+                  "v1.21 writes it (tools/cloud/certmanager.py): selfSigned and CA issuers exactly"}]  # fmt: skip
+        found += [{"what": what, "why": why} for what, why in self.certs.stand_ins.items()]
+        if self.gateway is not None:
+            found.append({"what": "the Gateway's implementation (Envoy Gateway's proxy)", "why": "Debian's haproxy, "
+                          "programmed from the Gateway API objects with Envoy's edge headers and default timeouts "
+                          "(tools/cloud/gateway.py)"})  # fmt: skip
+            if self.gateway.stand_in:
+                found.append({"what": f"Gateway {self.gateway.namespace}/{self.gateway.name}",
+                              "why": self.gateway.stand_in})  # fmt: skip
+        return found
+
+    def _gateway(self) -> Gateway | None:
+        settings = self.cloud.plan.settings
+        found = plan_gateway(r.revealed for r in self.cloud.plan.custom)
+        if found is None and settings.gateway is not None and settings.gateway.existing is not None:
+            existing = settings.gateway.existing
+            found = owners_gateway(existing.name, existing.namespace, existing.section_name or "https",
+                                   (settings.namespace, PUBLIC_TLS))  # fmt: skip
+        return found
+
+    def _secret(self, namespace: str, name: str) -> Mapping[str, str]:
+        if (namespace, name) in self.certs.secrets:
+            return self.certs.secrets[(namespace, name)].data
+        if namespace == self.cloud.plan.settings.namespace and ("Secret", name) in self.cloud.objects:
+            return self.cloud.objects[("Secret", name)]
+        raise LookupError(f"Secret {namespace}/{name} does not exist: the listener has no certificate")
+
+    def _address(self, backend: Backend) -> str | None:
+        service = next((s for s in self.cloud.table.services
+                        if (s.namespace, s.name) == (backend.namespace, backend.service)), None)  # fmt: skip
+        return service.cluster_ip if service is not None else None
+
+    def open_gateway(self) -> None:
+        """The Gateway's proxy pod, programmed from the plan's routes, on the control-plane node."""
+        settings = self.cloud.plan.settings
+        self.gateway = self._gateway()
+        if self.gateway is None or settings.gateway is None:
+            return
+        kinds: dict[str, list[dict[str, Any]]] = {"HTTPRoute": [], "ReferenceGrant": []}
+        for r in self.cloud.plan.custom:
+            if r.kind in kinds:
+                kinds[r.kind].append(r.revealed)
+        programmed = program(self.gateway, kinds["HTTPRoute"], kinds["ReferenceGrant"])
+        proxies = settings.gateway.proxies
+        labels = {
+            **(dict(proxies.labels) or ENVOY_PROXY_LABELS),
+            "gateway.envoyproxy.io/owning-gateway-name": self.gateway.name,
+            "gateway.envoyproxy.io/owning-gateway-namespace": self.gateway.namespace,
+        }
+        node = self.cloud.cluster.control_plane
+        state = self.cloud.cluster.state / "gateway"
+        log_file = self.cloud.out / "logs" / "gateway" / "haproxy.log"
+        self.proxy = GatewayProxy(programmed, node, state, log_file, proxies.namespace, labels)
+        self.proxy.write(self._secret, self._address)
+        self.proxy.start()
+        self.cloud.network_policies.add(self.proxy.pod_address())
+        self.log(f"gateway (stand-in): {self.proxy.pod_name} at {LOAD_BALANCER_ADDRESS}, "
+                 f"{len(programmed.routes)} routes, problems {programmed.problems}")  # fmt: skip
+
+    def _reach(self) -> dict[str, Any]:
+        """The Services only the gateway may reach (their NetworkPolicies admit the proxies alone):
+        refused from the user's pod, reached from the proxy's."""
+        found: dict[str, Any] = {}
+        for route in public_routes(self.cloud.plan.settings):
+            if route.gateway_only:
+                address = self.cloud.table.address(route.backend)
+                found[route.backend] = {
+                    "from_user_pod": connects(USER_NETNS, address, route.port),
+                    "from_gateway": connects(PROXY_NETNS, address, route.port),
+                }
+        found["ok"] = bool(found) and all(not v["from_user_pod"] and v["from_gateway"] for v in found.values())
+        return found
+
+    def prove(self, python: Path, disk: Path, admin: Mapping[str, str]) -> dict[str, Any]:
+        """The proof from outside: report.json's `tls`."""
+        if self.gateway is None or self.proxy is None:
+            return {"public_endpoints_ok": False, "checks": {}, "not_run": "the stack routes nothing (no gateway)",
+                    **NOT_YET}  # fmt: skip
+        settings = self.cloud.plan.settings
+        hosts = {route.host_key: route.hostname for route in public_routes(settings)}
+        listener = self.proxy.programmed.listeners[0]
+        namespace, name = listener.certificates[0]
+        issued = self.certs.secrets.get((namespace, name))
+        anchor = issued.trust_anchor if issued else self._secret(namespace, name).get("ca.crt", "")
+        self.laptop = Laptop(self.cloud.cluster.state / "laptop", dict.fromkeys(hosts.values(), self.proxy.address),
+                             anchor, self.proxy.address, self.proxy.node.ip)  # fmt: skip
+        self.laptop.start()
+        env = {
+            "PATH": f"{python.parent}:/usr/sbin:/usr/bin:/sbin:/bin",
+            "PYTHONPATH": str(REPO),
+            "HOME": str(self.laptop.home),
+            **admin,
+            "OS_AUTH_URL": public_url(settings, KEYSTONE, "/v3"),
+            "OS_INTERFACE": "public",
+            **self.laptop.environment(),
+            "PUBLIC_HOSTS": json.dumps(hosts),
+            "FLAVOR": "tiny",  # the user scenario's (tools/cloud/scenario.py)
+            "NETWORK": "private",
+        }
+        command = [str(python), "-m", "tools.cloud.public_scenario", str(disk)]
+        with (self.cloud.out / "public-scenario.log").open("w") as log:
+            done = self.laptop.run(command, env=env, cwd=REPO, stdout=subprocess.PIPE, stderr=log, timeout=1500)
+        try:
+            checks = dict(json.loads(done.stdout.strip().splitlines()[-1])["checks"])
+        except (IndexError, KeyError, json.JSONDecodeError):
+            checks = {"laptop": {"ok": False, "error": f"exited {done.returncode} without facts; see "
+                                 f"{self.cloud.out / 'public-scenario.log'}"}}  # fmt: skip
+        checks["gateway_only"] = self._reach()
+        return self.report(checks, hosts)
+
+    def report(self, checks: dict[str, Any], hosts: Mapping[str, str]) -> dict[str, Any]:
+        assert self.gateway is not None and self.proxy is not None
+        programmed = self.proxy.programmed
+        problems = programmed.problems + self.problems
+        routed = {h for r in programmed.routes for h in r.hostnames}
+        passed = bool(checks) and all(c.get("ok") for c in checks.values())
+        return {
+            "public_endpoints_ok": passed and not problems and set(hosts.values()) <= routed,
+            "checks": checks,
+            "gateway": {
+                "name": f"{self.gateway.namespace}/{self.gateway.name}",
+                "stand_in": self.gateway.stand_in,
+                "proxy": f"haproxy in pod {self.proxy.namespace}/{self.proxy.pod_name}",
+                "address": self.proxy.address,
+                "listeners": [f"{ln.name} {ln.protocol}:{ln.port}" for ln in programmed.listeners],
+                "routes": {r.name: sorted(r.hostnames) for r in programmed.routes},
+                "unrouted_public_hosts": sorted(set(hosts.values()) - routed),
+                "problems": problems,
+            },
+            "certificates": {
+                f"{ns}/{name}": {
+                    **_describe(issued.chain),
+                    "certificate": issued.certificate,
+                    "issuer": f"{issued.annotations['cert-manager.io/issuer-kind']} "
+                    f"{issued.annotations['cert-manager.io/issuer-name']}",
+                }
+                for (ns, name), issued in self.certs.secrets.items()
+            },
+            **NOT_YET,
+        }
+
+    def stop(self) -> None:
+        if self.laptop is not None:
+            self.laptop.stop()
+        if self.proxy is not None:
+            self.proxy.stop()
