@@ -4,7 +4,6 @@ cinder-volume pods per backend that each run their own backend only."""
 from __future__ import annotations
 
 import importlib
-import json
 import sys
 from pathlib import Path
 from types import SimpleNamespace
@@ -147,23 +146,9 @@ def test_tempest_knows_every_backend_and_which_of_them_run_here() -> None:
 
 
 def test_the_policy_pack_passes_each_backends_pod() -> None:
-    from policies.report import check_resources, load_config
+    from policies.report import load_config
+    from tools.plan import policy_report
 
     for plan in (both(), plan_of("prod", cinder={"backends": ["lvm", "nfs", "rbd"], "nfsShares": ["h:/x"]})):
-        resources = [
-            {
-                "urn": r.urn,
-                "type": r.type,
-                "name": r.name,
-                "parent": r.parent,
-                "custom": r.custom,
-                "dependencies": r.dependencies,
-                "kind": r.kind,
-                "k8s_name": r.k8s_name,
-                "namespace": r.namespace,
-                "inputs": json.loads(json.dumps(r.inputs)),
-            }
-            for r in plan.registrations
-        ]
-        violations = check_resources(resources, load_config("prod"))
-        assert [v.message for v in violations if v.enforcement == "mandatory"] == []
+        violations = policy_report(plan, load_config("prod"))
+        assert [v["message"] for v in violations if v["enforcement"] == "mandatory"] == []

@@ -251,24 +251,10 @@ def test_the_keys_script_writes_keyrings_and_ceph_conf_in_the_shape_of_an_extern
 def test_the_policy_pack_passes_the_rook_plan() -> None:
     """The Roles name what they grant (resourceNames), in the stack's namespace and in Rook's:
     the pack's RBAC rules, which refuse reading every Secret of a namespace, find nothing."""
-    from policies.report import check_resources, load_config
+    from policies.report import load_config
+    from tools.plan import policy_report
 
     plan = rook_plan()
-    resources = [
-        {
-            "urn": r.urn,
-            "type": r.type,
-            "name": r.name,
-            "parent": r.parent,
-            "custom": r.custom,
-            "dependencies": r.dependencies,
-            "kind": r.kind,
-            "k8s_name": r.k8s_name,
-            "namespace": r.namespace,
-            "inputs": json.loads(json.dumps(r.inputs)),
-        }
-        for r in plan.registrations
-    ]
-    violations = check_resources(resources, load_config("prod"))
-    assert [v.message for v in violations if v.enforcement == "mandatory"] == []
-    assert any(r["kind"] == "CephClient" for r in resources)  # it saw them
+    violations = policy_report(plan, load_config("prod"))
+    assert [v["message"] for v in violations if v["enforcement"] == "mandatory"] == []
+    assert any(r.kind == "CephClient" for r in plan.registrations)  # the pack saw them
