@@ -1,10 +1,13 @@
-"""Small queries over a plan that several test modules share."""
+"""Small queries over a plan (and over settings) that several test modules share."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 from typing import Any
 
+import pytest
+
+from components.settings import Settings, SettingsError
 from tools.plan import Plan
 from tools.runtime import Registration
 
@@ -64,3 +67,10 @@ def unknown_fields(value: Any, schema: dict[str, Any], where: str = "") -> list[
     if isinstance(value, list) and "items" in schema:
         return [f for i, item in enumerate(value) for f in unknown_fields(item, schema["items"], f"{where}[{i}]")]
     return []
+
+
+def settings_problems(raw: dict[str, Any]) -> list[str]:
+    """The problems Settings.parse finds in raw settings (it must find some)."""
+    with pytest.raises(SettingsError) as error:
+        Settings.parse(raw)
+    return error.value.problems

@@ -8,22 +8,17 @@ from typing import Any
 import pytest
 
 from components.ceph_settings import Ceph
-from components.settings import Settings, SettingsError
+from components.settings import Settings
 from components.stack_config import settings_from_config
+from tests.helpers import settings_problems
 
 FSID = "857fbda4-cb80-447c-baab-a23e6e01e146"
 CEPH = {"external": {"fsid": FSID, "monitors": ["192.168.200.100"]}}
 
 
-def problems(raw: dict[str, Any]) -> list[str]:
-    with pytest.raises(SettingsError) as error:
-        Settings.parse(raw)
-    return error.value.problems
-
-
 def one_problem(raw: dict[str, Any], key: str, fragment: str) -> None:
-    found = [p for p in problems(raw) if p.startswith(f"{key}: ")]
-    assert found and fragment in found[0], problems(raw)
+    found = [p for p in settings_problems(raw) if p.startswith(f"{key}: ")]
+    assert found and fragment in found[0], settings_problems(raw)
 
 
 @pytest.mark.parametrize(

@@ -12,10 +12,9 @@ from typing import Any
 import pytest
 
 from components.inifile import parse_ini
-from components.settings import Settings, SettingsError
 from tests.cloud.test_tempest import ADMIN, FACTS
 from tests.conftest import plan_of
-from tests.helpers import containers, objects, pod_template
+from tests.helpers import containers, objects, pod_template, settings_problems
 from tools.cloud.tempest_conf import tempest_conf, volume_backend_runs
 from tools.plan import Plan
 
@@ -98,12 +97,6 @@ def test_the_volume_type_job_creates_a_type_per_backend(monkeypatch: pytest.Monk
     assert updated == [{"volume_backend_name": "lvm"}]
 
 
-def _problems(raw: dict[str, Any]) -> list[str]:
-    with pytest.raises(SettingsError) as error:
-        Settings.parse(raw)
-    return error.value.problems
-
-
 @pytest.mark.parametrize(
     ("raw", "key", "fragment"),
     [
@@ -118,8 +111,8 @@ def _problems(raw: dict[str, Any]) -> list[str]:
     ],
 )  # fmt: skip
 def test_bad_backend_lists_name_their_key(raw: dict[str, Any], key: str, fragment: str) -> None:
-    found = [p for p in _problems(raw) if p.startswith(f"{key}: ")]
-    assert found and fragment in found[0], _problems(raw)
+    found = [p for p in settings_problems(raw) if p.startswith(f"{key}: ")]
+    assert found and fragment in found[0], settings_problems(raw)
 
 
 def test_backups_to_ceph_with_rbd_among_other_backends_plan() -> None:

@@ -18,9 +18,8 @@ import jsonschema
 import pytest
 import yaml
 
-from components.settings import Settings, SettingsError
 from tests.conftest import plan_of
-from tests.helpers import objects, pod_template, unknown_fields, waits_for
+from tests.helpers import objects, pod_template, settings_problems, unknown_fields, waits_for
 from tests.test_ceph import keyring_mounts
 from tools.plan import Plan
 
@@ -137,12 +136,6 @@ def test_consumers_mount_the_copied_secrets_where_an_external_clusters_are_and_w
         assert not [v for v in spec["volumes"] if v.get("secret", {}).get("secretName") in TARGETS], name
 
 
-def _problems(raw: dict[str, Any]) -> list[str]:
-    with pytest.raises(SettingsError) as error:
-        Settings.parse(raw)
-    return error.value.problems
-
-
 @pytest.mark.parametrize(
     ("raw", "key", "fragment"),
     [
@@ -161,8 +154,8 @@ def _problems(raw: dict[str, Any]) -> list[str]:
     ],
 )
 def test_rook_settings_errors_name_the_key(raw: dict[str, Any], key: str, fragment: str) -> None:
-    found = [p for p in _problems(raw) if p.startswith(f"{key}: ")]
-    assert found and fragment in found[0], _problems(raw)
+    found = [p for p in settings_problems(raw) if p.startswith(f"{key}: ")]
+    assert found and fragment in found[0], settings_problems(raw)
 
 
 # The keys Job's script against a stand-in of the API server: what it reads and writes.
