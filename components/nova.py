@@ -40,6 +40,11 @@ def nova_sections(ctx: RenderContext) -> dict[str, dict]:
             "service_user": oslo.service_user(settings, "nova", password),
             "placement": {**oslo.service_credentials(settings, "nova", password), "valid_interfaces": "internal"},
             "glance": {"valid_interfaces": "internal", "region_name": settings.region, **oslo.ca_file(settings)},
+            # nova-api checks the project ids of quota and flavor-access calls with Keystone through
+            # these (nova/api/openstack/identity.py); a failed TLS handshake there reads as "Keystone
+            # unreachable" and lets any id through. kolla-ansible sets nothing here because it puts
+            # its CA in the image's store; here the CA is a mounted file only.
+            **({"keystone": oslo.ca_file(settings)} if settings.tls.internal_enabled else {}),
             # Nova calls Cinder with an admin context and no user token from its periodic tasks and
             # when nova-compute cleans up instances at start: then it authenticates with these
             # (nova/volume/cinder.py), and without auth_type fails with "Unknown auth type: None".

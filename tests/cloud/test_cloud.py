@@ -18,7 +18,9 @@ from typing import Any
 
 import pytest
 
+from components import oslo
 from tests.cloud.conftest import SUMMARIES
+from tests.conftest import plan_of
 from tools.runtime import REPO
 
 # Whole runs take minutes; the harness has its own deadlines (tools/cloud/run.py).
@@ -206,11 +208,13 @@ def test_data_stores_take_clients_on_their_client_ports_only(report: dict[str, A
     host-network clients reach them on every network plugin), memcached's to the cloud's pods only,
     RabbitMQ's management API to no client."""
     reached = report["network_policies"]
+    settings = plan_of(report["stack"]).settings
+    amqp, management = f"rabbitmq:{oslo.rabbitmq_port(settings)}", f"rabbitmq:{oslo.rabbitmq_management_port(settings)}"
     assert reached["from_openstack_pod"] == {
-        "mariadb:3306": True, "rabbitmq:5672": True, "memcached:11211": True, "rabbitmq:15672": False,
+        "mariadb:3306": True, amqp: True, "memcached:11211": True, management: False,
     }, reached  # fmt: skip
     assert reached["from_other_pod"] == {
-        "mariadb:3306": True, "rabbitmq:5672": True, "memcached:11211": False, "rabbitmq:15672": False,
+        "mariadb:3306": True, amqp: True, "memcached:11211": False, management: False,
     }, reached  # fmt: skip
     if "from_other_node_host" in reached:  # another node's host network: what nova-compute is
         assert reached["from_other_node_host"] == reached["from_other_pod"], reached

@@ -10,14 +10,24 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from components import oslo
 from tools.cloud.node import run
 
 if TYPE_CHECKING:
+    from components.settings import Settings
     from tools.cloud.deploy import Cloud
 
 INTRUDER = "cloud-intruder"
-CLIENT_PORTS = {"mariadb": 3306, "rabbitmq": 5672, "memcached": 11211}
-PRIVATE_PORTS = {"rabbitmq-management": ("rabbitmq", 15672)}
+
+
+def client_ports(settings: Settings) -> dict[str, int]:
+    """Each data store's client port as the plan's clients use it (RabbitMQ's amqps under internal TLS)."""
+    return {"mariadb": 3306, "rabbitmq": oslo.rabbitmq_port(settings), "memcached": 11211}
+
+
+def private_ports(settings: Settings) -> dict[str, tuple[str, int]]:
+    """Ports no client may reach: RabbitMQ's management API (https under internal TLS)."""
+    return {"rabbitmq-management": ("rabbitmq", oslo.rabbitmq_management_port(settings))}
 
 
 def connects(netns: str, ip: str, port: int) -> bool:
@@ -46,10 +56,11 @@ def check_isolation(cloud: Cloud) -> dict[str, Any]:
     if compute is not None:
         places["from_other_node_host"] = compute.netns
     found: dict[str, Any] = {"openstack_pod": openstack_pod.plan.name, "cni": cloud.network_policies.mode.value}
+    clients, private = client_ports(cloud.plan.settings), private_ports(cloud.plan.settings)
     try:
         for place, netns in places.items():
-            reached = {f"{s}:{p}": connects(netns, _address(cloud, s), p) for s, p in CLIENT_PORTS.items()}
-            reached |= {f"{s}:{p}": connects(netns, _address(cloud, s), p) for s, p in PRIVATE_PORTS.values()}
+            reached = {f"{s}:{p}": connects(netns, _address(cloud, s), p) for s, p in clients.items()}
+            reached |= {f"{s}:{p}": connects(netns, _address(cloud, s), p) for s, p in private.values()}
             found[place] = reached
     finally:
         cp.delete_pod_network(INTRUDER)
