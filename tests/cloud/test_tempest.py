@@ -15,7 +15,7 @@ from tests.conftest import plan_of
 from tools.cloud.__main__ import main as cloud_cli
 from tools.cloud.tempest_conf import NO_SSH_GUEST, narrowed, selection, tempest_conf, volume_backend_runs
 from tools.cloud.tempest_discover import ALT_IMAGE, GUEST_VCPUS, alt_image, guest_vcpus
-from tools.cloud.tempest_limits import LabLimit, excluded, summarize, volume_backend_tests
+from tools.cloud.tempest_limits import NO_SSH_LOGIN, LabLimit, excluded, summarize, volume_backend_tests
 from tools.realenv.openstack_venv import OPENSTACK, VenvRecipe
 from tools.realenv.tempest_venv import TEMPEST
 
@@ -212,6 +212,18 @@ def test_results_are_counted_and_every_failure_classed() -> None:
     assert (lab["class"], lab["reason"]) == ("lab", "no Internet here")
     assert lab["error"].startswith("tempest.lib.exceptions.TimeoutException")
     assert cloud == {"test": records[4]["id"], "reason": "AssertionError: [] is empty", "class": "cloud"}
+
+
+def test_the_rebuild_that_logs_in_over_ssh_is_a_limit_of_the_lab_and_nothing_else_of_its_class() -> None:
+    base = "tempest.api.compute.servers.test_server_actions.ServerActionsV293TestJSON"
+    error = "tempest.lib.exceptions.InvalidParam: Invalid Parameter passed: When validation.connect_method ..."
+    records = [
+        {"id": f"{base}.{name}[id-6652dab9]", "status": "fail", "details": {"traceback": f"Traceback\n{error}\n"}}
+        for name in ("test_rebuild_volume_backed_server", "test_rebuild_volume_backed_server_other")
+    ]
+    cloud, lab = sorted(summarize(records, {})["failures"], key=lambda f: f["class"])
+    assert (lab["class"], lab["reason"]) == ("lab", NO_SSH_LOGIN)
+    assert cloud["class"] == "cloud"
 
 
 def test_tests_are_left_out_by_pattern_with_the_reason() -> None:
