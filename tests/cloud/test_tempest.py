@@ -16,6 +16,7 @@ from tools.cloud.__main__ import main as cloud_cli
 from tools.cloud.tempest_conf import NO_SSH_GUEST, narrowed, selection, tempest_conf, volume_backend_runs
 from tools.cloud.tempest_discover import ALT_IMAGE, GUEST_VCPUS, alt_image, guest_vcpus
 from tools.cloud.tempest_limits import NO_SSH_LOGIN, LabLimit, excluded, summarize, volume_backend_tests
+from tools.plan import Plan
 from tools.realenv.openstack_venv import OPENSTACK, VenvRecipe
 from tools.realenv.tempest_venv import TEMPEST
 
@@ -52,8 +53,10 @@ PLAIN_ID = "tempest.api.compute.servers.test_create_server.ServersTestJSON.test_
 VOLUME_ID = "tempest.api.volume.test_versions.VersionsTest.test_list_versions[id-77838fc4,smoke]"
 
 
-def _conf(stack: str = "prod", facts: dict[str, Any] = FACTS, cannot_run: dict[str, str] = NO_LVM) -> Any:
-    return tempest_conf(plan_of(stack), ADMIN, facts, cannot_run, Path("/work"))
+def _conf(
+    stack: str = "prod", facts: dict[str, Any] = FACTS, cannot_run: dict[str, str] = NO_LVM, plan: Plan | None = None
+) -> Any:
+    return tempest_conf(plan or plan_of(stack), ADMIN, facts, cannot_run, Path("/work"))
 
 
 def test_the_conf_reaches_the_cloud_as_its_admin_through_the_internal_endpoints() -> None:
@@ -135,6 +138,19 @@ def test_volume_backed_live_migration_where_volumes_run_and_servers_can_move() -
     assert "volume backend" in no_backend.features_off["compute-feature-enabled.volume_backed_live_migration"]
     one = _conf(cannot_run={})
     assert parse_ini(one.text)["compute-feature-enabled"]["volume_backed_live_migration"] == "false"
+
+
+def test_multiattach_where_the_default_backend_reports_it_and_volumes_run() -> None:
+    # prod's default volume type is Ceph's RBD (the full set skipped the multiattach tests when it was off).
+    prod = parse_ini(_conf(cannot_run={}).text)["compute-feature-enabled"]
+    assert prod["volume_multiattach"] == "true"
+    nfs = _conf(cannot_run={}, plan=plan_of("prod", cinder={"backend": "nfs", "nfsShares": ["h:/x"], "backup": "none"}))
+    assert parse_ini(nfs.text)["compute-feature-enabled"]["volume_multiattach"] == "false"
+    assert "NfsDriver" in nfs.features_off["compute-feature-enabled.volume_multiattach"]
+    no_backend = _conf()  # NO_LVM: cinder-volume does not run
+    assert "no volume backend" in no_backend.features_off["compute-feature-enabled.volume_multiattach"]
+    ironic = _conf(cannot_run={}, facts={**FACTS, "hypervisor_types": ["ironic"]})
+    assert "libvirt" in ironic.features_off["compute-feature-enabled.volume_multiattach"]
 
 
 def test_a_volume_backend_the_lab_cannot_run_is_named() -> None:
