@@ -16,6 +16,7 @@ from tools.cloud.__main__ import main as cloud_cli
 from tools.cloud.tempest_conf import NO_SSH_GUEST, narrowed, selection, tempest_conf, volume_backend_runs
 from tools.cloud.tempest_discover import ALT_IMAGE, GUEST_VCPUS, alt_image, guest_vcpus
 from tools.cloud.tempest_limits import NO_SSH_LOGIN, LabLimit, excluded, summarize, volume_backend_tests
+from tools.cloud.tempest_run import TempestRequest
 from tools.plan import Plan
 from tools.realenv.openstack_venv import OPENSTACK, VenvRecipe
 from tools.realenv.tempest_venv import TEMPEST
@@ -183,10 +184,15 @@ def test_a_filter_narrows_the_selection_and_never_widens_it() -> None:
     assert not re.search(narrowed(full, "test_live"), "tempest.scenario.test_live_x")
 
 
-def test_the_cli_refuses_a_filter_without_a_selection_or_that_is_no_regex(capsys: pytest.CaptureFixture[str]) -> None:
+def test_the_cli_refuses_a_filter_or_workers_without_a_selection_and_bad_values(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
     for argv, says in (
         (["--stack", "prod", "--tempest-filter", "x"], "--tempest smoke or --tempest full"),
         (["--stack", "prod", "--tempest", "full", "--tempest-filter", "(x"], "not a regular expression"),
+        (["--stack", "prod", "--tempest-workers", "2"], "--tempest smoke or --tempest full"),
+        (["--stack", "prod", "--tempest", "full", "--tempest-workers", "0"], "invalid choice"),
+        (["--stack", "prod", "--tempest", "full", "--tempest-workers", "9"], "invalid choice"),
     ):
         with pytest.raises(SystemExit) as stopped:
             cloud_cli(argv)
@@ -352,3 +358,11 @@ def test_the_alt_image_is_the_guest_again_once() -> None:
     assert found.properties == {"os_shutdown_timeout": "0"}
     again = alt_image(SimpleNamespace(image=images), guest, [])
     assert again is found and len(images.created) == 1
+
+
+def test_a_tempest_request_names_what_it_refuses() -> None:
+    assert TempestRequest("full", workers=2).workers == 2
+    with pytest.raises(ValueError, match="workers 5: from 1 to 4"):
+        TempestRequest("full", workers=5)
+    with pytest.raises(ValueError, match="selection 'all': one of smoke, full"):
+        TempestRequest("all")
