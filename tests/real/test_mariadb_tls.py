@@ -5,7 +5,8 @@ release's SQLAlchemy and PyMySQL, and the plan's db_init.py.
 
 What it shows: the URL's `ssl_ca` alone makes the client verify the chain and the host name (a
 certificate of another CA, or an address the certificate does not name, is refused); a URL without it
-is refused by the server; db_init.py connects verifying and makes the service's user require TLS.
+is refused by the server; db_init.py connects verifying and makes the service's user require TLS; the lab's
+packet capture classes the verifying clients' connections TLS and the plain one's plain text.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from cryptography.x509.oid import NameOID
 
 from components.inifile import parse_ini
 from tests.test_mariadb_tls import plain_plan, tls_plan
+from tools.cloud.capture import Capture, connections, summarize
 from tools.cloud.standins import MARIADB_CA_DIR, MARIADB_TLS_DIR, mariadb_tls, mariadb_tls_conf
 from tools.realenv.openstack_venv import OpenStackVenv
 from tools.realenv.servers import MariaDB, run_mariadb
@@ -121,6 +123,8 @@ def test_the_plans_urls_verify_the_server_and_a_plain_one_is_refused(
         script = REPO / "components" / "scripts" / "db_init.py"
         done = subprocess.run([openstack_venv.python, script], env=env, capture_output=True, text=True, timeout=120)
         assert done.returncode == 0, done.stderr[-2000:]
+        # What crosses the wire, as the lab's `tls.encrypted` sees it (tools/cloud/capture.py).
+        capture = Capture(tmp_path / "pcap", [None], [server.port]).__enter__()
         good = _query(openstack_venv, _pointed_at(url, server, "localhost", pki_ca / "ca.crt"),
                       "SHOW SESSION STATUS LIKE 'Ssl_version'")  # fmt: skip
         assert good.returncode == 0, good.stderr[-2000:]
@@ -137,6 +141,12 @@ def test_the_plans_urls_verify_the_server_and_a_plain_one_is_refused(
         # MariaDB 10.11 answers a plain login under require_secure_transport with error 1045.)
         plain = _query(openstack_venv, _pointed_at(plain_url, server, "localhost", pki_ca / "ca.crt"), "SELECT 1")
         assert plain.returncode != 0 and ("1045" in plain.stderr or "insecure transport" in plain.stderr)
+        capture.__exit__(None, None, None)
+        # The three clients that verify start TLS after MariaDB's SSL request (two then refuse the server's
+        # certificate); the plain-text URL's client logs in in clear, its user name readable.
+        wire = summarize(connections(capture.pcaps, capture.ports), {"mariadb": server.port})["mariadb"]
+        assert (wire["tls"], wire["plain"]) == (3, 1), wire
+        assert str(server.user) in wire["plain_starts"][0]
 
         # The service's user must use TLS.
         grants = _query(openstack_venv, _pointed_at(url, server, "localhost", pki_ca / "ca.crt"),

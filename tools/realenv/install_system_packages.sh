@@ -25,7 +25,9 @@ GUEST="busybox-static cpio file fdisk dosfstools mtools syslinux syslinux-common
 # Kolla's images take from the distribution and the OpenStack venv links (rados, rbd), and QEMU's
 # RBD block driver, through which libvirt's guests open their disks in Ceph with librbd.
 CEPH="ceph-mon ceph-mgr ceph-osd ceph-common python3-rados python3-rbd qemu-block-extra"
-PACKAGES="$SERVERS $BUILD $NODE $AGENTS $GUEST $CEPH"
+# What the lab's packet capture runs (tools/cloud/capture.py: is internal traffic TLS?).
+CAPTURE="tcpdump"
+PACKAGES="$SERVERS $BUILD $NODE $AGENTS $GUEST $CEPH $CAPTURE"
 
 missing=""
 for package in $PACKAGES; do

@@ -1,0 +1,111 @@
+"""The lab's packet capture (tools/cloud/capture.py) on real traffic: Debian's tcpdump on this machine's
+own namespace, real RabbitMQ and memcached in clear, and a TLS server of Python's ssl module.
+
+What the lab's `tls.encrypted` relies on: a connection whose client starts TLS is classed `tls`, one
+that speaks AMQP or memcached's protocol in clear is `plain` with what it sent, each connection
+counts once, and a port nobody used is not called encrypted. MariaDB's SSL request is checked with
+a real TLS MariaDB in tests/real/test_mariadb_tls.py.
+"""
+
+from __future__ import annotations
+
+import datetime
+import socket
+import ssl
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import NameOID
+
+from tools.cloud.capture import Capture, connections, summarize
+from tools.realenv.servers import RabbitMQ, Server
+
+pytestmark = pytest.mark.real
+
+AMQP_HEADER = b"AMQP\x00\x00\x09\x01"
+
+
+def _self_signed(directory: Path) -> tuple[Path, Path]:
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "localhost")])
+    now = datetime.datetime.now(datetime.UTC)
+    cert = (
+        x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
+        .serial_number(x509.random_serial_number()).not_valid_before(now).not_valid_after(now + datetime.timedelta(1))
+        .add_extension(x509.SubjectAlternativeName([x509.DNSName("localhost")]), critical=False)
+        .sign(key, hashes.SHA256())
+    )  # fmt: skip
+    cert_file, key_file = directory / "tls.crt", directory / "tls.key"
+    cert_file.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    pkcs8 = serialization.PrivateFormat.PKCS8
+    key_file.write_bytes(key.private_bytes(serialization.Encoding.PEM, pkcs8, serialization.NoEncryption()))
+    return cert_file, key_file
+
+
+@pytest.fixture
+def tls_echo(tmp_path: Path) -> Iterator[tuple[int, Path]]:
+    """A TLS server on the loopback that answers each line with itself; its port and certificate."""
+    cert, key = _self_signed(tmp_path)
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    context.load_cert_chain(cert, key)
+    listener = socket.create_server(("127.0.0.1", 0))
+    listener.settimeout(0.5)
+    stop = threading.Event()
+
+    def serve() -> None:
+        while not stop.is_set():
+            try:
+                raw, _ = listener.accept()
+            except TimeoutError:
+                continue
+            with raw, context.wrap_socket(raw, server_side=True) as conn:
+                conn.sendall(conn.recv(1024))
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    yield listener.getsockname()[1], cert
+    stop.set()
+    thread.join()
+    listener.close()
+
+
+def _say(port: int, data: bytes) -> bytes:
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as conn:
+        conn.sendall(data)
+        return conn.recv(64)
+
+
+def test_tls_and_clear_text_connections_are_told_apart(
+    tmp_path: Path, tls_echo: tuple[int, Path], rabbitmq: RabbitMQ, memcached: Server
+) -> None:
+    tls_port, cert = tls_echo
+    unused = 1  # tcpmux: nothing listens, nobody connects
+    with Capture(tmp_path / "pcap", [None], [tls_port, rabbitmq.port, memcached.port, unused]) as capture:
+        for _ in range(2):
+            client = ssl.create_default_context(cafile=cert)
+            raw = socket.create_connection(("127.0.0.1", tls_port), timeout=10)
+            with raw, client.wrap_socket(raw, server_hostname="localhost") as conn:
+                conn.sendall(b"secret over tls\n")
+                assert conn.recv(64) == b"secret over tls\n"
+        assert b"capabilities" in _say(rabbitmq.port, AMQP_HEADER)  # the broker's connection.start
+        assert _say(memcached.port, b"version\r\n").startswith(b"VERSION")
+    found = connections(capture.pcaps, capture.ports)
+    names = {"tls-echo": tls_port, "rabbitmq": rabbitmq.port, "memcached": memcached.port, "unused": unused}
+    summary = summarize(found, names)
+
+    assert summary["tls-echo"] | {"plain_starts": []} == {
+        "port": tls_port, "connections": 2, "tls": 2, "plain": 0, "plain_starts": [], "encrypted": True,
+    }  # fmt: skip
+    assert summary["rabbitmq"]["plain"] == 1 and not summary["rabbitmq"]["encrypted"]
+    assert summary["rabbitmq"]["plain_starts"] == ["AMQP...."]
+    assert summary["memcached"]["plain_starts"] == ["version.."] and not summary["memcached"]["encrypted"]
+    assert summary["unused"] == {
+        "port": unused, "connections": 0, "tls": 0, "plain": 0, "plain_starts": [], "encrypted": False,
+    }  # fmt: skip
+    # Nothing the TLS client sent is readable in the capture.
+    assert all(b"secret" not in b"".join(c.sent) for c in found if c.server_port == tls_port)

@@ -1,0 +1,212 @@
+"""What crosses the lab's wires: a packet capture on chosen ports, each connection classed TLS or plain text.
+
+Issue 20's proof of internal TLS: a capture on the data stores' and the APIs' ports sees TLS
+handshakes and no SQL, AMQP or HTTP in clear. Asking a server whether it can speak TLS says
+nothing about what its clients do; the capture sees what they did while the user scenario ran.
+
+How: Debian's tcpdump in each node's network namespace, on every interface there (`-i any`: the
+pods' veths, the bridge, eth0), keeping the first SNAP_BYTES of each packet to or from the
+watched ports (enough for what a client sends first, never a whole request), each packet handed
+over as it comes (`--immediate-mode`: TPACKET_V3 otherwise holds packets in a block until it times
+out, and a capture stopped before then loses them), written as pcap and read back with dpkt.
+A connection is its client's address and port and the server's port, so the same connection seen
+on a pod's veth before a Service's DNAT and on the bridge after it counts once.
+It is classed by what its client sent first:
+- a TLS record (content type 22, handshake; version 3.x): `tls`;
+- MariaDB's: the server greets in clear whatever follows (protocol 10, its version and a salt);
+  a client that wants TLS answers with the 32-byte SSL request (capability CLIENT_SSL) and then
+  sends a TLS record (`tls`); one that logs in (or queries) in clear, or sends nothing after its
+  SSL request, is `plain`;
+- anything else (AMQP's protocol header, an HTTP method, a memcached command): `plain`, kept with
+  its first bytes so the report shows what went in clear.
+A connection whose client sent nothing in the capture (refused, or closed at once) is not counted.
+"""
+
+from __future__ import annotations
+
+import signal
+import socket
+import struct
+import subprocess
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+import dpkt
+
+SNAP_BYTES = 256  # link, IP and TCP headers take at most ~100 of them
+TLS_HANDSHAKE = 0x16
+MARIADB_SSL_REQUEST = 32  # bytes of the SSL request's payload (after the 4-byte packet header)
+MARIADB_CLIENTS_FIRST = 1  # the sequence id of the client's first packet (the server's greeting is 0)
+CLIENT_SSL = 0x0800  # the capability bit the SSL request sets
+START_SECONDS = 10
+
+
+class CaptureError(RuntimeError):
+    pass
+
+
+def _is_tls_record(data: bytes) -> bool:
+    return len(data) >= 3 and data[0] == TLS_HANDSHAKE and data[1] == 3
+
+
+def _after_mariadb_ssl_request(data: bytes) -> bytes | None:
+    """What the client sent after its SSL request, or None when its first packet is not one."""
+    if len(data) < 8:
+        return None
+    length, sequence = int.from_bytes(data[:3], "little"), data[3]
+    (capabilities,) = struct.unpack_from("<I", data, 4)
+    if length != MARIADB_SSL_REQUEST or sequence != MARIADB_CLIENTS_FIRST or not capabilities & CLIENT_SSL:
+        return None
+    return data[4 + length :]
+
+
+@dataclass
+class Connection:
+    """One TCP connection to a watched port: what its client sent, in the order its segments came."""
+
+    client: tuple[str, int]
+    server_port: int
+    sent: list[bytes] = field(default_factory=list)
+    _seen: set[int] = field(default_factory=set)  # sequence numbers: a segment seen on two interfaces counts once
+
+    def add(self, sequence: int, payload: bytes) -> None:
+        if payload and sequence not in self._seen:
+            self._seen.add(sequence)
+            self.sent.append(payload)
+
+    @property
+    def kind(self) -> str | None:
+        """`tls`, `plain`, or None when the client sent nothing the capture kept."""
+        data = b"".join(self.sent)
+        if not data:
+            return None
+        after = _after_mariadb_ssl_request(data)  # whatever the port: a test's MariaDB listens anywhere
+        if after is not None:
+            return "tls" if _is_tls_record(after) else "plain"
+        return "tls" if _is_tls_record(data) else "plain"
+
+    def first_bytes(self) -> str:
+        """The first bytes the client sent, printable (what went in clear)."""
+        return "".join(chr(b) if 32 <= b < 127 else "." for b in b"".join(self.sent)[:48])
+
+
+def _ip(packet: Any) -> Any:
+    """The IPv4 or IPv6 packet of a captured frame (Linux cooked capture, v1 or v2), or None."""
+    data = packet.data
+    return data if isinstance(data, (dpkt.ip.IP, dpkt.ip6.IP6)) else None
+
+
+def _address(ip: Any, raw: bytes) -> str:
+    family = socket.AF_INET if isinstance(ip, dpkt.ip.IP) else socket.AF_INET6
+    return socket.inet_ntop(family, raw)
+
+
+def connections(pcaps: Iterable[Path], ports: Iterable[int]) -> list[Connection]:
+    """Every TCP connection to one of `ports` in the captures, with what its client sent."""
+    watched = set(ports)
+    found: dict[tuple[str, int, int], Connection] = {}
+    for path in pcaps:
+        with path.open("rb") as stream:
+            reader = dpkt.pcap.Reader(stream)
+            frame = {dpkt.pcap.DLT_LINUX_SLL: dpkt.sll.SLL, 276: dpkt.sll2.SLL2}.get(reader.datalink())
+            if frame is None:
+                raise CaptureError(f"{path}: link type {reader.datalink()}, expected Linux cooked capture (-i any)")
+            for _, raw in reader:
+                ip = _ip(frame(raw))
+                if ip is None or not isinstance(ip.data, dpkt.tcp.TCP):
+                    continue
+                tcp = ip.data
+                if tcp.dport not in watched:
+                    continue  # server to client: what the server says is not what this classes
+                key = (_address(ip, ip.src), tcp.sport, tcp.dport)
+                connection = found.setdefault(key, Connection(client=key[:2], server_port=tcp.dport))
+                connection.add(tcp.seq, bytes(tcp.data))
+    return list(found.values())
+
+
+def summarize(found: Iterable[Connection], names: Mapping[str, int]) -> dict[str, dict[str, Any]]:
+    """Per watched name (mariadb, rabbitmq, keystone-api, ...) and its port: connections seen, how many
+    TLS and how many plain, the first bytes of up to three plain ones, and `encrypted`: seen and none plain."""
+    by_port: dict[int, list[Connection]] = {}
+    for connection in found:
+        if connection.kind is not None:
+            by_port.setdefault(connection.server_port, []).append(connection)
+    summary: dict[str, dict[str, Any]] = {}
+    for name, port in sorted(names.items()):
+        seen = by_port.get(port, [])
+        plain = [c for c in seen if c.kind == "plain"]
+        summary[name] = {
+            "port": port,
+            "connections": len(seen),
+            "tls": len(seen) - len(plain),
+            "plain": len(plain),
+            "plain_starts": [c.first_bytes() for c in plain[:3]],
+            "encrypted": bool(seen) and not plain,
+        }
+    return summary
+
+
+class Capture:
+    """tcpdump in each of `netns` (None: this process's own) on the given ports while the `with` block
+    runs; pcaps in `directory`."""
+
+    def __init__(self, directory: Path, netns: Iterable[str | None], ports: Iterable[int]) -> None:
+        self.directory = directory
+        self.netns = list(netns)
+        self.ports = sorted(set(ports))
+        self._running: list[subprocess.Popen[bytes]] = []
+
+    @property
+    def pcaps(self) -> list[Path]:
+        return [self.directory / f"{name or 'here'}.pcap" for name in self.netns]
+
+    def __enter__(self) -> Capture:
+        self.directory.mkdir(parents=True, exist_ok=True)
+        wanted = "tcp and (" + " or ".join(f"port {port}" for port in self.ports) + ")"
+        try:
+            for name, pcap in zip(self.netns, self.pcaps, strict=True):
+                inside = ["ip", "netns", "exec", name] if name else []
+                command = [
+                    *inside, "tcpdump", "-i", "any", "-n", "-U", "--immediate-mode", "-Z", "root",
+                    "-s", str(SNAP_BYTES), "-w", str(pcap), wanted,
+                ]  # fmt: skip
+                process = subprocess.Popen(command, stderr=subprocess.PIPE)
+                self._running.append(process)
+                self._await_listening(name, process)
+        except BaseException:
+            self._stop()
+            raise
+        return self
+
+    @staticmethod
+    def _await_listening(name: str | None, process: subprocess.Popen[bytes]) -> None:
+        """tcpdump says `listening on any` once it captures; what it said otherwise is the error."""
+        assert process.stderr is not None
+        said = []
+        for line in process.stderr:  # ends when tcpdump does
+            said.append(line.decode(errors="replace").strip())
+            if "listening on" in said[-1]:
+                return
+        raise CaptureError(f"tcpdump in {name or 'this namespace'} did not start: {' '.join(said)[-500:]}")
+
+    def _stop(self) -> None:
+        for process in self._running:
+            if process.poll() is None:
+                process.send_signal(signal.SIGINT)  # tcpdump writes out what it holds and ends
+        for process in self._running:
+            try:
+                process.wait(timeout=START_SECONDS)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+            if process.stderr is not None:
+                process.stderr.close()
+        self._running.clear()
+
+    def __exit__(
+        self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None
+    ) -> None:
+        self._stop()
