@@ -95,17 +95,17 @@ def test_tls_and_clear_text_connections_are_told_apart(
         assert b"capabilities" in _say(rabbitmq.port, AMQP_HEADER)  # the broker's connection.start
         assert _say(memcached.port, b"version\r\n").startswith(b"VERSION")
     found = connections(capture.pcaps, capture.ports)
-    names = {"tls-echo": tls_port, "rabbitmq": rabbitmq.port, "memcached": memcached.port, "unused": unused}
+    names = {"tls-echo": [tls_port], "rabbitmq": [rabbitmq.port], "memcached": [memcached.port], "unused": [unused]}
     summary = summarize(found, names)
 
     assert summary["tls-echo"] | {"plain_starts": []} == {
-        "port": tls_port, "connections": 2, "tls": 2, "plain": 0, "plain_starts": [], "encrypted": True,
+        "ports": [tls_port], "connections": 2, "tls": 2, "plain": 0, "plain_starts": [], "encrypted": True,
     }  # fmt: skip
     assert summary["rabbitmq"]["plain"] == 1 and not summary["rabbitmq"]["encrypted"]
     assert summary["rabbitmq"]["plain_starts"] == ["AMQP...."]
     assert summary["memcached"]["plain_starts"] == ["version.."] and not summary["memcached"]["encrypted"]
     assert summary["unused"] == {
-        "port": unused, "connections": 0, "tls": 0, "plain": 0, "plain_starts": [], "encrypted": False,
+        "ports": [unused], "connections": 0, "tls": 0, "plain": 0, "plain_starts": [], "encrypted": False,
     }  # fmt: skip
     # Nothing the TLS client sent is readable in the capture.
     assert all(b"secret" not in b"".join(c.sent) for c in found if c.server_port == tls_port)

@@ -144,7 +144,7 @@ def test_the_plans_urls_verify_the_server_and_a_plain_one_is_refused(
         capture.__exit__(None, None, None)
         # The three clients that verify start TLS after MariaDB's SSL request (two then refuse the server's
         # certificate); the plain-text URL's client logs in in clear, its user name readable.
-        wire = summarize(connections(capture.pcaps, capture.ports), {"mariadb": server.port})["mariadb"]
+        wire = summarize(connections(capture.pcaps, capture.ports), {"mariadb": [server.port]})["mariadb"]
         assert (wire["tls"], wire["plain"]) == (3, 1), wire
         assert str(server.user) in wire["plain_starts"][0]
 

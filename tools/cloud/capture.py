@@ -9,8 +9,8 @@ pods' veths, the bridge, eth0), keeping the first SNAP_BYTES of each packet to o
 watched ports (enough for what a client sends first, never a whole request), each packet handed
 over as it comes (`--immediate-mode`: TPACKET_V3 otherwise holds packets in a block until it times
 out, and a capture stopped before then loses them), written as pcap and read back with dpkt.
-A connection is its client's address and port and the server's port, so the same connection seen
-on a pod's veth before a Service's DNAT and on the bridge after it counts once.
+A connection is its client's address and port (the lab does no SNAT between pods), so the same
+connection seen on a pod's veth before a Service's DNAT and on the bridge after it counts once.
 It is classed by what its client sent first:
 - a TLS record (content type 22, handshake; version 3.x): `tls`;
 - MariaDB's: the server greets in clear whatever follows (protocol 10, its version and a salt);
@@ -107,7 +107,7 @@ def _address(ip: Any, raw: bytes) -> str:
 def connections(pcaps: Iterable[Path], ports: Iterable[int]) -> list[Connection]:
     """Every TCP connection to one of `ports` in the captures, with what its client sent."""
     watched = set(ports)
-    found: dict[tuple[str, int, int], Connection] = {}
+    found: dict[tuple[str, int], Connection] = {}
     for path in pcaps:
         with path.open("rb") as stream:
             reader = dpkt.pcap.Reader(stream)
@@ -121,25 +121,26 @@ def connections(pcaps: Iterable[Path], ports: Iterable[int]) -> list[Connection]
                 tcp = ip.data
                 if tcp.dport not in watched:
                     continue  # server to client: what the server says is not what this classes
-                key = (_address(ip, ip.src), tcp.sport, tcp.dport)
-                connection = found.setdefault(key, Connection(client=key[:2], server_port=tcp.dport))
+                key = (_address(ip, ip.src), tcp.sport)
+                connection = found.setdefault(key, Connection(client=key, server_port=tcp.dport))
                 connection.add(tcp.seq, bytes(tcp.data))
     return list(found.values())
 
 
-def summarize(found: Iterable[Connection], names: Mapping[str, int]) -> dict[str, dict[str, Any]]:
-    """Per watched name (mariadb, rabbitmq, keystone-api, ...) and its port: connections seen, how many
-    TLS and how many plain, the first bytes of up to three plain ones, and `encrypted`: seen and none plain."""
+def summarize(found: Iterable[Connection], names: Mapping[str, Iterable[int]]) -> dict[str, dict[str, Any]]:
+    """Per watched name (mariadb, rabbitmq, keystone-api, ...) and its ports (a Service's and its
+    target's): connections seen, how many TLS and how many plain, the first bytes of up to three plain
+    ones, and `encrypted`: seen and none plain."""
     by_port: dict[int, list[Connection]] = {}
     for connection in found:
         if connection.kind is not None:
             by_port.setdefault(connection.server_port, []).append(connection)
     summary: dict[str, dict[str, Any]] = {}
-    for name, port in sorted(names.items()):
-        seen = by_port.get(port, [])
+    for name, ports in sorted(names.items()):
+        seen = [c for port in sorted(set(ports)) for c in by_port.get(port, [])]
         plain = [c for c in seen if c.kind == "plain"]
         summary[name] = {
-            "port": port,
+            "ports": sorted(set(ports)),
             "connections": len(seen),
             "tls": len(seen) - len(plain),
             "plain": len(plain),
@@ -177,7 +178,7 @@ class Capture:
                 self._running.append(process)
                 self._await_listening(name, process)
         except BaseException:
-            self._stop()
+            self.stop()
             raise
         return self
 
@@ -192,7 +193,8 @@ class Capture:
                 return
         raise CaptureError(f"tcpdump in {name or 'this namespace'} did not start: {' '.join(said)[-500:]}")
 
-    def _stop(self) -> None:
+    def stop(self) -> None:
+        """Ends every tcpdump (each writes out what it holds); again, it does nothing."""
         for process in self._running:
             if process.poll() is None:
                 process.send_signal(signal.SIGINT)  # tcpdump writes out what it holds and ends
@@ -209,4 +211,4 @@ class Capture:
     def __exit__(
         self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None
     ) -> None:
-        self._stop()
+        self.stop()

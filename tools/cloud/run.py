@@ -15,7 +15,9 @@ from pathlib import Path
 from typing import Any
 
 from components.cinder import volume_pods
+from tools.cloud import encryption
 from tools.cloud.apiserver import LabApiServer
+from tools.cloud.capture import Capture, CaptureError
 from tools.cloud.ceph import CephStandIn, CephStartError, monitors_override
 from tools.cloud.cluster import FABRIC_NETNS, LAYOUTS, Cluster, provider_counters
 from tools.cloud.deploy import API_SERVER_PORT, Cloud, DeployFailedError, api_server_endpoint
@@ -323,6 +325,30 @@ def tempest_step(
     return {"selection": request.selection, **only, "workers": request.workers, **counts}
 
 
+def start_capture(cloud: Cloud, log: Callable[[str], None]) -> Capture | None:
+    """The packet capture on every node (tools/cloud/encryption.py), or None when tcpdump would not start."""
+    wire = encryption.capture(cloud, cloud.cluster.state / "capture")
+    try:
+        wire.__enter__()
+    except (CaptureError, OSError) as error:
+        log(f"capture: {error}")
+        return None
+    return wire
+
+
+def encryption_seen(cloud: Cloud, wire: Capture | None, log: Callable[[str], None]) -> dict[str, Any]:
+    """The `tls` report's `encrypted`, `encrypted_ok`, `wire` and `not_encrypted` from the capture."""
+    if wire is None:
+        return {"encrypted": {}, "encrypted_ok": False, "not_run": "tcpdump did not start (see events.log)"}
+    wire.stop()
+    try:
+        seen = encryption.encrypted(cloud, wire)
+    except (CaptureError, ValueError) as error:  # dpkt's errors are ValueErrors
+        return {"encrypted": {}, "encrypted_ok": False, "error": f"reading the capture: {error}"}
+    log(f"encrypted: {json.dumps(seen['encrypted'])} ok {seen['encrypted_ok']}")
+    return seen
+
+
 def run(
     stack: str,
     out: Path,
@@ -371,6 +397,7 @@ def run(
     user = UserPod(cluster.control_plane, cluster.state / "user", plan.settings.namespace,
                    plan.settings.endpoints.cluster_domain)  # fmt: skip
     ceph = ceph_stand_in(plan, cluster.state, log)
+    wire: Capture | None = None
     try:
         since = time.monotonic()
         try:
@@ -389,6 +416,7 @@ def run(
         phase("deploy", since)
         if not report.deploy_error:
             since = time.monotonic()
+            wire = start_capture(cloud, log)  # what crosses the wires while both users work
             report.user = use_cloud(cloud, api, user, venv.path, guest, why_not, ceph)
             report.provider = provider_counters()
             log(f"user: {json.dumps(report.user)[:2000]}")
@@ -396,6 +424,7 @@ def run(
             since = time.monotonic()
             report.tls = prove_public_access(door, cloud, venv.path, guest, log)
             phase("public_access", since)
+            report.tls |= encryption_seen(cloud, wire, log)
             server = report.user.get("server", {})
             report.libvirt_listener = libvirt_listener(cloud, server.get("host"))
             report.network_policies = check_isolation(cloud)
@@ -423,6 +452,8 @@ def run(
                 while True:
                     time.sleep(3600)
     finally:
+        if wire is not None:  # a run stopped between the capture's start and its reading
+            wire.stop()
         uplinks.stop()
         door.stop()
         cloud.stop()
