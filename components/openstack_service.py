@@ -154,7 +154,7 @@ class OpenStackService(pulumi.ComponentResource):
         settings = self.ctx.settings
         container = Container(
             name=step.name,
-            image=settings.image(step.image),
+            image=settings.image(step.image, step.release),
             command=step.command,
             env=step.env,
             mounts=self._mounts(step.config_files, step.scripts) + step.extra_mounts,

@@ -83,6 +83,10 @@ class Step:
     # The service spec that declared it before it moved here: its Pulumi parent then, kept as
     # an alias so an upgrade neither recreates the Job nor collides with its own name.
     moved_from: str | None = None
+    # The release whose image it runs, when not the stack's: an upgrade's checks of the previous one.
+    release: str | None = None
+    # Why what names it in `needs` waits for it, where its name does not say (components/cloud_graph.py).
+    purpose: str | None = None
 
 
 @dataclass(frozen=True)
