@@ -72,6 +72,10 @@ def nova_sections(ctx: RenderContext) -> dict[str, dict]:
             },
             # Host discovery runs as the nova-cell-setup CronJob, in one place only.
             "scheduler": {"discover_hosts_in_cells_interval": -1},
+            # An upgrade rolls the compute nodes last (components/upgrade.py): until then the new
+            # conductors and APIs send older computes only the RPC version they understand, which
+            # nova's upgrade guide asks for with `auto`; kolla-ansible sets it in every nova.conf.
+            "upgrade_levels": {"compute": "auto"},
         },
         oslo.messaging(settings, "nova", secrets["rabbitmq"]),
     )

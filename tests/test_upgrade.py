@@ -5,11 +5,14 @@ from __future__ import annotations
 import itertools
 from typing import Any
 
+import jsonschema
 import pytest
 
 from components import upgrade, upgrade_settings
+from components.inifile import parse_ini
 from tests.conftest import plan_of
-from tests.helpers import containers, name_of, objects, settings_problems
+from tests.helpers import containers, name_of, objects, settings_problems, unknown_fields
+from tests.test_backup import _schema as backup_schema
 from tests.test_plan_diff import stack_settings
 from tools.plan import Plan
 
@@ -170,3 +173,23 @@ def _graph_ancestors(graph: Any, name: str) -> set[str]:
             seen.add(current)
             stack += [need.name for need in graph[current].needs]
     return seen
+
+
+def test_nova_speaks_to_older_computes_during_an_upgrade() -> None:
+    plan = plan_of("dev")
+    control = parse_ini(plan.by_name("nova-etc", "Secret").revealed["stringData"]["nova.conf"])
+    assert control["upgrade_levels"]["compute"] == "auto"
+    nodes = plan.by_name("compute-etc", "Secret").revealed["stringData"]
+    for name, text in nodes.items():
+        if name.endswith(".conf") and "nova" in name:
+            assert parse_ini(text)["upgrade_levels"]["compute"] == "auto", name
+
+
+@pytest.mark.parametrize("stack", ["dev", "prod"])
+def test_the_backup_before_the_upgrade_is_one_the_operator_takes(stack: str) -> None:
+    backup = plan_of(stack, upgrade=FROM).by_name("mariadb-backup-before-2026-1", "Backup")
+    manifest = {"apiVersion": "k8s.mariadb.com/v1alpha1", "kind": "Backup", **backup.inputs}
+    assert unknown_fields(manifest, backup_schema()) == []
+    jsonschema.validate(manifest, backup_schema())
+    scheduled = plan_of(stack).by_name("mariadb-backup", "Backup").inputs["spec"]
+    assert backup.inputs["spec"]["storage"] == scheduled["storage"]  # where the Restore finds the scheduled dumps
