@@ -43,10 +43,11 @@ test-cloud: system-packages $(BIN)/.installed
 	$(BIN)/python -m pytest -m cloud
 
 # Tempest's API tests of every service the stack deploys, against its running cloud (tools/cloud/tempest_run.py):
-# build/cloud/<stack>/tempest.json. prod unless STACK=staging.
+# build/cloud/<stack>/tempest.json. prod unless STACK=staging; TEMPEST_WORKERS test workers (2: both cores).
 test-tempest: STACK = prod
+test-tempest: TEMPEST_WORKERS = 2
 test-tempest: system-packages $(BIN)/.installed
-	$(BIN)/python -m tools.cloud --stack $(STACK) --tempest full
+	$(BIN)/python -m tools.cloud --stack $(STACK) --tempest full --tempest-workers $(TEMPEST_WORKERS)
 
 # Build (or reuse) the cached OpenStack virtualenv of tests/real and tools/cloud ahead of the tests.
 openstack-venv: $(BIN)/.installed

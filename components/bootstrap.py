@@ -98,6 +98,8 @@ def standard_steps(spec: ServiceSpec, settings: Settings) -> tuple[Step, ...]:
                     env("DB_NAMES", ",".join(spec.databases)),
                     env("DB_USER", name),
                     secret_env("DB_PASSWORD", passwords_secret(name), "database"),
+                    # Under internal TLS: connect verifying the server, and the user must use TLS.
+                    *(env(name, path) for name, path in oslo.ca_file(settings, "DB_CA_FILE").items()),
                 ),
             )
         )

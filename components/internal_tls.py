@@ -35,6 +35,8 @@ SERVER_DIR = "/etc/openstack-tls"
 SERVER_CERT, SERVER_KEY = f"{SERVER_DIR}/tls.crt", f"{SERVER_DIR}/tls.key"
 CA_VOLUME, SERVER_VOLUME = "internal-ca", "internal-tls"
 OWNER = "internal-tls"  # their app.kubernetes.io/name
+# The label without which mariadb-operator ignores a change of a Secret its MariaDB names.
+MARIADB_OPERATOR_WATCH = {"k8s.mariadb.com/watch": ""}
 
 
 def secret_name(api: str) -> str:
@@ -107,6 +109,9 @@ def bundle_certificate(internal: InternalTls) -> Manifest:
         "privateKey": certificates.PRIVATE_KEY,
         "usages": ["email protection"],
         "issuerRef": issuer(internal),
+        # mariadb-operator reacts to a change of a CA Secret it is given only when it carries this
+        # label (api/v1alpha1/mariadb_indexes.go): a new CA then reaches its bundle and its pods.
+        "secretTemplate": {"labels": MARIADB_OPERATOR_WATCH},
     }
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import pulumi
 import pulumi_kubernetes as k8s
 
-from components import kube, oslo
+from components import kube, mariadb_tls, oslo
 from components.bootstrap import MARIADB_ROOT_SECRET
 from components.credentials import Credentials
 from components.graph import DeployGraph
@@ -64,7 +64,11 @@ class MariaDB(pulumi.ComponentResource):
         spec: dict = {
             "rootPasswordSecretKeyRef": {"name": MARIADB_ROOT_SECRET, "key": "password", "generate": False},
             "replicas": replicas,
-            "storage": {"size": settings.storage.mariadb_size, "storageClassName": database_class},
+            # No storageClassName without a class (the cluster's default): the CRD's field is a string, not null.
+            "storage": {
+                "size": settings.storage.mariadb_size,
+                **({"storageClassName": database_class} if database_class else {}),
+            },
             "resources": resources_manifest(resources),
             "nodeSelector": settings.node_selectors.control_plane,
             # Each service opens a pool per worker; the default of 151 runs out with a few APIs.
@@ -73,11 +77,14 @@ class MariaDB(pulumi.ComponentResource):
                 "[mariadb]\nmax_connections=4096\nmax_allowed_packet=256M\n"
                 f"innodb_buffer_pool_size={SHARES['mariadb'].mib(resources.limits_memory)}M\n"
             ),
+            **mariadb_tls.tls_spec(settings),
         }
         if settings.ha:
             spec["galera"] = {"enabled": True}
             spec["affinity"] = {"antiAffinityEnabled": True}
             spec["podDisruptionBudget"] = {"maxUnavailable": 1}
+        # No dependency: the pods wait in ContainerCreating until cert-manager writes the Secrets.
+        mariadb_tls.certificates_for(settings, self)
         self.server = k8s.apiextensions.CustomResource(
             "mariadb",
             api_version="k8s.mariadb.com/v1alpha1",

@@ -95,7 +95,17 @@ def database_address(settings: Settings) -> str:
 
 
 def database_url(settings: Settings, user: str, password: str, database: str) -> str:
-    return f"mysql+pymysql://{user}:{password}@{database_address(settings)}/{database}?charset=utf8"
+    """oslo.db's connection; under internal TLS with `ssl_ca`, as kolla-ansible's with
+    database_enable_tls_internal (`?ssl_ca={{ openstack_cacert }}`).
+
+    SQLAlchemy's pymysql dialect turns `ssl_ca` into PyMySQL's `ssl={"ca": ...}`
+    (dialects/mysql/mysqldb.py `create_connect_args`), and PyMySQL builds from that dict a
+    context that requires the certificate and checks the host name (`check_hostname` defaults
+    to true when a CA is given: connections.py `_create_ssl_ctx`): the CA alone verifies both.
+    The host is a Service name the server's certificate carries (components/mariadb_tls.py).
+    """
+    tls = f"&ssl_ca={internal_tls.CA_FILE}" if settings.tls.internal_enabled else ""
+    return f"mysql+pymysql://{user}:{password}@{database_address(settings)}/{database}?charset=utf8{tls}"
 
 
 def transport_url(settings: Settings, user: str, password: str, vhost: str) -> str:

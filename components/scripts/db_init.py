@@ -10,9 +10,14 @@ import time
 
 import pymysql
 
+# Under internal TLS, the CA that verifies the server (its chain and that it is the host named:
+# PyMySQL checks the host name whenever a CA is given); unset, the connection stays plain.
+CA_FILE = os.environ.get("DB_CA_FILE")
+
 
 def connect() -> pymysql.connections.Connection:
     host, _, port = os.environ["DB_ADDRESS"].rpartition(":")
+    tls = {"ssl": {"ca": CA_FILE}} if CA_FILE else {}
     deadline = time.monotonic() + 300
     while True:
         try:
@@ -22,6 +27,7 @@ def connect() -> pymysql.connections.Connection:
                 user=os.environ["DB_ADMIN_USER"],
                 password=os.environ["DB_ADMIN_PASSWORD"],
                 autocommit=True,
+                **tls,
             )
         except pymysql.err.OperationalError as error:
             if time.monotonic() > deadline:
@@ -36,9 +42,12 @@ def main() -> None:
     with connect() as db, db.cursor() as cursor:
         for name in names:
             cursor.execute(f"CREATE DATABASE IF NOT EXISTS `{name}` CHARACTER SET utf8mb4 COLLATE utf8mb4_general_ci")
-        cursor.execute("CREATE USER IF NOT EXISTS %s@'%%' IDENTIFIED BY %s", (user, password))
+        # The service's user may connect over TLS only when the server serves it; a stack that goes
+        # back to plain text lifts the requirement on the next run.
+        require = "SSL" if CA_FILE else "NONE"
+        cursor.execute(f"CREATE USER IF NOT EXISTS %s@'%%' IDENTIFIED BY %s REQUIRE {require}", (user, password))
         # Re-running after a password change must take the new password.
-        cursor.execute("ALTER USER %s@'%%' IDENTIFIED BY %s", (user, password))
+        cursor.execute(f"ALTER USER %s@'%%' IDENTIFIED BY %s REQUIRE {require}", (user, password))
         for name in names:
             cursor.execute(f"GRANT ALL PRIVILEGES ON `{name}`.* TO %s@'%%'", (user,))
     print(f"databases {', '.join(names)} ready for user {user}")

@@ -15,7 +15,9 @@ from tests.conftest import plan_of
 from tools.cloud.__main__ import main as cloud_cli
 from tools.cloud.tempest_conf import NO_SSH_GUEST, narrowed, selection, tempest_conf, volume_backend_runs
 from tools.cloud.tempest_discover import ALT_IMAGE, GUEST_VCPUS, alt_image, guest_vcpus
-from tools.cloud.tempest_limits import LabLimit, excluded, summarize, volume_backend_tests
+from tools.cloud.tempest_limits import NO_SSH_LOGIN, LabLimit, excluded, summarize, volume_backend_tests
+from tools.cloud.tempest_run import TempestRequest
+from tools.plan import Plan
 from tools.realenv.openstack_venv import OPENSTACK, VenvRecipe
 from tools.realenv.tempest_venv import TEMPEST
 
@@ -52,8 +54,10 @@ PLAIN_ID = "tempest.api.compute.servers.test_create_server.ServersTestJSON.test_
 VOLUME_ID = "tempest.api.volume.test_versions.VersionsTest.test_list_versions[id-77838fc4,smoke]"
 
 
-def _conf(stack: str = "prod", facts: dict[str, Any] = FACTS, cannot_run: dict[str, str] = NO_LVM) -> Any:
-    return tempest_conf(plan_of(stack), ADMIN, facts, cannot_run, Path("/work"))
+def _conf(
+    stack: str = "prod", facts: dict[str, Any] = FACTS, cannot_run: dict[str, str] = NO_LVM, plan: Plan | None = None
+) -> Any:
+    return tempest_conf(plan or plan_of(stack), ADMIN, facts, cannot_run, Path("/work"))
 
 
 def test_the_conf_reaches_the_cloud_as_its_admin_through_the_internal_endpoints() -> None:
@@ -137,6 +141,19 @@ def test_volume_backed_live_migration_where_volumes_run_and_servers_can_move() -
     assert parse_ini(one.text)["compute-feature-enabled"]["volume_backed_live_migration"] == "false"
 
 
+def test_multiattach_where_the_default_backend_reports_it_and_volumes_run() -> None:
+    # prod's default volume type is Ceph's RBD (the full set skipped the multiattach tests when it was off).
+    prod = parse_ini(_conf(cannot_run={}).text)["compute-feature-enabled"]
+    assert prod["volume_multiattach"] == "true"
+    nfs = _conf(cannot_run={}, plan=plan_of("prod", cinder={"backend": "nfs", "nfsShares": ["h:/x"], "backup": "none"}))
+    assert parse_ini(nfs.text)["compute-feature-enabled"]["volume_multiattach"] == "false"
+    assert "NfsDriver" in nfs.features_off["compute-feature-enabled.volume_multiattach"]
+    no_backend = _conf()  # NO_LVM: cinder-volume does not run
+    assert "no volume backend" in no_backend.features_off["compute-feature-enabled.volume_multiattach"]
+    ironic = _conf(cannot_run={}, facts={**FACTS, "hypervisor_types": ["ironic"]})
+    assert "libvirt" in ironic.features_off["compute-feature-enabled.volume_multiattach"]
+
+
 def test_a_volume_backend_the_lab_cannot_run_is_named() -> None:
     settings = plan_of("staging").settings
     assert volume_backend_runs(NO_LVM, settings) == "no device-mapper here"
@@ -167,10 +184,15 @@ def test_a_filter_narrows_the_selection_and_never_widens_it() -> None:
     assert not re.search(narrowed(full, "test_live"), "tempest.scenario.test_live_x")
 
 
-def test_the_cli_refuses_a_filter_without_a_selection_or_that_is_no_regex(capsys: pytest.CaptureFixture[str]) -> None:
+def test_the_cli_refuses_a_filter_or_workers_without_a_selection_and_bad_values(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
     for argv, says in (
         (["--stack", "prod", "--tempest-filter", "x"], "--tempest smoke or --tempest full"),
         (["--stack", "prod", "--tempest", "full", "--tempest-filter", "(x"], "not a regular expression"),
+        (["--stack", "prod", "--tempest-workers", "2"], "--tempest smoke or --tempest full"),
+        (["--stack", "prod", "--tempest", "full", "--tempest-workers", "0"], "invalid choice"),
+        (["--stack", "prod", "--tempest", "full", "--tempest-workers", "9"], "invalid choice"),
     ):
         with pytest.raises(SystemExit) as stopped:
             cloud_cli(argv)
@@ -212,6 +234,18 @@ def test_results_are_counted_and_every_failure_classed() -> None:
     assert (lab["class"], lab["reason"]) == ("lab", "no Internet here")
     assert lab["error"].startswith("tempest.lib.exceptions.TimeoutException")
     assert cloud == {"test": records[4]["id"], "reason": "AssertionError: [] is empty", "class": "cloud"}
+
+
+def test_the_rebuild_that_logs_in_over_ssh_is_a_limit_of_the_lab_and_nothing_else_of_its_class() -> None:
+    base = "tempest.api.compute.servers.test_server_actions.ServerActionsV293TestJSON"
+    error = "tempest.lib.exceptions.InvalidParam: Invalid Parameter passed: When validation.connect_method ..."
+    records = [
+        {"id": f"{base}.{name}[id-6652dab9]", "status": "fail", "details": {"traceback": f"Traceback\n{error}\n"}}
+        for name in ("test_rebuild_volume_backed_server", "test_rebuild_volume_backed_server_other")
+    ]
+    cloud, lab = sorted(summarize(records, {})["failures"], key=lambda f: f["class"])
+    assert (lab["class"], lab["reason"]) == ("lab", NO_SSH_LOGIN)
+    assert cloud["class"] == "cloud"
 
 
 def test_tests_are_left_out_by_pattern_with_the_reason() -> None:
@@ -324,3 +358,11 @@ def test_the_alt_image_is_the_guest_again_once() -> None:
     assert found.properties == {"os_shutdown_timeout": "0"}
     again = alt_image(SimpleNamespace(image=images), guest, [])
     assert again is found and len(images.created) == 1
+
+
+def test_a_tempest_request_names_what_it_refuses() -> None:
+    assert TempestRequest("full", workers=2).workers == 2
+    with pytest.raises(ValueError, match="workers 5: from 1 to 4"):
+        TempestRequest("full", workers=5)
+    with pytest.raises(ValueError, match="selection 'all': one of smoke, full"):
+        TempestRequest("all")

@@ -1,12 +1,12 @@
-"""The lab's RabbitMQ stand-in serves the plan's spec.tls as the RabbitMQ Cluster Operator would:
-TLS listeners only, from the files of the Secrets the resource names, behind the TLS ports."""
+"""The lab's RabbitMQ and MariaDB stand-ins serve the plan's spec.tls as their operators would:
+TLS only, from the files of the Secrets the resource names (RabbitMQ also behind its TLS ports)."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from tests.test_internal_tls import plain_plan, tls_plan
-from tools.cloud.standins import StandIn, rabbitmq
+from tools.cloud.standins import StandIn, mariadb, rabbitmq
 
 
 def _stand_in(plan: Any) -> StandIn:
@@ -57,3 +57,39 @@ def test_without_tls_the_stand_in_serves_plain_amqp() -> None:
     assert _mounted(stand_in) == {}
     service = next(s for s in stand_in.services if s["metadata"]["name"] == "rabbitmq")
     assert {p["port"] for p in service["spec"]["ports"]} == {5672, 15672, 15692}
+
+
+def _mariadb_stand_in(plan: Any) -> StandIn:
+    server = plan.by_name("mariadb", "MariaDB").inputs
+    return mariadb({"metadata": server["metadata"], "spec": server["spec"]})
+
+
+def _my_cnf(stand_in: StandIn) -> dict[str, str]:
+    text = stand_in.config_maps["mariadb-operator-config"]["my.cnf"]
+    pairs = (line.split("=", 1) for line in text.splitlines() if "=" in line)
+    return {key.strip(): value.strip() for key, value in pairs}
+
+
+def test_the_mariadb_stand_in_requires_tls_from_the_secrets_the_plan_names() -> None:
+    """As mariadb-operator's TLS config (ssl_cert, ssl_key, ssl_ca, require_secure_transport) with the
+    server's pair of serverCertSecretRef and the CA of serverCASecretRef."""
+    plan = tls_plan()
+    stand_in, tls = _mariadb_stand_in(plan), plan.by_name("mariadb", "MariaDB").inputs["spec"]["tls"]
+    conf, files = _my_cnf(stand_in), _mounted(stand_in)
+    assert (
+        files[conf["ssl_cert"]]
+        == (tls["serverCertSecretRef"]["name"], "tls.crt")
+        == ("mariadb-internal-tls", "tls.crt")
+    )
+    assert files[conf["ssl_key"]] == ("mariadb-internal-tls", "tls.key")
+    assert files[conf["ssl_ca"]] == (tls["serverCASecretRef"]["name"], "ca.crt") == ("internal-ca-bundle", "ca.crt")
+    assert conf["require_secure_transport"] == "true" and conf["tls_version"] == "TLSv1.3"
+    assert conf["max_connections"] == "4096"  # the resource's own myCnf is kept
+    probe = stand_in.template["spec"]["containers"][0]["readinessProbe"]["exec"]["command"][-1]
+    assert probe.endswith(" --ssl")  # a plain TCP login would be refused
+
+
+def test_without_tls_the_mariadb_stand_in_serves_plain() -> None:
+    stand_in = _mariadb_stand_in(plain_plan())
+    assert not any(key.startswith(("ssl_", "require_secure")) for key in _my_cnf(stand_in))
+    assert _mounted(stand_in) == {}

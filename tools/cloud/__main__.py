@@ -1,7 +1,7 @@
 """Start the cloud of a stack's plan on this machine, use it as a user would, and report.
 
     python -m tools.cloud --stack prod [--out build/cloud/prod] [--keep] [--cni node-ips-in-ipblock]
-                          [--tempest smoke|full]
+                          [--tempest smoke|full [--tempest-filter REGEX] [--tempest-workers N]]
 
 Needs root (namespaces, cgroups, mounts) and the Debian packages of
 tools/realenv/install_system_packages.sh. Runs itself in a mount namespace of its own, so
@@ -18,7 +18,7 @@ from pathlib import Path
 
 from tools.cloud.netpol import CniMode
 from tools.cloud.run import TEST_STACKS, run
-from tools.cloud.tempest_run import SELECTIONS
+from tools.cloud.tempest_run import MAX_WORKERS, SELECTIONS, TempestRequest
 
 _INSIDE = "CLOUD_TEST_MOUNT_NAMESPACE"
 
@@ -46,7 +46,16 @@ def main(argv: list[str] | None = None) -> int:
         metavar="REGEX",
         help="with --tempest: only the selection's tests whose id matches REGEX (e.g. to rerun some of them)",
     )
+    parser.add_argument(
+        "--tempest-workers",
+        metavar="N",
+        type=int,
+        choices=range(1, MAX_WORKERS + 1),
+        help=f"with --tempest: Tempest's test workers, 1 to {MAX_WORKERS} (default 1)",
+    )
     args = parser.parse_args(argv)
+    if args.tempest_workers is not None and not args.tempest:
+        parser.error("--tempest-workers sets how a Tempest selection runs: give --tempest smoke or --tempest full too")
     if args.tempest_filter is not None:
         if not args.tempest:
             parser.error("--tempest-filter narrows a Tempest selection: give --tempest smoke or --tempest full too")
@@ -63,9 +72,8 @@ def main(argv: list[str] | None = None) -> int:
         unshare = ["unshare", "--mount", "--propagation", "private"]
         os.execvp("unshare", [*unshare, sys.executable, "-m", "tools.cloud", *(argv or sys.argv[1:])])
     out = args.out or Path("build/cloud") / args.stack
-    report = run(
-        args.stack, out, keep=args.keep, cni=args.cni, tempest=args.tempest, tempest_filter=args.tempest_filter
-    )
+    tempest = TempestRequest(args.tempest, args.tempest_filter, args.tempest_workers or 1) if args.tempest else None
+    report = run(args.stack, out, keep=args.keep, cni=args.cni, tempest=tempest)
     return 1 if report.deploy_error else 0
 
 

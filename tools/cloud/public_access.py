@@ -41,7 +41,7 @@ if TYPE_CHECKING:
 
 NOT_YET = {
     "encrypted": {"not_run": "phase 3 of issue 20: the lab's stacks say tls.internal plainText (internal TLS for the "
-                  "APIs and RabbitMQ is built, not yet proven here; MariaDB and memcached have none), so "
+                  "APIs, RabbitMQ and MariaDB is built, not yet proven here; memcached has none), so "
                   "there is no internal TLS to capture yet"},
     "rotation": {"not_run": "phase 3 of issue 20: renewing every certificate under a client loop needs the internal "
                  "certificates first; the public one is renewed by the stand-in's renew() but not yet measured"},

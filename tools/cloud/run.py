@@ -27,7 +27,7 @@ from tools.cloud.node import kill_cgroups
 from tools.cloud.public_access import FrontDoor
 from tools.cloud.report import Report
 from tools.cloud.services import API_SERVER_ADDRESS
-from tools.cloud.tempest_run import TempestError, run_tempest
+from tools.cloud.tempest_run import TempestError, TempestRequest, run_tempest
 from tools.cloud.uplink import UplinkBridges
 from tools.cloud.userpod import UserPod
 from tools.cloud.vmsafety import libvirt_listener, restart_libvirt
@@ -303,24 +303,24 @@ def tempest_step(
     cloud: Cloud,
     user: UserPod,
     venv: Path,
-    which: str,
+    request: TempestRequest,
     why_not: dict[str, str],
     log: Callable[[str], None],
-    only: str | None = None,
 ) -> dict[str, Any]:
     """Tempest's API tests against the cloud (tools/cloud/tempest_run.py), as a user inside the cluster."""
     try:
         found = run_tempest(
-            cloud.plan, which, cloud.cluster.state, cloud.out, admin_env(cloud), venv / "bin" / "python", why_not,
-            user.run, log, only,
+            cloud.plan, request, cloud.cluster.state, cloud.out, admin_env(cloud), venv / "bin" / "python", why_not,
+            user.run, log,
         )  # fmt: skip
     except (TempestError, OSError, subprocess.SubprocessError) as error:
         return {"error": f"{type(error).__name__}: {error}"}
     classes = [f["class"] for f in found["failures"]]
     counts = {k: found[k] for k in ("passed", "failed", "skipped")}
     counts |= {"cloud_failures": classes.count("cloud"), "lab_failures": classes.count("lab")}
-    log(f"tempest {which}: {counts}")
-    return {"selection": which, **({"filter": only} if only else {}), **counts}
+    log(f"tempest {request.selection}: {counts}")
+    only = {"filter": request.only} if request.only else {}
+    return {"selection": request.selection, **only, "workers": request.workers, **counts}
 
 
 def run(
@@ -328,8 +328,7 @@ def run(
     out: Path,
     keep: bool = False,
     cni: CniMode = CniMode.NODE_IPS_NOT_IN_IPBLOCK,
-    tempest: str | None = None,
-    tempest_filter: str | None = None,
+    tempest: TempestRequest | None = None,
 ) -> Report:
     signal.signal(signal.SIGINT, _stop_once)
     signal.signal(signal.SIGTERM, _stop_once)
@@ -407,7 +406,7 @@ def run(
                 phase("libvirt_restart", since)
             if tempest:  # last: the other checks stay as fast, and it sees the cloud they left
                 since = time.monotonic()
-                report.tempest = tempest_step(cloud, user, venv.path, tempest, why_not, log, tempest_filter)
+                report.tempest = tempest_step(cloud, user, venv.path, tempest, why_not, log)
                 phase("tempest", since)
         report_api(report, api)
         report.not_run += door.stand_ins()

@@ -62,6 +62,11 @@ exec mariadbd --defaults-extra-file=/etc/mysql/operator/my.cnf --datadir="$data"
   --init-file=/run/init.sql --skip-name-resolve
 """
 _MARIADB_READY = 'MYSQL_PWD="$MARIADB_ROOT_PASSWORD" mariadb --protocol=tcp -h127.0.0.1 -uroot -e "SELECT 1"'
+# With spec.tls the operator mounts the server's pair and its CA bundle under /etc/pki and writes
+# these options (internal/controller/mariadb_controller_tls.go `reconcileTLSConfig` of 26.6.0). The
+# stand-in mounts the CA Secret the resource names in a directory of its own (the lab's kubelet has
+# no projected volumes): the operator's bundle of the same CA would hold the same certificate.
+MARIADB_TLS_DIR, MARIADB_CA_DIR = "/etc/pki", "/etc/pki-ca"
 
 _RABBITMQ_START = r"""set -eu
 export HOME=/var/lib/rabbitmq RABBITMQ_MNESIA_BASE=/var/lib/rabbitmq/mnesia
@@ -108,17 +113,27 @@ def mariadb(resource: Manifest) -> StandIn:
     )
     password = spec["rootPasswordSecretKeyRef"]
     config = f"{name}-operator-config"
+    tls = mariadb_tls(spec)
+    mounts: list[Manifest] = [
+        {"name": "storage", "mountPath": "/var/lib/mysql"},
+        {"name": "config", "mountPath": "/etc/mysql/operator", "readOnly": True},
+    ]
+    volumes: list[Manifest] = [
+        {"name": "storage", "persistentVolumeClaim": {"claimName": f"storage-{name}-0"}},
+        {"name": "config", "configMap": {"name": config}},
+    ]
+    for volume, path in _mariadb_tls_volumes(tls):
+        mounts.append({"name": volume["name"], "mountPath": path, "readOnly": True})
+        volumes.append(volume)
     container = {
         "name": "mariadb",
         "image": STANDIN_IMAGES["MariaDB"],
         "command": ["/bin/sh", "-c", _MARIADB_START],
         "env": [{"name": "MARIADB_ROOT_PASSWORD", "valueFrom": {"secretKeyRef": password}}],
-        "volumeMounts": [
-            {"name": "storage", "mountPath": "/var/lib/mysql"},
-            {"name": "config", "mountPath": "/etc/mysql/operator", "readOnly": True},
-        ],
+        "volumeMounts": mounts,
         "readinessProbe": {
-            "exec": {"command": ["/bin/sh", "-c", _MARIADB_READY]},
+            # Under require_secure_transport a plain TCP login is refused: the probe asks for TLS.
+            "exec": {"command": ["/bin/sh", "-c", _MARIADB_READY + (" --ssl" if tls.get("required") else "")]},
             "periodSeconds": 2,
             "timeoutSeconds": 5,
         },
@@ -128,14 +143,40 @@ def mariadb(resource: Manifest) -> StandIn:
         # mariadb-operator's labels on its pods (pkg/builder/labels: WithMariaDBSelectorLabels).
         labels,
         container,
-        [
-            {"name": "storage", "persistentVolumeClaim": {"claimName": f"storage-{name}-0"}},
-            {"name": "config", "configMap": {"name": config}},
-        ],
+        volumes,
         spec,
     )
-    my_cnf = {config: {"my.cnf": spec.get("myCnf", "[mariadb]\n")}}
+    my_cnf = {config: {"my.cnf": spec.get("myCnf", "[mariadb]\n") + mariadb_tls_conf(tls)}}
     return StandIn("MariaDB", name, f"{name}-0", template, services, {}, my_cnf)
+
+
+def mariadb_tls(spec: Manifest) -> Manifest:
+    """spec.tls where it names the server's Secrets; the stand-in plays no CA of the operator's own."""
+    tls = spec.get("tls") or {}
+    return tls if tls.get("enabled") and tls.get("serverCertSecretRef") and tls.get("serverCASecretRef") else {}
+
+
+def mariadb_tls_conf(tls: Manifest) -> str:
+    """The operator's TLS options for spec.tls, pointing at the stand-in's mounts."""
+    if not tls:
+        return ""
+    return (
+        f"\n[mariadb]\nssl_cert = {MARIADB_TLS_DIR}/server.crt\nssl_key = {MARIADB_TLS_DIR}/server.key\n"
+        f"ssl_ca = {MARIADB_CA_DIR}/ca.crt\nrequire_secure_transport = {str(bool(tls.get('required'))).lower()}\n"
+        "tls_version = TLSv1.3\n"
+    )
+
+
+def _mariadb_tls_volumes(tls: Manifest) -> list[tuple[Manifest, str]]:
+    """The server's pair as the operator names it in /etc/pki (server.crt, server.key), and the CA."""
+    if not tls:
+        return []
+    pair = [{"key": "tls.crt", "path": "server.crt"}, {"key": "tls.key", "path": "server.key"}]
+    ca = [{"key": "ca.crt", "path": "ca.crt"}]
+    return [
+        (_secret_volume("pki", tls["serverCertSecretRef"]["name"], pair), f"{MARIADB_TLS_DIR}/"),
+        (_secret_volume("pki-ca", tls["serverCASecretRef"]["name"], ca), f"{MARIADB_CA_DIR}/"),
+    ]
 
 
 def rabbitmq_listeners(tls: Manifest) -> str:

@@ -169,7 +169,38 @@ def tempest_conf(
         )
     if on("cinder"):
         conf["volume"], conf["volume-feature-enabled"] = _volume(plan, facts, cinder, cannot_run, service, off)
+    if on("nova"):
+        conf["compute-feature-enabled"]["volume_multiattach"] = _multiattach(
+            facts, cinder, on("cinder") and _volumes_run(plan, cannot_run), off
+        )
     return TempestConf(render_ini(conf), off)
+
+
+RBD_DRIVER = "cinder.volume.drivers.rbd.RBDDriver"
+# The drivers that report multiattach in their pool stats (cinder/volume/drivers/rbd.py, lvm.py);
+# the NFS driver does not.
+MULTIATTACH_DRIVERS = {RBD_DRIVER, "cinder.volume.drivers.lvm.LVMVolumeDriver"}
+
+
+def _multiattach(
+    facts: Mapping[str, Any], cinder: configparser.ConfigParser, volumes_run: bool, off: dict[str, str]
+) -> bool:
+    """A volume attached to two servers: where the default volume type's backend reports multiattach
+    (cinder's RBD and LVM drivers) and the hypervisors are libvirt's (nova's libvirt driver:
+    supports_multiattach)."""
+    backends = [b.strip() for b in cinder.get("DEFAULT", "enabled_backends", fallback="").split(",") if b.strip()]
+    driver = cinder.get(backends[0], "volume_driver", fallback="") if backends else ""
+    types = set(facts.get("hypervisor_types") or [])
+    if not volumes_run:
+        why = "no volume backend runs here"
+    elif driver not in MULTIATTACH_DRIVERS:
+        why = f"the default volume type's driver ({driver or 'none'}) reports no multiattach"
+    elif not types & LIBVIRT_HYPERVISORS:
+        why = f"hypervisors {sorted(types)} are not libvirt's"
+    else:
+        return True
+    off["compute-feature-enabled.volume_multiattach"] = why
+    return False
 
 
 def _volumes_run(plan: Plan, cannot_run: Mapping[str, str]) -> bool:
@@ -268,7 +299,7 @@ def _volume(
     names = [cinder.get(b, "volume_backend_name", fallback=b) for b in backends]
     # Tempest's spelling of the protocol the backend's driver reports (iSCSI for LVM's target).
     protocol = {"iscsi": "iSCSI"}.get(cinder.get(first, "target_protocol", fallback=""), first) if first else None
-    if cinder.get(first, "volume_driver", fallback="") == "cinder.volume.drivers.rbd.RBDDriver":
+    if cinder.get(first, "volume_driver", fallback="") == RBD_DRIVER:
         protocol = "ceph"  # what cinder's RBD driver reports (STORAGE_PROTOCOL, constants.CEPH)
     volume = {
         **service(facts.get("volume_catalog_type"), "volume"),

@@ -29,8 +29,20 @@ class LabLimit:
     reason: str
 
 
+# The test logs in to its server over SSH whether or not [validation] run_validation is on (Tempest
+# 47.0.0, test_server_actions.py: no skip on it, unlike the other tests that log in), so with the
+# validation resources off it stops at get_server_ip: "When validation.connect_method equals
+# floating, validation_resources cannot be None". Found in the full set once prod's volumes were in Ceph.
+NO_SSH_LOGIN = (
+    "the test logs in to the guest over SSH even with [validation] run_validation off, and the lab's guest "
+    "(tools/cloud/guest.py: a busybox initramfs, as there is no Internet for CirrOS) runs no SSH server"
+)
 LAB_FAILURES: tuple[LabLimit, ...] = (
     LabLimit(r"tempest\.api\.image\.v2\.test_images\.ImportImagesTest\.test_image_web_download_import\b", NO_INTERNET),
+    LabLimit(
+        r"tempest\.api\.compute\.servers\.test_server_actions\.ServerActionsV293TestJSON\.test_rebuild_volume_backed_server\b",
+        NO_SSH_LOGIN,
+    ),
 )
 # Tests that need a running cinder-volume: each creates a volume that must become available, or
 # asks for the backend's hosts, pools, capabilities or availability zones. Tempest's class under

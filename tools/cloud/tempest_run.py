@@ -9,7 +9,7 @@ nothing else of the lab is used. Steps, each logged:
    directory, beside the other secrets of the run (it holds the admin password); a copy with the
    password masked goes to build/cloud/<stack>/tempest.conf;
 3. list the selection, leave out what this machine cannot run (tools/cloud/tempest_limits.py);
-4. `tempest run --concurrency 1` inside the cluster, its output in tempest-run.log;
+4. `tempest run --concurrency N` inside the cluster (N workers, 1 unless asked), its output in tempest-run.log;
 5. stestr's subunit record of the run into JSON lines, and those into tempest.json.
 """
 
@@ -22,6 +22,7 @@ import shutil
 import subprocess
 import time
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -32,6 +33,7 @@ from tools.realenv.tempest_venv import TEMPEST_VERSION, TempestVenv, ensure_temp
 from tools.runtime import REPO
 
 SELECTIONS = ("smoke", "full")
+MAX_WORKERS = 4  # the lab's pods and guests share the machine's cores with the workers
 TIMEOUTS = {"smoke": 2400, "full": 4 * 3600}  # seconds for `tempest run`; the full set takes about an hour
 DISCOVER_TIMEOUT = 300
 
@@ -45,6 +47,23 @@ class InCluster(Protocol):
 
 class TempestError(RuntimeError):
     pass
+
+
+@dataclass(frozen=True)
+class TempestRequest:
+    """What to run: the selection, narrowed to the ids matching `only` if given, with `workers`
+    test workers (stestr's concurrency; Tempest's tests each make their own projects, so they run
+    side by side as they do in OpenStack's gate)."""
+
+    selection: str
+    only: str | None = None
+    workers: int = 1
+
+    def __post_init__(self) -> None:
+        if self.selection not in SELECTIONS:
+            raise ValueError(f"tempest selection {self.selection!r}: one of {', '.join(SELECTIONS)}")
+        if not 1 <= self.workers <= MAX_WORKERS:
+            raise ValueError(f"tempest workers {self.workers}: from 1 to {MAX_WORKERS}")
 
 
 def _discover(in_cluster: InCluster, python: Path, admin: Mapping[str, str], work: Path) -> dict[str, Any]:
@@ -88,7 +107,7 @@ def _masked(text: str, secret: str) -> str:
 
 def run_tempest(
     plan: Plan,
-    which: str,
+    request: TempestRequest,
     state: Path,
     out: Path,
     admin: Mapping[str, str],
@@ -96,12 +115,9 @@ def run_tempest(
     cannot_run: Mapping[str, str],
     in_cluster: InCluster,
     log: Callable[[str], None],
-    only: str | None = None,
 ) -> dict[str, Any]:
-    """Run the selection (`smoke` or `full`), narrowed to the ids matching `only` if given, and write
-    out/tempest.json; returns what it wrote."""
-    if which not in SELECTIONS:
-        raise ValueError(f"tempest selection {which!r}: one of {', '.join(SELECTIONS)}")
+    """Run the request and write out/tempest.json; returns what it wrote."""
+    which, only = request.selection, request.only
     started = time.monotonic()
     venv = ensure_tempest_venv()
     work = state / "tempest"
@@ -119,11 +135,14 @@ def run_tempest(
     why = volume_backend_runs(cannot_run, plan.settings)
     left_out = excluded(tests, volume_backend_tests(), f"cinder-volume does not run here: {why}") if why else {}
     (work / "exclude.txt").write_text("".join(f"^{re.escape(t)}$\n" for t in left_out))
-    log(f"tempest {TEMPEST_VERSION} {which}: {len(tests)} tests, {len(left_out)} left out ({out / 'tempest-run.log'})")
+    log(
+        f"tempest {TEMPEST_VERSION} {which}: {len(tests)} tests, {len(left_out)} left out, "
+        f"{request.workers} worker(s) ({out / 'tempest-run.log'})"
+    )
     # In a PID namespace of its own: when the run is stopped (Ctrl-C, a timeout), stestr's workers go with it.
     command = [
         "unshare", "--pid", "--fork", "--kill-child", "--",
-        str(venv.tempest), "run", "--config-file", "etc/tempest.conf", "--concurrency", "1",
+        str(venv.tempest), "run", "--config-file", "etc/tempest.conf", "--concurrency", str(request.workers),
         "--regex", regex, "--exclude-list", "exclude.txt",
     ]  # fmt: skip
     with (out / "tempest-run.log").open("w") as output:
@@ -138,6 +157,7 @@ def run_tempest(
         "tempest": TEMPEST_VERSION,
         "selection": which,
         "filter": only,
+        "workers": request.workers,
         "regex": regex,
         "listed": len(tests),
         **result,

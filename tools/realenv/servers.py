@@ -142,7 +142,11 @@ def _as_root_args(flag: str) -> list[str]:
 
 
 @contextmanager
-def run_mariadb(workdir: Path, timeout: float = 60) -> Iterator[MariaDB]:
+def run_mariadb(
+    workdir: Path, timeout: float = 60, my_cnf: str = "", client_args: tuple[str, ...] = ()
+) -> Iterator[MariaDB]:
+    """`my_cnf`: options the server reads (as the operator's config files); `client_args`: what the
+    readiness query needs beside them (`--ssl` where the server refuses plain TCP)."""
     mariadbd = require_binary("mariadbd", "mariadb-server")
     install_db = require_binary("mariadb-install-db", "mariadb-server")
     client = require_binary("mariadb", "mariadb-client")
@@ -161,9 +165,11 @@ def run_mariadb(workdir: Path, timeout: float = 60) -> Iterator[MariaDB]:
         "GRANT ALL PRIVILEGES ON *.* TO 'root'@'%' WITH GRANT OPTION;\n"
     )
     error_log = workdir / "error.log"
+    defaults = workdir / "my.cnf"
+    defaults.write_text(my_cnf)
     args = [
         mariadbd,
-        "--no-defaults",
+        f"--defaults-file={defaults}",
         f"--datadir={datadir}",
         f"--socket={sock}",
         f"--port={port}",
@@ -180,7 +186,7 @@ def run_mariadb(workdir: Path, timeout: float = 60) -> Iterator[MariaDB]:
     def answers() -> bool:
         login = [client, "--no-defaults", "--protocol=tcp", f"--host={HOST}", f"--port={port}", "--user=root"]
         query = subprocess.run(
-            [*login, "--batch", "--skip-column-names", "-e", "SELECT 1"],
+            [*login, *client_args, "--batch", "--skip-column-names", "-e", "SELECT 1"],
             capture_output=True,
             text=True,
             env=dict(os.environ, MYSQL_PWD=password),
