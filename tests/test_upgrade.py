@@ -17,7 +17,7 @@ from tests.test_plan_diff import stack_settings
 from tools.plan import Plan
 
 FROM = {"from": "2025.2"}
-# prod has every service (cinder too), HA and several compute node groups.
+# prod has every service (cinder too), HA and a named compute node group (DaemonSets suffixed with it).
 STACK = "prod"
 
 
@@ -175,14 +175,17 @@ def _graph_ancestors(graph: Any, name: str) -> set[str]:
     return seen
 
 
-def test_nova_speaks_to_older_computes_during_an_upgrade() -> None:
-    plan = plan_of("dev")
+@pytest.mark.parametrize("stack", ["dev", "prod"])
+def test_nova_speaks_to_older_computes_during_an_upgrade(stack: str) -> None:
+    plan = plan_of(stack)
     control = parse_ini(plan.by_name("nova-etc", "Secret").revealed["stringData"]["nova.conf"])
     assert control["upgrade_levels"]["compute"] == "auto"
     nodes = plan.by_name("compute-etc", "Secret").revealed["stringData"]
-    for name, text in nodes.items():
-        if name.endswith(".conf") and "nova" in name:
-            assert parse_ini(text)["upgrade_levels"]["compute"] == "auto", name
+    # One nova.conf per compute node group, each with the same level.
+    files = [name for name in nodes if name.startswith("nova-") and name.endswith(".conf")]
+    assert len(files) == len(plan.settings.compute.node_groups)
+    for name in files:
+        assert parse_ini(nodes[name])["upgrade_levels"]["compute"] == "auto", name
 
 
 @pytest.mark.parametrize("stack", ["dev", "prod"])
