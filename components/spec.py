@@ -120,6 +120,8 @@ class Process:
     node_selector: Mapping[str, str] = field(default_factory=dict)  # added to the node kind's selector
     avoid_nodes: Mapping[str, str] = field(default_factory=dict)  # stay off nodes with these labels
     extra_labels: Mapping[str, str] = field(default_factory=dict)  # pod labels, also in the selector
+    # On its pod template beside the config checksum: a change rolls its pods (components/upgrade.py).
+    pod_annotations: Mapping[str, str] = field(default_factory=dict)
     env: tuple[Manifest, ...] = ()
     scripts: tuple[str, ...] = ()
     claims: tuple[Claim, ...] = ()

@@ -20,6 +20,13 @@ workloads (DESIGN.md) makes the order real:
    (nova's after the compute nodes too).
 7. compute nodes last: the compute spec's pods after the last control-plane service.
 
+Nova's and Cinder's services cache the RPC versions of the oldest services they saw (Nova's
+computes, through `[upgrade_levels] compute = auto`) until they restart, and so keep speaking the
+previous release's RPC after the upgrade: their pods carry `openstack.org/upgrade-from` while
+`upgrade.from` is set, so the `pulumi up` that removes it rolls them once more, as nova's guide
+asks (a SIGHUP once every service runs the new code) and kolla-ansible does (it restarts them:
+ansible/nova.yml "Reload ... to remove RPC version pin", roles/cinder/tasks/reload.yml).
+
 The Jobs of the upgrade carry the target release in their name: a completed one is not run
 again by the next `pulumi up` (same name, same spec), so a failed upgrade resumes where it
 stopped, and the next release's upgrade gets Jobs of its own. kolla-ansible orders the same
@@ -81,6 +88,8 @@ class Recipe:
     online: tuple[str, ...] | None = None
     # Workloads of the service rolled before another one (process → what it waits for).
     first: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    # Its processes cache the RPC versions of the oldest services until they restart.
+    caches_rpc_versions: bool = False
 
 
 def _status(tool: str, service: str) -> Check:
@@ -153,6 +162,8 @@ RECIPES: dict[str, Recipe] = {
         ),
         online=("nova-manage", "--config-file", NOVA_CONF, "db", "online_data_migrations"),
         # Nova's guide: "It is safest to start nova-conductor first and nova-api last".
+        # nova/compute/rpcapi.py: LAST_VERSION and _ROUTER, found once per process (`auto`).
+        caches_rpc_versions=True,
         first={
             "nova-api": ("nova-conductor", "nova-scheduler"),
             "nova-metadata": ("nova-conductor", "nova-scheduler"),
@@ -181,8 +192,14 @@ RECIPES: dict[str, Recipe] = {
             _prior_migrations((*cinder.MANAGE, "db", "online_data_migrations"), "cinder"),
         ),
         online=(*cinder.MANAGE, "db", "online_data_migrations"),
+        # cinder/rpc.py: LAST_RPC_VERSIONS and LAST_OBJ_VERSIONS, found once per process and binary.
+        caches_rpc_versions=True,
     ),
 }
+
+# On the pod templates of the processes that cache RPC versions, during an upgrade only: the
+# `pulumi up` that removes `upgrade.from` changes their template, which rolls them.
+UPGRADE_FROM_ANNOTATION = "openstack.org/upgrade-from"
 
 
 @dataclass(frozen=True)
@@ -280,6 +297,8 @@ def _upgraded(
         online = job_name(name, "online-migrations", settings)
         after = rolled + (compute_pods if name == "nova" else ())
         steps.append(_job(sync, online, recipe.online, after, f"waits for {online} to finish"))
+    assert settings.upgrade is not None
+    pinned = {UPGRADE_FROM_ANNOTATION: settings.upgrade.from_release} if recipe.caches_rpc_versions else {}
     processes = tuple(
         dataclasses.replace(
             p,
@@ -288,6 +307,7 @@ def _upgraded(
                 *((migrate,) if recipe.migrate and p.node_pod is None else ()),
                 *recipe.first.get(p.name, ()),
             ),
+            pod_annotations={**p.pod_annotations, **pinned},
         )
         for p in spec.processes
     )
@@ -350,6 +370,13 @@ def steps(specs: tuple[ServiceSpec, ...], settings: Settings) -> Iterator[Upgrad
             yield UpgradeStep(
                 "online migrations", "Job", job_name(spec.name, "online-migrations", settings), spec.name, touches
             )
+
+
+def rolled_after(specs: tuple[ServiceSpec, ...], settings: Settings) -> tuple[str, ...]:
+    """The workloads that the `pulumi up` removing `upgrade.from` rolls: those caching RPC versions."""
+    if settings.upgrade is None:
+        return ()
+    return tuple(p.object_name for s in _chain(specs) if RECIPES[s.name].caches_rpc_versions for p in s.processes)
 
 
 def _expand_says(spec: ServiceSpec, recipe: Recipe) -> str:

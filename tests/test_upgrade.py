@@ -9,11 +9,13 @@ import jsonschema
 import pytest
 
 from components import upgrade, upgrade_settings
+from components.compute_pods import compute_daemonsets
 from components.inifile import parse_ini
 from tests.conftest import plan_of
 from tests.helpers import containers, name_of, objects, settings_problems, unknown_fields
 from tests.test_backup import _schema as backup_schema
 from tests.test_plan_diff import stack_settings
+from tools import plan_diff
 from tools.plan import Plan
 
 FROM = {"from": "2025.2"}
@@ -196,3 +198,16 @@ def test_the_backup_before_the_upgrade_is_one_the_operator_takes(stack: str) -> 
     jsonschema.validate(manifest, backup_schema())
     scheduled = plan_of(stack).by_name("mariadb-backup", "Backup").inputs["spec"]
     assert backup.inputs["spec"]["storage"] == scheduled["storage"]  # where the Restore finds the scheduled dumps
+
+
+def test_the_pulumi_up_after_the_upgrade_restarts_what_cached_the_old_rpc_versions(plan: Plan) -> None:
+    # Nova's control plane and Cinder's services keep the RPC versions of the services they saw
+    # during the upgrade until they restart: removing upgrade.from must roll them, and only them.
+    after = plan_diff.diff(plan_diff.view_of(plan), plan_diff.view_of(plan_of(STACK)))
+    rolled = {r["name"] for r in after["rolls"]}
+    nova = {"nova-api", "nova-conductor", "nova-scheduler", "nova-metadata", "nova-novncproxy"}
+    cinder = {"cinder-api", "cinder-scheduler", "cinder-volume", "cinder-backup"}
+    assert rolled == nova | cinder
+    assert set(upgrade.rolled_after(plan.graph.specs, plan.settings)) == rolled
+    # The compute pods are not among them (a compute pod may hold libvirt and its VMs).
+    assert not rolled & set(compute_daemonsets(plan.settings))

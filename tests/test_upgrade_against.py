@@ -8,6 +8,7 @@ from typing import Any
 
 import yaml
 
+from components import upgrade
 from tests.conftest import plan_of
 from tools import diff_report, plan_diff
 from tools import plan as plan_tool
@@ -57,6 +58,11 @@ def test_against_shows_the_upgrade_as_its_steps(tmp_path: Path) -> None:
     assert order.index("mariadb-backup-before-2026-1") < order.index("keystone-db-sync")
     assert order.index("keystone-api") < order.index("keystone-db-contract-2026-1") < order.index("glance-db-sync")
     assert order[-1] == "nova-online-migrations-2026-1"
+    # What the pulumi up after it rolls again, named after the numbered steps.
+    [then] = [line for line in section.splitlines() if line.startswith("Then remove `upgrade.from`")]
+    assert "`nova-conductor`" in then and "`nova-compute`" not in then
+    upgraded = plan_of("dev", upgrade=FROM)
+    assert said["then_rolls"] == list(upgrade.rolled_after(upgraded.graph.specs, upgraded.settings))
 
 
 def test_against_without_an_upgrade_says_nothing_of_one() -> None:

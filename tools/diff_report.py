@@ -77,7 +77,7 @@ def render(diff: dict[str, Any], against: str) -> str:
         out.append("")
     if diff.get("upgrade"):
         upgrade = diff["upgrade"]
-        out += upgrade_view.render(upgrade["from"], upgrade["to"], upgrade["steps"])
+        out += upgrade_view.render(upgrade["from"], upgrade["to"], upgrade["steps"], upgrade["then_rolls"])
     vms = diff["vms"]
     out += ["**Running VMs**", "", vms["verdict"], ""]
     if vms["touched"]:

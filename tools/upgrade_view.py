@@ -42,9 +42,21 @@ def annotate(listed: list[dict[str, Any]], diff: dict[str, Any]) -> list[dict[st
     return said
 
 
-def render(from_release: str, to_release: str, said: list[dict[str, Any]]) -> list[str]:
-    """The diff.md section: a numbered list, phase by phase."""
+def rolled_after(plan: Plan) -> list[str]:
+    """What the `pulumi up` that removes `upgrade.from` rolls again (components/upgrade.py)."""
+    return list(upgrade.rolled_after(plan.graph.specs, plan.settings))
+
+
+def render(from_release: str, to_release: str, said: list[dict[str, Any]], then: list[str]) -> list[str]:
+    """The diff.md section: a numbered list, phase by phase, and what the next `pulumi up` rolls."""
     out = [f"**Upgrade {from_release} → {to_release}, step by step** (components/upgrade.py)", ""]
     for number, step in enumerate(said, 1):
         out.append(f"{number}. {step['phase']}: {step['kind']} `{step['name']}`: {step['touches']}; {step['happens']}")
+    if then:
+        rolled = ", ".join(f"`{name}`" for name in then)
+        out += [
+            "",
+            f"Then remove `upgrade.from` and `pulumi up`: it rolls {rolled} once more, so they drop the "
+            f"RPC versions of {from_release}'s services they cached during the upgrade.",
+        ]
     return [*out, ""]

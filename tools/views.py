@@ -67,6 +67,7 @@ def write(plan: Plan, out: Path, against: Path | None = None) -> list[Path]:
                 "from": plan.settings.upgrade.from_release,
                 "to": plan.settings.release,
                 "steps": upgrade_view.annotate(listed, result),
+                "then_rolls": upgrade_view.rolled_after(plan),
             }
         written["diff.json"] = json.dumps(result, indent=1) + "\n"
         written["diff.md"] = diff_report.render(result, f"`{against}`")
