@@ -236,6 +236,11 @@ def control_plane(spec: ServiceSpec) -> tuple[str, ...]:
     return tuple(p.object_name for p in spec.processes if p.node_pod is None)
 
 
+def _workloads(spec: ServiceSpec) -> tuple[str, ...]:
+    """Every workload of the service: its control plane, then its pods on storage or network nodes."""
+    return control_plane(spec) + tuple(p.object_name for p in spec.processes if p.node_pod is not None)
+
+
 def check_jobs(specs: tuple[ServiceSpec, ...], settings: Settings) -> tuple[str, ...]:
     return tuple(job_name(s.name, c.job, settings) for s in _chain(specs) for c in RECIPES[s.name].checks)
 
@@ -295,7 +300,10 @@ def _upgraded(
         steps.append(_job(sync, contract, recipe.contract, rolled, f"waits for {contract} to drop the old schema"))
     if recipe.online:
         online = job_name(name, "online-migrations", settings)
-        after = rolled + (compute_pods if name == "nova" else ())
+        # Once every service runs the new code (nova's guide; kolla-ansible's roles/cinder/tasks/
+        # upgrade.yml runs cinder's after reload.yml restarted every Cinder service): Cinder's
+        # volume and backup pods included.
+        after = _workloads(spec) + (compute_pods if name == "nova" else ())
         steps.append(_job(sync, online, recipe.online, after, f"waits for {online} to finish"))
     assert settings.upgrade is not None
     pinned = {UPGRADE_FROM_ANNOTATION: settings.upgrade.from_release} if recipe.caches_rpc_versions else {}
@@ -355,7 +363,7 @@ def steps(specs: tuple[ServiceSpec, ...], settings: Settings) -> Iterator[Upgrad
             touches = f"moves data to {settings.release}'s columns in the {spec.name} database"
             yield UpgradeStep("migrate", "Job", job_name(spec.name, "db-migrate", settings), spec.name, touches)
         # Those that wait for others of the service (nova's APIs) last.
-        for workload in sorted(control_plane(spec), key=lambda w: w in recipe.first):
+        for workload in sorted(_workloads(spec), key=lambda w: w in recipe.first):
             yield UpgradeStep(
                 "roll", "workload", workload, spec.name, f"pods of {workload} replaced by {settings.release}'s"
             )

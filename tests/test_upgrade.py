@@ -124,7 +124,9 @@ def test_compute_nodes_last_and_nova_online_migrations_after_them(plan: Plan) ->
     for name in compute:
         assert {"cinder-api", "neutron-server", "nova-api"} <= _engine_ancestors(plan, name), name
     assert set(compute) <= _engine_ancestors(plan, "nova-online-migrations-2026-1")
-    assert "cinder-api" in _engine_ancestors(plan, "cinder-online-migrations-2026-1")
+    # Cinder's once every Cinder service runs the new code, its volume and backup pods included.
+    cinder = {"cinder-api", "cinder-scheduler", "cinder-volume", "cinder-backup"}
+    assert cinder <= _engine_ancestors(plan, "cinder-online-migrations-2026-1")
 
 
 def test_checks_of_the_previous_release_run_its_code(plan: Plan) -> None:
@@ -160,6 +162,9 @@ def test_steps_list_the_upgrade_in_an_order_the_graph_follows(plan: Plan) -> Non
     assert [s.phase for s in steps[:2]] == ["preflight", "preflight"] and steps[-1].phase == "online migrations"
     assert {s.phase for s in steps} == set(upgrade.PHASES)
     listed = [s.name for s in steps]
+    # Every workload of the upgraded services rolls in its service's turn, node pods too.
+    rolls = {s.name for s in steps if s.phase == "roll"}
+    assert {"cinder-volume", "cinder-backup", "neutron-dhcp-agent", "nova-conductor", "keystone-api"} <= rolls
     for position, name in enumerate(listed):
         # No step is listed before something it waits for.
         waits = _graph_ancestors(graph, name)
