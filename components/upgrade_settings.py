@@ -14,10 +14,10 @@ skipping the one in between (2025.1 → 2026.1).
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from typing import TYPE_CHECKING
+from collections.abc import Iterator, Mapping
+from typing import TYPE_CHECKING, Any
 
-from pydantic import Field
+from pydantic import Field, field_validator, model_validator
 
 from components.setting_model import Model
 from components.setting_types import Text
@@ -36,10 +36,33 @@ def kolla_tag(release: str) -> str:
     return f"{release}-{KOLLA_DISTRIBUTION.get(release, 'ubuntu-noble')}"
 
 
+EXAMPLE = "upgrade: {from: '2025.2'}"
+
+
 class Upgrade(Model):
     """`upgrade`: set for the `pulumi up` that changes `release`, removed once it has completed."""
 
     from_release: Text = Field(alias="from", description="the release the cloud runs now, e.g. 2025.2")
+
+    # What pydantic alone would say here ("Field required", "Input should be a valid string")
+    # names neither what `from` means nor why a release that looks right is refused.
+    @model_validator(mode="before")
+    @classmethod
+    def _an_object_with_from(cls, data: Any) -> Any:
+        if not isinstance(data, Mapping):
+            raise ValueError(f"an object whose `from` names the release the cloud runs, e.g. {EXAMPLE}")
+        if "from" not in data:  # a misspelt key is shown with the value
+            raise ValueError(f"needs `from`, the release the cloud runs, e.g. {EXAMPLE}")
+        return data
+
+    @field_validator("from_release", mode="before")
+    @classmethod
+    def _quoted(cls, value: Any) -> Any:
+        if isinstance(value, int | float):
+            raise ValueError(f"a release in quotes, e.g. '{value}': unquoted, YAML reads {value} as a number")
+        if not isinstance(value, str):
+            raise ValueError(f"the release the cloud runs, in quotes, e.g. {EXAMPLE}")
+        return value
 
 
 def sources(target: str) -> tuple[str, ...]:

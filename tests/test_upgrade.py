@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import itertools
+from pathlib import Path
 from typing import Any
 
 import jsonschema
 import pytest
+import yaml
 
 from components import upgrade, upgrade_settings
 from components.compute_pods import compute_daemonsets
@@ -15,8 +17,10 @@ from tests.conftest import plan_of
 from tests.helpers import containers, name_of, objects, settings_problems, unknown_fields
 from tests.test_backup import _schema as backup_schema
 from tests.test_plan_diff import stack_settings
+from tools import plan as plan_tool
 from tools import plan_diff
 from tools.plan import Plan
+from tools.runtime import REPO
 
 FROM = {"from": "2025.2"}
 # prod has every service (cinder too), HA and a named compute node group (DaemonSets suffixed with it).
@@ -54,6 +58,31 @@ def test_other_jumps_are_refused_naming_the_key_and_what_is_allowed(source: str)
     problems = settings_problems({**stack_settings("dev"), "upgrade": {"from": source}})
     [found] = [p for p in problems if p.startswith("openstack:upgrade.from:")]
     assert "2025.2 or 2025.1" in found
+
+
+@pytest.mark.parametrize(
+    ("value", "key", "says"),
+    [
+        ("2025.2", "openstack:upgrade", "an object whose `from` names the release the cloud runs"),
+        ({}, "openstack:upgrade", "needs `from`, the release the cloud runs"),
+        ({"form": "2025.2"}, "openstack:upgrade", "needs `from`"),
+        ({"from": 2025.2}, "openstack:upgrade.from", "a release in quotes, e.g. '2025.2'"),
+        ({"from": None}, "openstack:upgrade.from", "the release the cloud runs, in quotes"),
+    ],
+)
+def test_a_malformed_upgrade_says_what_it_takes(value: Any, key: str, says: str) -> None:
+    [found] = settings_problems({**stack_settings("dev"), "upgrade": value})
+    assert found.startswith(f"{key}: ") and says in found
+
+
+def test_tools_plan_refuses_a_malformed_upgrade_before_any_resource(tmp_path: Path) -> None:
+    document = yaml.safe_load((REPO / "stacks" / "Pulumi.dev.yaml").read_text())
+    document["config"]["openstack:upgrade"] = {"from": 2025.2}
+    path = tmp_path / "Pulumi.dev.yaml"
+    path.write_text(yaml.safe_dump(document))
+    out = tmp_path / "plan"
+    assert plan_tool.main(["--stack", "dev", "--stack-file", str(path), "--out", str(out)]) == 2
+    assert not (out / "plan.json").exists()
 
 
 def test_an_upgrade_needs_the_backup_it_rolls_back_to() -> None:
