@@ -114,19 +114,22 @@ def _prior_migrations(command: tuple[str, ...], service: str) -> Check:
     )
 
 
+def _schema_complete(command: tuple[str, ...], service: str, sync: str) -> Check:
+    """The previous release's own check that its schema is complete (expand, migrate and contract)."""
+    return Check(
+        "upgrade-check",
+        command,
+        prior=True,
+        ok_codes=(0,),
+        advice=f"{service}'s schema is not {{from}}'s complete schema: finish that release's "
+        f"`{sync}` (or set upgrade.from to the release the cloud runs)",
+    )
+
+
 RECIPES: dict[str, Recipe] = {
     "keystone": Recipe(
         # Exit 0: the schema is at {from}'s expand and contract heads; 2 and 4: an unfinished upgrade.
-        checks=(
-            Check(
-                "upgrade-check",
-                (*keystone.MANAGE, "db_sync", "--check"),
-                prior=True,
-                ok_codes=(0,),
-                advice="keystone's schema is not {from}'s complete schema: finish that release's "
-                "`keystone-manage db_sync` (or set upgrade.from to the release the cloud runs)",
-            ),
-        ),
+        checks=(_schema_complete((*keystone.MANAGE, "db_sync", "--check"), "keystone", "keystone-manage db_sync"),),
         expand=(*keystone.MANAGE, "db_sync", "--expand"),
         migrate=(*keystone.MANAGE, "db_sync", "--migrate"),
         # keystone-manage: --contract "after all keystone nodes are running the new release".
@@ -134,16 +137,7 @@ RECIPES: dict[str, Recipe] = {
     ),
     "glance": Recipe(
         # glance-manage db check: 0 up to date, 3/4/5 expand, migrate or contract pending.
-        checks=(
-            Check(
-                "upgrade-check",
-                (*glance.MANAGE, "db", "check"),
-                prior=True,
-                ok_codes=(0,),
-                advice="glance's schema is not {from}'s complete schema: finish that release's "
-                "`glance-manage db sync` (or set upgrade.from to the release the cloud runs)",
-            ),
-        ),
+        checks=(_schema_complete((*glance.MANAGE, "db", "check"), "glance", "glance-manage db sync"),),
         expand=(*glance.MANAGE, "db", "expand"),
         migrate=(*glance.MANAGE, "db", "migrate"),
         contract=(*glance.MANAGE, "db", "contract"),
