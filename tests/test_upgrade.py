@@ -10,7 +10,7 @@ import jsonschema
 import pytest
 import yaml
 
-from components import upgrade, upgrade_settings
+from components import upgrade, upgrade_recipes, upgrade_settings
 from components.compute_pods import compute_daemonsets
 from components.inifile import parse_ini
 from tests.conftest import plan_of
@@ -104,12 +104,12 @@ def test_no_upgrade_no_upgrade_objects() -> None:
 def test_every_preflight_check_comes_before_the_backup_and_the_backup_before_every_migration(plan: Plan) -> None:
     checks = {
         f"{service}-{job}-2026-1"
-        for service, recipe in upgrade.RECIPES.items()
+        for service, recipe in upgrade_recipes.RECIPES.items()
         for job in {c.job for c in recipe.checks}
     }
     backup = "mariadb-backup-before-2026-1"
     assert checks <= _engine_ancestors(plan, backup)
-    for service in upgrade.CONTROL_PLANE_ORDER:
+    for service in upgrade_recipes.CONTROL_PLANE_ORDER:
         assert backup in _engine_ancestors(plan, f"{service}-db-sync"), service
     # Nothing of the upgrade waits before the checks: they wait for no Job or workload.
     for check in checks:
@@ -117,7 +117,7 @@ def test_every_preflight_check_comes_before_the_backup_and_the_backup_before_eve
 
 
 def test_control_plane_upgrades_service_by_service_in_the_documented_order(plan: Plan) -> None:
-    order = upgrade.CONTROL_PLANE_ORDER
+    order = upgrade_recipes.CONTROL_PLANE_ORDER
     firsts = {"keystone": "keystone-api", "glance": "glance-api", "placement": "placement-api", "nova": "nova-api"}
     firsts |= {"neutron": "neutron-server"}
     for before, after in itertools.pairwise(order):
