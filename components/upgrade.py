@@ -107,7 +107,16 @@ def _db_sync(spec: ServiceSpec) -> Step:
 def _job(template: Step, name: str, command: tuple[str, ...], needs: tuple[str, ...], purpose: str) -> Step:
     """A Job of the upgrade, with the db-sync Job's image, config files and volumes."""
     return dataclasses.replace(
-        template, name=name, command=command, needs=needs, scripts=(), env=(), purpose=purpose, schedule=None
+        template,
+        name=name,
+        command=command,
+        needs=needs,
+        scripts=(),
+        env=(),
+        purpose=purpose,
+        schedule=None,
+        api_access=(),  # nothing of the upgrade talks to the Kubernetes API
+        moved_from=None,  # a Job of its own, never an older one under another parent
     )
 
 
@@ -225,8 +234,14 @@ def steps(specs: tuple[ServiceSpec, ...], settings: Settings) -> Iterator[Upgrad
         if recipe.contract:
             touches = f"drops what only {prior} used from the {spec.name} database"
             yield UpgradeStep("contract", "Job", job_name(spec.name, "db-contract", settings), spec.name, touches)
-    for pod in compute_daemonsets(settings) if any(s.name == COMPUTE for s in specs) else ():
-        yield UpgradeStep("compute nodes", "DaemonSet", pod, COMPUTE, "the compute nodes' pods (VMs: see Running VMs)")
+    # Every workload of the compute spec: the compute nodes' pods, the network nodes' Open vSwitch,
+    # nova-compute-maintenance; all wait for the last control-plane service (apply).
+    for process in next((s.processes for s in specs if s.name == COMPUTE), ()):
+        kind = process.node_kind
+        where = f"pods on the {kind.value} nodes" if kind else "its pods"
+        yield UpgradeStep(
+            "compute nodes", "workload", process.object_name, COMPUTE, f"{where} replaced (VMs: see Running VMs)"
+        )
     for spec in chain:
         if RECIPES[spec.name].online:
             touches = f"rewrites rows of the {spec.name} database into {settings.release}'s format"

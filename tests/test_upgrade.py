@@ -194,6 +194,9 @@ def test_steps_list_the_upgrade_in_an_order_the_graph_follows(plan: Plan) -> Non
     # Every workload of the upgraded services rolls in its service's turn, node pods too.
     rolls = {s.name for s in steps if s.phase == "roll"}
     assert {"cinder-volume", "cinder-backup", "neutron-dhcp-agent", "nova-conductor", "keystone-api"} <= rolls
+    # The compute spec's workloads last: its network nodes' Open vSwitch and the maintenance controller too.
+    last = {s.name for s in steps if s.phase == "compute nodes"}
+    assert {"nova-compute-kvm-general", "network-openvswitch-vswitchd", "nova-compute-maintenance"} <= last
     for position, name in enumerate(listed):
         # No step is listed before something it waits for.
         waits = _graph_ancestors(graph, name)
