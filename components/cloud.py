@@ -7,7 +7,7 @@ from collections.abc import Callable
 import pulumi
 import pulumi_kubernetes as k8s
 
-from components import maintenance, oslo, rook
+from components import maintenance, mariadb_backup, oslo, rook, upgrade
 from components.cloud_graph import INFRASTRUCTURE, CloudGraph, Node, cloud_graph
 from components.credentials import Credentials
 from components.front_door import FrontDoor
@@ -24,13 +24,23 @@ from components.settings import Settings
 Builder = Callable[[BuildContext, pulumi.ResourceOptions], pulumi.Resource]
 
 
-def _infrastructure_builders(settings: Settings) -> dict[str, Builder]:
+def _infrastructure_builders(settings: Settings, graph: CloudGraph) -> dict[str, Builder]:
     return {
         oslo.MARIADB: lambda ctx, opts: MariaDB(settings, ctx.credentials, ctx.graph, opts),
         oslo.RABBITMQ: lambda ctx, opts: RabbitMQ(settings, ctx.graph, opts),
         maintenance.cluster_name(settings): lambda ctx, opts: maintenance.MaintenanceAccess(settings, ctx.graph, opts),
         rook.CLIENTS_NODE: lambda ctx, opts: rook.RookCeph(settings, ctx.graph, opts),
+        upgrade.backup_name(settings): lambda ctx, opts: _upgrade_backup(settings, graph, ctx, opts),
     }
+
+
+def _upgrade_backup(
+    settings: Settings, graph: CloudGraph, ctx: BuildContext, opts: pulumi.ResourceOptions
+) -> pulumi.Resource:
+    name = upgrade.backup_name(settings)
+    node = graph[name]
+    waits = ctx.graph.resolve((need.name for need in node.needs), waiter=name)
+    return ctx.graph.add(name, mariadb_backup.backup_before_upgrade(name, settings, waits, opts))
 
 
 def build(settings: Settings) -> CloudGraph:
@@ -53,7 +63,7 @@ def build(settings: Settings) -> CloudGraph:
     services: dict[str, OpenStackService] = {}
     ctx = BuildContext(settings, Credentials("credentials"), DeployGraph(), services)
     services |= {spec.name: OpenStackService(spec, ctx, in_namespace) for spec in graph.specs}
-    infrastructure = _infrastructure_builders(settings)
+    infrastructure = _infrastructure_builders(settings, graph)
     for node in graph.order():
         _emit(node, ctx, services, infrastructure, in_namespace)
     for service in services.values():

@@ -18,7 +18,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 
-from components import maintenance, oslo, rook
+from components import maintenance, oslo, rook, upgrade
 from components.bootstrap import standard_steps
 from components.service_configs import ConfigObject, config_objects
 from components.services import service_specs
@@ -79,6 +79,8 @@ def _reason_for(target: Node) -> str:
     name = target.name
     if isinstance(target.source, ConfigObject):
         return target.source.reason
+    if isinstance(target.source, Step) and target.source.purpose:
+        return target.source.purpose
     if target.kind == "Job":
         for ending, why in JOB_PURPOSES:
             if name.endswith(ending):
@@ -96,6 +98,8 @@ def _reason_for(target: Node) -> str:
         return "waits for the MariaDB server to be Ready (mariadb-operator)"
     if target.kind == "RabbitmqCluster":
         return "waits for RabbitMQ to have all its replicas ready (RabbitMQ Cluster Operator)"
+    if target.kind == "Backup":
+        return f"waits for the backup {name} of every database (the upgrade's rollback) to complete"
     if target.kind == "CephClient":
         return "waits for Rook to report the pools and clients Ready (their keys then exist)"
     if target.kind == "ClusterRoleBinding":
@@ -201,13 +205,18 @@ class CloudGraph:
                     yield f"    <- {need.name}: {need.reason}"
 
 
-def _infrastructure(settings: Settings) -> Iterator[Node]:
-    yield Node(oslo.MARIADB, "MariaDB", "mariadb", INFRASTRUCTURE)
-    yield Node(oslo.RABBITMQ, "RabbitmqCluster", "rabbitmq", INFRASTRUCTURE)
+def _infrastructure(settings: Settings, specs: tuple[ServiceSpec, ...]) -> Iterator[tuple[Node, tuple[str, ...]]]:
+    """The nodes no service spec declares, each with the names it waits for."""
+    yield Node(oslo.MARIADB, "MariaDB", "mariadb", INFRASTRUCTURE), ()
+    yield Node(oslo.RABBITMQ, "RabbitmqCluster", "rabbitmq", INFRASTRUCTURE), ()
     if settings.services.on("nova") and maintenance.enabled(settings):
-        yield Node(maintenance.cluster_name(settings), "ClusterRoleBinding", maintenance.SERVICE, INFRASTRUCTURE)
+        yield Node(maintenance.cluster_name(settings), "ClusterRoleBinding", maintenance.SERVICE, INFRASTRUCTURE), ()
     if rook.rook_of(settings) is not None:
-        yield Node(rook.CLIENTS_NODE, "CephClient", rook.SERVICE, INFRASTRUCTURE)
+        yield Node(rook.CLIENTS_NODE, "CephClient", rook.SERVICE, INFRASTRUCTURE), ()
+    if settings.upgrade is not None:
+        # Taken once every preflight check has passed, before the first migration.
+        needs = (oslo.MARIADB, *upgrade.check_jobs(specs, settings))
+        yield Node(upgrade.backup_name(settings), "Backup", "mariadb", INFRASTRUCTURE), needs
 
 
 def steps_of(spec: ServiceSpec, settings: Settings) -> tuple[Step, ...]:
@@ -233,8 +242,8 @@ def _service_nodes(spec: ServiceSpec, settings: Settings) -> Iterator[tuple[Node
 
 def cloud_graph(settings: Settings) -> CloudGraph:
     """The graph of this stack: the data stores, then every enabled service's objects."""
-    specs = service_specs(settings)
-    declared: list[tuple[Node, tuple[str, ...]]] = [(node, ()) for node in _infrastructure(settings)]
+    specs = upgrade.apply(service_specs(settings), settings)
+    declared: list[tuple[Node, tuple[str, ...]]] = list(_infrastructure(settings, specs))
     for spec in specs:
         declared += _service_nodes(spec, settings)
     by_name = {node.name: node for node, _ in declared if node.waitable}

@@ -79,3 +79,40 @@ def mariadb_backup(settings: Settings, server: pulumi.Resource, parent: pulumi.R
         # Not awaited: a scheduled Backup completes at its first run, hours after the deploy.
         opts=pulumi.ResourceOptions(parent=parent, depends_on=waits),
     )
+
+
+# A Backup's condition Complete turns True when its Job fails too (reason JobFailed; mariadb-operator
+# pkg/condition/complete.go, v26.6.0): only the reason JobComplete says the dump exists.
+WAIT_DUMPED = {
+    "pulumi.com/waitFor": "jsonpath={.status.conditions[?(@.type=='Complete')].reason}=JobComplete",
+    "pulumi.com/timeoutSeconds": "3600",
+}
+
+
+def backup_before_upgrade(
+    name: str, settings: Settings, waits: list[pulumi.Resource], opts: pulumi.ResourceOptions
+) -> pulumi.Resource:
+    """A one-time Backup (no schedule: mariadb-operator runs it once) of every database, taken
+    before an upgrade's first migration, into the scheduled backups' storage (its claim exists
+    since the release before). Awaited: the expand Jobs wait for the dump."""
+    backup = settings.backup
+    if backup.storage.claim is not None:
+        storage: dict[str, Any] = {"volume": {"persistentVolumeClaim": {"claimName": NAME}}}
+    else:
+        assert backup.storage.s3 is not None
+        storage = {"s3": _bucket(backup.storage.s3)}
+    return k8s.apiextensions.CustomResource(
+        name,
+        api_version="k8s.mariadb.com/v1alpha1",
+        kind="Backup",
+        metadata={**metadata(name, settings.namespace, "mariadb", "backup"), "annotations": WAIT_DUMPED},
+        spec={
+            "mariaDbRef": {"name": oslo.MARIADB},
+            "compression": "gzip",
+            "storage": storage,
+            "podMetadata": {"labels": POD_LABELS},
+            "nodeSelector": settings.node_selectors.control_plane,
+            "resources": resources_manifest(settings.resources_of(NAME)),
+        },
+        opts=pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=waits)),
+    )

@@ -72,6 +72,16 @@ def nova_sections(ctx: RenderContext) -> dict[str, dict]:
             },
             # Host discovery runs as the nova-cell-setup CronJob, in one place only.
             "scheduler": {"discover_hosts_in_cells_interval": -1},
+            # An upgrade rolls the compute nodes last (components/upgrade.py): until then the new
+            # conductors and APIs send older computes only the RPC version they understand, which
+            # nova's upgrade guide (doc/source/admin/upgrades.rst) asks for with `auto`. Always set,
+            # as kolla-ansible does (ansible/roles/nova/templates/nova.conf.j2 and
+            # roles/nova-cell/templates/nova.conf.j2 of stable/2026.1) and openstack-helm's nova chart
+            # (values.yaml conf.nova.upgrade_levels): with no compute registered nova uses its own
+            # version, and with computes of one release their version is its own. Each process
+            # keeps the version it found (nova/compute/rpcapi.py LAST_VERSION, _ROUTER) until it
+            # restarts: the pulumi up after an upgrade rolls them (components/upgrade.py).
+            "upgrade_levels": {"compute": "auto"},
         },
         oslo.messaging(settings, "nova", secrets["rabbitmq"]),
     )

@@ -154,7 +154,7 @@ class OpenStackService(pulumi.ComponentResource):
         settings = self.ctx.settings
         container = Container(
             name=step.name,
-            image=settings.image(step.image),
+            image=settings.image(step.image, step.release),
             command=step.command,
             env=step.env,
             mounts=self._mounts(step.config_files, step.scripts) + step.extra_mounts,
@@ -239,7 +239,10 @@ class OpenStackService(pulumi.ComponentResource):
             containers=tuple(self._container(p, node_pod) for p in (process, *process.sidecars)),
             init_containers=tuple(self._container(p, node_pod) for p in process.init_containers),
             # Nothing to checksum (memcached), nothing to roll the pods for.
-            annotations={CHECKSUM_ANNOTATION: self._checksum(config_files, scripts)} if config_files or scripts else {},
+            annotations={
+                **({CHECKSUM_ANNOTATION: self._checksum(config_files, scripts)} if config_files or scripts else {}),
+                **process.pod_annotations,
+            },
             extra_labels=dict(process.extra_labels),
             termination_grace=process.termination_grace,
         )

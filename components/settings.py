@@ -26,7 +26,7 @@ from pydantic import (
 )
 from pydantic.alias_generators import to_camel, to_snake
 
-from components import catalog, cron, gateway_settings
+from components import catalog, cron, gateway_settings, upgrade_settings
 from components.ceph_settings import Ceph
 from components.gateway_settings import Gateway, Tls
 from components.memory import SHARES as MEMORY_SHARES
@@ -708,6 +708,9 @@ class Settings(Model):
     key_rotation: KeyRotation = KeyRotation()
     backup: Backup = Backup()
     housekeeping: Housekeeping = Housekeeping()
+    upgrade: upgrade_settings.Upgrade | None = Field(
+        None, description="the release this `pulumi up` upgrades from (components/upgrade_settings.py)"
+    )
     policy_enforcement: dict[Text, Text] = Field(
         default_factory=dict,
         description="policy of the pack → its enforcement level in the stack's policy config (tools/policy_config.py)",
@@ -767,6 +770,7 @@ class Settings(Model):
 
         yield from unknown_names(self)
         yield from self.backup.problems()
+        yield from upgrade_settings.problems(self)
         for workload, share in MEMORY_SHARES.items():
             limit = self.resources_of(workload).limits_memory
             if share.mib(limit) < share.minimum_mib:
@@ -999,7 +1003,11 @@ class Settings(Model):
     def image_tag(self) -> str:
         return self.images.tag or RELEASES[self.release]
 
-    def image(self, kolla_name: str) -> str:
+    def image(self, kolla_name: str, release: str | None = None) -> str:
+        """The Kolla image of the stack's release, or of another one (an upgrade's previous release:
+        its Kolla tag, from the same registry; `images.tag` and `overrides` pin the stack's own)."""
+        if release is not None and release != self.release:
+            return f"{self.images.registry}/{kolla_name}:{upgrade_settings.kolla_tag(release)}"
         return self.images.overrides.get(kolla_name) or f"{self.images.registry}/{kolla_name}:{self.image_tag}"
 
     def replicas_of(self, workload: str) -> int:

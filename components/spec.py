@@ -83,6 +83,10 @@ class Step:
     # The service spec that declared it before it moved here: its Pulumi parent then, kept as
     # an alias so an upgrade neither recreates the Job nor collides with its own name.
     moved_from: str | None = None
+    # The release whose image it runs, when not the stack's: an upgrade's checks of the previous one.
+    release: str | None = None
+    # Why what names it in `needs` waits for it, where its name does not say (components/cloud_graph.py).
+    purpose: str | None = None
 
 
 @dataclass(frozen=True)
@@ -116,6 +120,8 @@ class Process:
     node_selector: Mapping[str, str] = field(default_factory=dict)  # added to the node kind's selector
     avoid_nodes: Mapping[str, str] = field(default_factory=dict)  # stay off nodes with these labels
     extra_labels: Mapping[str, str] = field(default_factory=dict)  # pod labels, also in the selector
+    # On its pod template beside the config checksum: a change rolls its pods (components/upgrade.py).
+    pod_annotations: Mapping[str, str] = field(default_factory=dict)
     env: tuple[Manifest, ...] = ()
     scripts: tuple[str, ...] = ()
     claims: tuple[Claim, ...] = ()

@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from tools import upgrade_view
+
 # GitHub refuses longer comments; config diffs past this are left to diff.json.
 MAX_CHARS = 60_000
 LISTED = 40
@@ -73,6 +75,9 @@ def render(diff: dict[str, Any], against: str) -> str:
         out += ["**Settings**", ""]
         out += [f"- `{s['setting']}`: `{_value(s['before'])}` → `{_value(s['after'])}`" for s in diff["settings"][:20]]
         out.append("")
+    if diff.get("upgrade"):
+        upgrade = diff["upgrade"]
+        out += upgrade_view.render(upgrade["from"], upgrade["to"], upgrade["steps"], upgrade["then_rolls"])
     vms = diff["vms"]
     out += ["**Running VMs**", "", vms["verdict"], ""]
     if vms["touched"]:

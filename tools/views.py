@@ -12,7 +12,7 @@ import argparse
 import json
 from pathlib import Path
 
-from tools import diff_report, graph_draw, plan_diff
+from tools import diff_report, graph_draw, plan_diff, upgrade_view
 from tools.plan import Plan
 from tools.plan_configs import configs, secret_values
 from tools.plan_graph import DeployGraphView
@@ -61,6 +61,14 @@ def write(plan: Plan, out: Path, against: Path | None = None) -> list[Path]:
     }
     if against is not None:
         result = plan_diff.diff(plan_diff.load(against), plan_diff.view_of(plan))
+        listed = upgrade_view.steps(plan)
+        if listed is not None and plan.settings.upgrade is not None:
+            result["upgrade"] = {
+                "from": plan.settings.upgrade.from_release,
+                "to": plan.settings.release,
+                "steps": upgrade_view.annotate(listed, result),
+                "then_rolls": upgrade_view.rolled_after(plan),
+            }
         written["diff.json"] = json.dumps(result, indent=1) + "\n"
         written["diff.md"] = diff_report.render(result, f"`{against}`")
         # The diff is made from masked data only; check it, since it is posted on pull requests.
