@@ -218,6 +218,7 @@ class Report:
             f"{server['provider_reachable']}, peer VM across the tunnel {server['peer_reachable']}",
             f"  horizon login {d['horizon_login']}; volume {d['volume']}",
             f"  public endpoints from outside through the gateway: {_tls_line(d['tls'])}",
+            f"  TLS inside the cluster: {_encrypted_line(d['tls'].get('encrypted') or {})}",
             f"  ceph: {_ceph_line(d['ceph'])}",
             f"  libvirt pod restart: {restart}",
             f"  libvirt for migrations: {d['libvirt_listener']}",
@@ -245,6 +246,18 @@ def _tls_line(tls: dict[str, Any]) -> str:
     why = tls.get("not_run") or tls.get("error") or ""
     return (
         f"ok {tls.get('public_endpoints_ok')}, {len(checks) - len(failed)}/{len(checks)} checks, failed {failed} {why}"
+    )
+
+
+def _encrypted_line(found: dict[str, Any]) -> str:
+    if "not_run" in found:
+        return f"not run ({found['not_run']})"
+    endpoints = found.get("endpoints") or {}
+    failed = sorted(name for name, e in endpoints.items() if not e.get("ok"))
+    plain = [item["what"] for item in found.get("not_encrypted") or []]
+    return (
+        f"ok {found.get('encrypted_ok')}, {len(endpoints) - len(failed)}/{len(endpoints)} endpoints, failed {failed} "
+        f"{found.get('error', '')}; plain text: {plain}"
     )
 
 

@@ -14,7 +14,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from components import internal_tls
 from components.cinder import volume_pods
+from tools.cloud import encryption
 from tools.cloud.apiserver import LabApiServer
 from tools.cloud.ceph import CephStandIn, CephStartError, monitors_override
 from tools.cloud.cluster import FABRIC_NETNS, LAYOUTS, Cluster, provider_counters
@@ -127,8 +129,19 @@ def cannot_run(plan: Plan) -> dict[str, str]:
     return found
 
 
-def admin_env(cloud: Cloud) -> dict[str, str]:
-    """The cloud admin's OS_* variables, as the plan's own registration Jobs get them."""
+def admin_env(cloud: Cloud, ca_file: Path | None = None) -> dict[str, str]:
+    """The cloud admin's OS_* variables, as the plan's own registration Jobs get them; the internal
+    CA's file, which those pods mount (OS_CACERT), is `ca_file` here: a pod's view of the Secret."""
+    resolved = _admin_env(cloud)
+    for name, value in resolved.items():
+        if value == internal_tls.CA_FILE:
+            if ca_file is None:
+                raise LookupError(f"{name} names the internal CA's file, which the lab has not written")
+            resolved[name] = str(ca_file)
+    return resolved
+
+
+def _admin_env(cloud: Cloud) -> dict[str, str]:
     for r in cloud.plan.custom:
         if r.kind != "Job":
             continue
@@ -229,6 +242,7 @@ def use_cloud(
     guest: Guest,
     why_not: dict[str, str],
     ceph: CephStandIn | None = None,
+    ca_file: Path | None = None,
 ) -> dict[str, Any]:
     """Run tools/cloud/scenario.py as a user inside the cluster would: from a pod, by the cluster's names."""
     settings = cloud.plan.settings
@@ -238,7 +252,7 @@ def use_cloud(
         "PATH": f"{venv / 'bin'}:/usr/sbin:/usr/bin:/sbin:/bin",
         "PYTHONPATH": str(REPO),
         "HOME": str(user.home),
-        **admin_env(cloud),
+        **admin_env(cloud, ca_file),
         "VOLUME_TYPE": settings.cinder.default_backend,
         "VOLUME_BACKEND_RUNS": "false" if volume_cannot_run else "true",
         "VOLUME_NOT_RUN": volume_cannot_run,
@@ -261,16 +275,30 @@ def use_cloud(
 
 
 def prove_public_access(
-    door: FrontDoor, cloud: Cloud, venv: Path, guest: Guest, log: Callable[[str], None]
+    door: FrontDoor, cloud: Cloud, venv: Path, guest: Guest, log: Callable[[str], None], ca_file: Path | None = None
 ) -> dict[str, Any]:
     """The gateway's proxy started, then the proof from a laptop outside (tools/cloud/public_access.py)."""
     try:
         door.open_gateway()
-        found = door.prove(venv / "bin" / "python", guest.disk, admin_env(cloud))
+        found = door.prove(venv / "bin" / "python", guest.disk, admin_env(cloud, ca_file))
     except (RuntimeError, LookupError, OSError, subprocess.SubprocessError) as error:
         found = {"public_endpoints_ok": False, "checks": {}, "error": f"{type(error).__name__}: {error}"}
     failed = [name for name, check in found.get("checks", {}).items() if not check.get("ok")]
     log(f"public access: ok {found['public_endpoints_ok']}, failed checks {failed} {found.get('error', '')}")
+    return found
+
+
+def prove_encryption(
+    cloud: Cloud, user: UserPod, venv: Path, ca_file: Path | None, log: Callable[[str], None]
+) -> dict[str, Any]:
+    """TLS inside the cluster, tried from the user's pod (tools/cloud/encryption.py)."""
+    try:
+        found = encryption.check(cloud, user.run, venv / "bin" / "python", ca_file)
+    except (LookupError, OSError, subprocess.SubprocessError) as error:
+        found = {"encrypted_ok": False, "error": f"{type(error).__name__}: {error}"}
+    failed = sorted(name for name, e in found.get("endpoints", {}).items() if not e.get("ok"))
+    why = found.get("error") or found.get("not_run", "")
+    log(f"internal TLS: ok {found.get('encrypted_ok')}, failed {failed} {why}")
     return found
 
 
@@ -306,12 +334,13 @@ def tempest_step(
     request: TempestRequest,
     why_not: dict[str, str],
     log: Callable[[str], None],
+    ca_file: Path | None = None,
 ) -> dict[str, Any]:
     """Tempest's API tests against the cloud (tools/cloud/tempest_run.py), as a user inside the cluster."""
     try:
         found = run_tempest(
-            cloud.plan, request, cloud.cluster.state, cloud.out, admin_env(cloud), venv / "bin" / "python", why_not,
-            user.run, log,
+            cloud.plan, request, cloud.cluster.state, cloud.out, admin_env(cloud, ca_file), venv / "bin" / "python",
+            why_not, user.run, log,
         )  # fmt: skip
     except (TempestError, OSError, subprocess.SubprocessError) as error:
         return {"error": f"{type(error).__name__}: {error}"}
@@ -371,9 +400,12 @@ def run(
     user = UserPod(cluster.control_plane, cluster.state / "user", plan.settings.namespace,
                    plan.settings.endpoints.cluster_domain)  # fmt: skip
     ceph = ceph_stand_in(plan, cluster.state, log)
+    ca_file: Path | None = None
     try:
         since = time.monotonic()
         try:
+            # The internal CA as the cloud's pods trust it, for the lab's clients inside the cluster.
+            ca_file = encryption.write_internal_ca(cloud, user.state)
             if ceph is not None:  # first: the plan's pods mount its keyring Secrets
                 start_ceph(ceph, cluster, cloud, api)
                 phase("ceph", since)
@@ -383,18 +415,19 @@ def run(
             user.start()
             cloud.deploy()
             cloud.run_cron_jobs(JOB_TIMEOUT)
-        except (DeployFailedError, CephStartError) as error:
+        except (DeployFailedError, CephStartError, encryption.InternalCaMissingError) as error:
             report.deploy_error = str(error)
             log(f"deploy failed: {error}")
         phase("deploy", since)
         if not report.deploy_error:
             since = time.monotonic()
-            report.user = use_cloud(cloud, api, user, venv.path, guest, why_not, ceph)
+            report.user = use_cloud(cloud, api, user, venv.path, guest, why_not, ceph, ca_file)
             report.provider = provider_counters()
             log(f"user: {json.dumps(report.user)[:2000]}")
             phase("use", since)
             since = time.monotonic()
-            report.tls = prove_public_access(door, cloud, venv.path, guest, log)
+            report.tls = prove_public_access(door, cloud, venv.path, guest, log, ca_file)
+            report.tls["encrypted"] = prove_encryption(cloud, user, venv.path, ca_file, log)
             phase("public_access", since)
             server = report.user.get("server", {})
             report.libvirt_listener = libvirt_listener(cloud, server.get("host"))
@@ -406,7 +439,7 @@ def run(
                 phase("libvirt_restart", since)
             if tempest:  # last: the other checks stay as fast, and it sees the cloud they left
                 since = time.monotonic()
-                report.tempest = tempest_step(cloud, user, venv.path, tempest, why_not, log)
+                report.tempest = tempest_step(cloud, user, venv.path, tempest, why_not, log, ca_file)
                 phase("tempest", since)
         report_api(report, api)
         report.not_run += door.stand_ins()
