@@ -5,6 +5,9 @@ which endpoints are tried, how the probe's facts are judged, and the internal CA
 from __future__ import annotations
 
 import copy
+import json
+import shutil
+import subprocess
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -134,3 +137,29 @@ def test_the_summary_line_says_how_many_endpoints_passed_and_what_stays_in_plain
     line = _encrypted_line(found)
     assert line.startswith("ok False, 1/2 endpoints, failed ['rabbitmq:5671']") and "plain text: ['memcached']" in line
     assert _encrypted_line({"not_run": "plainText"}) == "not run (plainText)"
+
+
+def test_the_probe_runs_as_the_user_pod_runs_commands_with_the_credentials_in_its_environment(tmp_path: Path) -> None:
+    plan = plan_of("staging")
+    wanted = encryption.endpoints(plan)
+    facts = {e["name"]: {**_fact("mysql" if e["protocol"] == "mysql" else "https"), **e} for e in wanted}
+    seen: dict[str, Any] = {}
+
+    def in_cluster(argv: list[str], **kwargs: Any) -> subprocess.CompletedProcess[str]:
+        seen.update(kwargs, argv=argv)
+        # UserPod.run starts `ip netns exec ... unshare ...`: subprocess finds them through the given PATH.
+        assert all(shutil.which(tool, path=kwargs["env"]["PATH"]) for tool in ("ip", "unshare"))
+        return subprocess.CompletedProcess(argv, 0, stdout="log line\n" + json.dumps(facts) + "\n")
+
+    objects = {("Secret", "mariadb-root"): {"password": "root-pw"}}
+    cloud = SimpleNamespace(plan=plan, objects=objects, out=tmp_path)
+    found = encryption.check(cloud, in_cluster, Path("/venv/bin/python"), tmp_path / "internal-ca.crt")  # type: ignore[arg-type]
+    assert found["encrypted_ok"] is True, found
+    argv = seen["argv"]
+    assert argv[:4] == ["/venv/bin/python", "-m", "tools.cloud.tls_probe", str(tmp_path / "internal-ca.crt")]
+    assert json.loads(argv[4]) == wanted
+    assert seen["env"]["MYSQL_USER"] == "root" and seen["env"]["MYSQL_PASSWORD"] == "root-pw"
+    assert "root-pw" not in " ".join(argv)  # a password on a command line is every process's to read
+    broken = encryption.check(cloud, lambda argv, **kw: subprocess.CompletedProcess(argv, 1, stdout=""),  # type: ignore[arg-type]
+                              Path("/venv/bin/python"), tmp_path / "internal-ca.crt")  # fmt: skip
+    assert broken["encrypted_ok"] is False and "without facts" in broken["error"]

@@ -158,7 +158,9 @@ def check(cloud: Cloud, in_cluster: InCluster, python: Path, ca_file: Path | Non
     plan = cloud.plan
     if ca_file is None:
         return plain_text_stack(plan)
-    env = {"PATH": f"{python.parent}:/usr/bin:/bin", "PYTHONPATH": str(REPO), **_root_credentials(cloud)}
+    # The credentials in the environment, not the command line; PATH also finds the user pod's `ip` and `unshare`.
+    path = f"{python.parent}:/usr/sbin:/usr/bin:/sbin:/bin"
+    env = {"PATH": path, "PYTHONPATH": str(REPO), **_root_credentials(cloud)}
     command = [str(python), "-m", "tools.cloud.tls_probe", str(ca_file), json.dumps(endpoints(plan))]
     with (cloud.out / "tls-probe.log").open("w") as log:
         done = in_cluster(command, env=env, cwd=REPO, stdout=subprocess.PIPE, stderr=log, timeout=PROBE_TIMEOUT)
