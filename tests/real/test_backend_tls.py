@@ -308,8 +308,8 @@ def test_the_probe_sees_mariadb_refuse_a_plain_login_it_admits_over_tls(
     options = options.replace("/etc/pki/server.crt", str(cert)).replace("/etc/pki/server.key", str(key))
     assert str(cert) in options and str(front.ca_file) in options
     with run_mariadb(tmp_path / "db", my_cnf=options, client_args=("--ssl",) if required else ()) as server:
-        monkeypatch.setenv("MYSQL_USER", server.user)
-        monkeypatch.setenv("MYSQL_PASSWORD", server.password)
+        monkeypatch.setenv("MYSQL_USER", str(server.user))
+        monkeypatch.setenv("MYSQL_PASSWORD", str(server.password))
         facts = tls_probe.probe({**_endpoint("mariadb", server.port, "mysql"), "address": server.host},
                                 str(front.ca_file))  # fmt: skip
     judged = encryption.classify(facts)

@@ -143,9 +143,9 @@ def handshake(address: Address, protocol: str, context: ssl.SSLContext) -> dict[
                 raise MysqlError("the server does not offer TLS (no CLIENT_SSL in its greeting)")
             mysql_send(raw, 1, _client_header(MYSQL_CLIENT | CLIENT_SSL))
         with context.wrap_socket(raw, server_hostname=host) as tls:
-            certificate = tls.getpeercert() or {}
+            certificate: dict[str, Any] = dict(tls.getpeercert() or {})
             subject = ", ".join(f"{k}={v}" for rdn in certificate.get("subject", ()) for k, v in rdn)
-            found = {
+            found: dict[str, Any] = {
                 "version": tls.version(),
                 "cipher": (tls.cipher() or ("",))[0],
                 "subject": subject,
@@ -153,7 +153,7 @@ def handshake(address: Address, protocol: str, context: ssl.SSLContext) -> dict[
                 "not_after": certificate.get("notAfter"),
             }
             if protocol == "mysql":
-                found["login"] = mysql_login(tls, scramble, MYSQL_CLIENT | CLIENT_SSL, 2)  # type: ignore[arg-type]
+                found["login"] = mysql_login(tls, scramble, MYSQL_CLIENT | CLIENT_SSL, 2)
             return found
 
 
