@@ -63,13 +63,17 @@ class Handler(BaseHTTPRequestHandler):
             self.request.do_handshake()  # here, in the request's thread: a failed one ends this request only
         super().setup()
 
-    def do_GET(self) -> None:
-        body = json.dumps({"backend": self.server.name, "tls": isinstance(self.connection, ssl.SSLSocket)}).encode()  # type: ignore[attr-defined]
+    def do_GET(self, received: int = 0) -> None:
+        seen = {"backend": self.server.name, "tls": isinstance(self.connection, ssl.SSLSocket)}  # type: ignore[attr-defined]
+        body = json.dumps({**seen, **({"received": received} if received else {})}).encode()
         self.send_response(200)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()
         self.wfile.write(body)
+
+    def do_POST(self) -> None:
+        self.do_GET(len(self.rfile.read(int(self.headers.get("Content-Length", "0")))))
 
     def log_message(self, format: str, *args: object) -> None:
         pass
@@ -257,6 +261,14 @@ def test_a_backend_whose_policy_names_a_missing_ca_is_sent_nothing(front: Front)
     status, _ = front.get("cinderv3")
     assert status == 500  # an invalid backendRef: the spec's 5xx, Envoy Gateway's direct response
     assert front.servers["cinder-api"].connections == before  # not one connection, plain or not
+
+
+def test_an_upload_passes_whole_to_a_tls_backend(front: Front) -> None:
+    """As the laptop's image upload reaches glance-api through the gateway."""
+    body = b"x" * (8 << 20)
+    answer = front.client.request(front.hosts["keystone"], "POST", "/upload", body=body)
+    assert answer.status == 200 and json.loads(answer.body) == {"backend": "keystone-api", "tls": True,
+                                                                "received": len(body)}  # fmt: skip
 
 
 def test_a_backend_without_a_policy_gets_plain_http(front: Front) -> None:
