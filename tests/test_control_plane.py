@@ -170,7 +170,8 @@ def test_daemons_without_a_port_are_ready_only_when_connected(stack_plan: Plan) 
         [workload] = [r for r in stack_plan.custom if r.k8s_name == name and r.kind in ("Deployment", "DaemonSet")]
         [container] = [c for c in containers(workload) if c["name"] == name]
         command = container["readinessProbe"]["exec"]["command"]
-        assert command[1] == "/scripts/health_probe.py" and "5672" in command
+        amqp = "5671" if stack_plan.settings.tls.internal_enabled else "5672"  # amqps under internal TLS
+        assert command[1] == "/scripts/health_probe.py" and amqp in command
 
 
 def test_network_agents_run_on_network_nodes_only(stack_plan: Plan) -> None:
@@ -185,6 +186,11 @@ def _files(plan: Plan, service: str) -> dict[str, str]:
 
 def _host(url: str) -> str:
     return urlsplit(url).hostname or ""
+
+
+def _scheme(plan: Plan) -> str:
+    """The internal endpoints' scheme: https where tls.internal names a CA (staging)."""
+    return "https" if plan.settings.tls.internal_enabled else "http"
 
 
 def test_every_rendered_config_parses_and_points_at_this_stack(stack_plan: Plan) -> None:
@@ -202,15 +208,17 @@ def test_every_rendered_config_parses_and_points_at_this_stack(stack_plan: Plan)
                     if option in ("connection", "transport_url"):
                         assert _host(value).endswith(suffix), (service, name, section, option)
                     if option == "auth_url":
-                        assert value == f"http://keystone-api{suffix}:5000", (service, name, section)
+                        assert value == f"{_scheme(stack_plan)}://keystone-api{suffix}:5000", (service, name, section)
                     if option in ("region_name", "os_region_name"):
                         assert value == settings.region, (service, name, section)
 
 
 def test_nova_conf_holds_its_three_databases_and_its_peers(stack_plan: Plan) -> None:
     nova = parse_ini(_files(stack_plan, "nova")["nova.conf"])
-    assert nova["api_database"]["connection"].endswith("/nova_api?charset=utf8")
-    assert nova["database"]["connection"].endswith("/nova?charset=utf8")
+    # Under internal TLS the client verifies MariaDB with the internal CA.
+    tls = "&ssl_ca=/etc/openstack-ca/ca.crt" if stack_plan.settings.tls.internal_enabled else ""
+    assert nova["api_database"]["connection"].endswith(f"/nova_api?charset=utf8{tls}")
+    assert nova["database"]["connection"].endswith(f"/nova?charset=utf8{tls}")
     assert urlsplit(nova["DEFAULT"]["transport_url"]).path == "/nova"
     assert nova["neutron"]["username"] == nova["placement"]["username"] == "nova"
     assert nova["vnc"]["novncproxy_base_url"].startswith(f"{stack_plan.settings.endpoints.scheme}://novncproxy.")
@@ -262,7 +270,7 @@ def test_horizon_uses_memcached_sessions_and_keystone_internally(stack_plan: Pla
         exec(compile(text, "local_settings.py", "exec"), namespace)  # it is Python: it must run
     assert namespace["SESSION_ENGINE"] == "django.contrib.sessions.backends.cache"
     assert "memcached-0.memcached." in str(namespace["CACHES"])
-    assert str(namespace["OPENSTACK_KEYSTONE_URL"]).startswith("http://keystone-api.")
+    assert str(namespace["OPENSTACK_KEYSTONE_URL"]).startswith(f"{_scheme(stack_plan)}://keystone-api.")
 
 
 def test_horizon_answers_the_kubelet_and_serves_its_static_files(stack_plan: Plan) -> None:

@@ -175,7 +175,12 @@ def test_staging_and_prod_attach_to_the_clusters_gateway_and_name_their_issuer(s
     plan = plan_of(stack)
     gateway = plan.settings.gateway
     assert gateway is not None and gateway.existing is not None and plan.settings.tls.public is not None
-    assert not objects(plan, "Gateway") and not objects(plan, "GatewayClass") and not objects(plan, "Issuer")
+    assert not objects(plan, "Gateway") and not objects(plan, "GatewayClass")
+    # No Issuer for the public certificate (the cluster's ClusterIssuer signs it); staging's only Issuers
+    # are its self-signed internal CA's (tls.internal.selfSigned), whose names are no public issuer's.
+    internal = plan.settings.tls.internal
+    own_ca = {"internal-ca-selfsigned", "internal-ca"} if internal is not None and internal.self_signed else set()
+    assert set(objects(plan, "Issuer")) == own_ca
     for route in objects(plan, "HTTPRoute").values():
         [parent] = route.inputs["spec"]["parentRefs"]
         assert parent["name"] == gateway.existing.name and parent["namespace"] == gateway.existing.namespace

@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from components import oslo
 from components.inifile import parse_ini
 from components.isolation import RABBITMQ_PODS, host_network_clients
 from tests.conftest import plan_of
@@ -175,7 +176,8 @@ def test_host_network_clients_reach_their_stores_on_every_plugin_and_nothing_els
     plan = plan_of(stack, **overrides)
     used = host_network_use(plan)
     assert used["rabbitmq"] >= {"nova-compute", "neutron-ovs-agent"}  # every stack has compute nodes
-    for store, port in CLIENT_PORTS.items():
+    # RabbitMQ's client port is amqps under internal TLS (staging's).
+    for store, port in {**CLIENT_PORTS, "rabbitmq": oslo.rabbitmq_port(plan.settings)}.items():
         rule = _rule_of_port(_policy(plan, store), port)
         if used[store]:
             assert "from" not in rule, (store, used[store])
@@ -285,7 +287,7 @@ def test_rabbitmq_management_admits_its_operator_wherever_it_runs() -> None:
 def test_the_policies_select_the_operators_pods_and_rabbit_init_pods_match() -> None:
     plan = plan_of("staging")
     rabbit_init = plan.by_name("nova-rabbit-init", "Job").inputs["spec"]["template"]["metadata"]["labels"]
-    assert _admitted(_policy(plan, "rabbitmq"), 15672, "openstack", rabbit_init)
+    assert _admitted(_policy(plan, "rabbitmq"), oslo.rabbitmq_management_port(plan.settings), "openstack", rabbit_init)
     memcached = plan.by_name("memcached", "StatefulSet").inputs["spec"]["template"]["metadata"]["labels"]
     assert _policy(plan, "memcached")["podSelector"]["matchLabels"].items() <= memcached.items()
 

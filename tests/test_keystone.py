@@ -148,7 +148,8 @@ def test_bootstrap_registers_the_stack_region_and_endpoints(stack_plan: Plan) ->
     settings = stack_plan.settings
     assert env["OS_BOOTSTRAP_REGION_ID"] == settings.region
     assert env["OS_BOOTSTRAP_PUBLIC_URL"] == f"{settings.endpoints.scheme}://keystone.{settings.endpoints.domain}"
-    assert env["OS_BOOTSTRAP_INTERNAL_URL"].startswith("http://keystone-api.")
+    internal = "https" if settings.tls.internal_enabled else "http"  # https where tls.internal names a CA
+    assert env["OS_BOOTSTRAP_INTERNAL_URL"].startswith(f"{internal}://keystone-api.")
     assert env["OS_BOOTSTRAP_PASSWORD"] is None  # from a Secret, never a literal
 
 

@@ -155,7 +155,7 @@ def test_cinder_has_its_volume_type_and_reaches_glance_internally() -> None:
     plan = plan_of("staging")
     conf = parse_ini(_files(plan, "cinder")["cinder.conf"])
     assert conf["DEFAULT"]["default_volume_type"] == "lvm"
-    assert conf["DEFAULT"]["glance_api_servers"].startswith("http://glance-api.openstack.svc.")
+    assert conf["DEFAULT"]["glance_api_servers"].startswith("https://glance-api.openstack.svc.")  # internal TLS
     assert "cinder-api" in waits_for(plan, "cinder-volume-type")
     job = _container(plan, "Job", "cinder-volume-type", "cinder-volume-type")
     assert _env(job)["VOLUME_TYPES"] == "lvm=lvm"
@@ -224,7 +224,7 @@ def test_rpc_daemons_are_ready_while_connected_to_rabbitmq_only() -> None:
     plan = plan_of("staging")
     for workload in ("nova-conductor", "nova-scheduler", "cinder-scheduler"):
         probe = _container(plan, "Deployment", workload, workload)["readinessProbe"]["exec"]["command"]
-        assert probe[-1] == "5672" and "3306" not in probe, workload
+        assert probe[-1] == "5671" and "3306" not in probe, workload  # staging's amqps (internal TLS)
 
 
 def test_cinder_volume_takes_its_node_address_from_the_environment_and_one_config_file() -> None:

@@ -158,28 +158,57 @@ def test_the_public_endpoints_work_from_a_laptop_outside_through_the_gateway(rep
     assert {"cert-manager", "the Gateway's implementation (Envoy Gateway's proxy)"} <= stood_in, stood_in
     assert f"ClusterIssuer {certificate['issuer'].split()[-1]}" in stood_in
     assert report["stand_ins"]["gateway-proxy"] == {"kind": "Gateway", "pods": 1, "ready": 1}
-    # Certificate rotation under a client loop is not measured yet, and says so.
+    # Rotation under load is not measured yet, and says so.
     assert "not_run" in tls["rotation"]
 
 
 def test_a_capture_on_every_node_sees_what_internal_tls_encrypts(report: dict[str, Any]) -> None:
     """tools/cloud/encryption.py: tcpdump on every node while both users work, each connection to a data
-    store or an API classed by what its client sent first. Under plainText the capture must see SQL and
-    AMQP in clear (so it sees what crosses the wires); under internal TLS, none."""
+    store or an API classed by what its client sent first. Under plainText (prod) the capture must see SQL
+    and AMQP in clear (so it sees what crosses the wires); under internal TLS (staging), none of what the
+    plan encrypts."""
     tls = report["tls"]
     wire, encrypted = tls["wire"], tls["encrypted"]
     for store in ("mariadb", "rabbitmq", "keystone-api"):
         assert wire[store]["connections"] > 0, (store, wire[store])
-    if not tls["internal_tls"]:
-        assert not tls["encrypted_ok"]
+    if not plan_of(report["stack"]).settings.tls.internal_enabled:
+        assert not tls["internal_tls"] and not tls["capture_ok"] and not tls["encrypted_ok"]
         assert wire["mariadb"]["plain"] > 0 and wire["rabbitmq"]["plain_starts"][0].startswith("AMQP"), wire
-        assert set(tls["not_encrypted"]) == set(wire)
         return
-    assert tls["encrypted_ok"], {name: wire[name] for name, ok in encrypted.items() if ok is False}
+    assert tls["capture_ok"], {name: wire[name] for name, ok in encrypted.items() if ok is False}
     assert encrypted["mariadb"] and encrypted["rabbitmq"] and encrypted["keystone-api"], encrypted
-    # What the plan leaves in clear is named with why, and only that is.
+    # What goes in clear is only what the report names with why.
     clear = {name for name, ok in encrypted.items() if ok is False}
-    assert clear <= set(tls["not_encrypted"]), clear
+    assert clear <= {item["what"] for item in tls["not_encrypted"]}, clear
+
+
+def test_inside_the_cluster_the_apis_rabbitmq_and_mariadb_speak_tls_only(report: dict[str, Any]) -> None:
+    """tools/cloud/endpoint_tls.py from the user's pod, and the gateway's BackendTLSPolicies
+    (tools/cloud/backendtls.py): under tls.internal (staging) each API Service, amqps and MariaDB complete a
+    handshake verifying the internal CA and the Service's name, refuse a client with only the machine's CA
+    store, and give plain text nothing; the gateway verifies every API backend. A plain-text stack (prod)
+    says there is nothing to check."""
+    tls = report["tls"]
+    probe = tls["endpoints"]
+    not_encrypted = {item["what"] for item in tls["not_encrypted"]}
+    assert {"memcached", "rabbitmq-nodes"} <= not_encrypted  # said, with why, not left out
+    settings = plan_of(report["stack"]).settings
+    if not settings.tls.internal_enabled:
+        assert "plainText" in probe["not_run"], probe
+        assert all(how.startswith("plain HTTP") for how in tls["gateway"]["backends"].values())
+        return
+    failed = {name: e["failed"] for name, e in probe["endpoints"].items() if not e["ok"]}
+    assert probe["encrypted_ok"] and tls["encrypted_ok"], (failed, probe.get("error"))
+    endpoints = probe["endpoints"]
+    assert {"rabbitmq:5671", f"{oslo.database_service(settings)}:3306", "keystone-api:5000"} <= set(endpoints)
+    for name, endpoint in endpoints.items():
+        assert endpoint["version"] in ("TLSv1.2", "TLSv1.3"), (name, endpoint)
+        assert settings.service_host(name.split(":")[0]) in endpoint["dns_names"], (name, endpoint)
+    # The gateway verifies every API it routes to, and no policy is refused.
+    assert set(tls["gateway"]["backend_tls"].values()) == {"Accepted"}, tls["gateway"]["backend_tls"]
+    backends = tls["gateway"]["backends"]
+    assert backends["openstack/keystone-api:5000"].startswith("TLS, verifying keystone-api.openstack.svc"), backends
+    assert backends["openstack/horizon:8080"].startswith("plain HTTP"), backends
 
 
 def test_cinder_answers_and_says_why_no_volume(report: dict[str, Any]) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 from nova_compute_maintenance import Config
 
+from components.internal_tls import CA_DIR, CA_FILE
 from components.maintenance import NAME, SCRIPTS, restart_components
 from components.roles import Topology
 from tests.conftest import plan_of
@@ -91,9 +92,12 @@ def test_the_deployments_environment_configures_the_controller(stack_plan: Plan)
     assert config.restart_components == restart_components(stack_plan.settings.hypervisor_isolation)
     assert config.interval == 10 and config.health_port == container["readinessProbe"]["httpGet"]["port"]
     assert {e["name"] for e in container["env"] if "valueFrom" in e} == {"OS_PASSWORD", "POD_NAME"}
-    # The scripts it imports are all mounted next to it, from the ConfigMap that holds them.
+    # The scripts it imports are all mounted next to it, from the ConfigMap that holds them; under
+    # internal TLS (staging) also the internal CA, which its clients verify with (OS_CACERT).
     mounted = {m["mountPath"] for m in container["volumeMounts"]}
-    assert mounted == {f"/scripts/{s}" for s in SCRIPTS}
+    tls = stack_plan.settings.tls.internal_enabled
+    assert mounted == {f"/scripts/{s}" for s in SCRIPTS} | ({CA_DIR} if tls else set())
+    assert literal.get("OS_CACERT") == (CA_FILE if tls else None)
     assert set(SCRIPTS) <= set(stack_plan.by_name("compute-bin", "ConfigMap").inputs["data"])
 
 

@@ -1,9 +1,10 @@
 """The lab's packet capture (tools/cloud/capture.py) on real traffic: Debian's tcpdump on this machine's
 own namespace, real RabbitMQ and memcached in clear, and a TLS server of Python's ssl module.
 
-What the lab's `tls.encrypted` relies on: a connection whose client starts TLS is classed `tls`, one
-that speaks AMQP or memcached's protocol in clear is `plain` with what it sent, each connection
-counts once, and a port nobody used is not called encrypted. MariaDB's SSL request is checked with
+What the lab's `tls.encrypted` relies on: a connection whose client starts TLS is classed `tls`, and so
+is one opened before the capture began (first seen with TLS application data); one that speaks AMQP or
+memcached's protocol in clear is `plain` with what it sent, each connection counts once, and a port
+nobody used is not called encrypted. MariaDB's SSL request is checked with
 a real TLS MariaDB in tests/real/test_mariadb_tls.py.
 """
 
@@ -85,7 +86,15 @@ def test_tls_and_clear_text_connections_are_told_apart(
 ) -> None:
     tls_port, cert = tls_echo
     unused = 1  # tcpmux: nothing listens, nobody connects
+    # Opened before the capture begins, as the services' pooled connections are: seen from the middle.
+    pooled_raw = socket.create_connection(("127.0.0.1", tls_port), timeout=10)
+    pooled = ssl.create_default_context(cafile=cert).wrap_socket(pooled_raw, server_hostname="localhost")
+    pooled_plain = socket.create_connection(("127.0.0.1", memcached.port), timeout=10)
     with Capture(tmp_path / "pcap", [None], [tls_port, rabbitmq.port, memcached.port, unused]) as capture:
+        pooled.sendall(b"pooled secret\n")
+        assert pooled.recv(64) == b"pooled secret\n"
+        pooled_plain.sendall(b"version\r\n")
+        assert pooled_plain.recv(64).startswith(b"VERSION")
         for _ in range(2):
             client = ssl.create_default_context(cafile=cert)
             raw = socket.create_connection(("127.0.0.1", tls_port), timeout=10)
@@ -98,14 +107,17 @@ def test_tls_and_clear_text_connections_are_told_apart(
     names = {"tls-echo": [tls_port], "rabbitmq": [rabbitmq.port], "memcached": [memcached.port], "unused": [unused]}
     summary = summarize(found, names)
 
-    assert summary["tls-echo"] | {"plain_starts": []} == {
-        "ports": [tls_port], "connections": 2, "tls": 2, "plain": 0, "plain_starts": [], "encrypted": True,
+    pooled.close(), pooled_plain.close()
+    assert summary["tls-echo"] == {
+        "ports": [tls_port], "connections": 3, "opened": 2, "tls": 3, "plain": 0, "plain_starts": [], "encrypted": True,
     }  # fmt: skip
     assert summary["rabbitmq"]["plain"] == 1 and not summary["rabbitmq"]["encrypted"]
     assert summary["rabbitmq"]["plain_starts"] == ["AMQP...."]
-    assert summary["memcached"]["plain_starts"] == ["version.."] and not summary["memcached"]["encrypted"]
+    assert summary["memcached"]["plain_starts"] == ["version.."] * 2, summary
+    assert not summary["memcached"]["encrypted"]
+    assert summary["memcached"]["opened"] == 1  # the pooled one was seen from its middle
     assert summary["unused"] == {
-        "ports": [unused], "connections": 0, "tls": 0, "plain": 0, "plain_starts": [], "encrypted": False,
+        "ports": [unused], "connections": 0, "opened": 0, "tls": 0, "plain": 0, "plain_starts": [], "encrypted": False,
     }  # fmt: skip
     # Nothing the TLS client sent is readable in the capture.
     assert all(b"secret" not in b"".join(c.sent) for c in found if c.server_port == tls_port)

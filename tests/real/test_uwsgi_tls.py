@@ -27,6 +27,7 @@ from cryptography.x509.oid import NameOID
 
 from components.inifile import parse_ini, render_ini
 from tests.conftest import plan_of
+from tools.cloud import endpoint_tls, tls_probe
 from tools.realenv.openstack_venv import OpenStackVenv
 from tools.realenv.servers import free_port
 
@@ -150,3 +151,20 @@ def test_a_renewed_certificate_is_served_without_a_failed_call(server: tuple) ->
         time.sleep(0.05)
     assert _served_serial(port, context) == 2, "uWSGI still serves the old certificate"
     assert failed == 0, f"{failed} of {calls} calls failed during the reload"
+
+
+def test_the_lab_probe_finds_the_plans_uwsgi_on_tls_only_and_still_serving(server: tuple, tmp_path: Path) -> None:
+    """What report.json's tls.encrypted asks of every API (tools/cloud/tls_probe.py, judged by endpoint_tls.py):
+    a verified handshake, the machine's CA store refused, no HTTP answer to plain text; and uWSGI goes on
+    serving after the plain-text attempt (a worker is not left waiting on it)."""
+    port, _, context, ca = server
+    ca_file = tmp_path / "internal-ca.crt"
+    ca_file.write_bytes(ca[0].public_bytes(serialization.Encoding.PEM))
+    endpoint = {"name": "keystone-api:5000", "host": "localhost", "port": port, "protocol": "https",
+                "address": "127.0.0.1"}  # fmt: skip
+    started = time.monotonic()
+    facts = tls_probe.probe(endpoint, str(ca_file))
+    judged = endpoint_tls.classify(facts)
+    assert judged["ok"], judged
+    assert facts["plain"]["answered"] is False and time.monotonic() - started < tls_probe.TIMEOUT
+    assert _call(port, context)

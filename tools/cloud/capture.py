@@ -11,8 +11,10 @@ over as it comes (`--immediate-mode`: TPACKET_V3 otherwise holds packets in a bl
 out, and a capture stopped before then loses them), written as pcap and read back with dpkt.
 A connection is its client's address and port (the lab does no SNAT between pods), so the same
 connection seen on a pod's veth before a Service's DNAT and on the bridge after it counts once.
-It is classed by what its client sent first:
-- a TLS record (content type 22, handshake; version 3.x): `tls`;
+It is classed by what its client sent first in the capture:
+- a TLS record (content type 20 to 23; version 3.0 to 3.4): `tls`. A connection opened before the
+  capture began (the services' pooled database and AMQP connections) is first seen in the middle,
+  with application data (23), not a handshake (22); `opened` says whether its SYN was seen;
 - MariaDB's: the server greets in clear whatever follows (protocol 10, its version and a salt);
   a client that wants TLS answers with the 32-byte SSL request (capability CLIENT_SSL) and then
   sends a TLS record (`tls`); one that logs in (or queries) in clear, or sends nothing after its
@@ -28,6 +30,7 @@ import signal
 import socket
 import struct
 import subprocess
+import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -37,11 +40,13 @@ from typing import Any
 import dpkt
 
 SNAP_BYTES = 256  # link, IP and TCP headers take at most ~100 of them
-TLS_HANDSHAKE = 0x16
+TLS_CONTENT_TYPES = range(0x14, 0x18)  # change_cipher_spec, alert, handshake, application_data
 MARIADB_SSL_REQUEST = 32  # bytes of the SSL request's payload (after the 4-byte packet header)
 MARIADB_CLIENTS_FIRST = 1  # the sequence id of the client's first packet (the server's greeting is 0)
 CLIENT_SSL = 0x0800  # the capability bit the SSL request sets
 START_SECONDS = 10
+# tcpdump stops at SIGINT without reading what the kernel still holds for it: give it that long first.
+SETTLE_SECONDS = 1.0
 
 
 class CaptureError(RuntimeError):
@@ -49,7 +54,8 @@ class CaptureError(RuntimeError):
 
 
 def _is_tls_record(data: bytes) -> bool:
-    return len(data) >= 3 and data[0] == TLS_HANDSHAKE and data[1] == 3
+    """Whether data starts with a TLS record's header (what a TLS peer's every write starts with)."""
+    return len(data) >= 3 and data[0] in TLS_CONTENT_TYPES and data[1] == 3 and data[2] <= 4
 
 
 def _after_mariadb_ssl_request(data: bytes) -> bytes | None:
@@ -69,6 +75,7 @@ class Connection:
 
     client: tuple[str, int]
     server_port: int
+    opened: bool = False  # its SYN is in the capture: seen from its first byte
     sent: list[bytes] = field(default_factory=list)
     _seen: set[int] = field(default_factory=set)  # sequence numbers: a segment seen on two interfaces counts once
 
@@ -123,14 +130,15 @@ def connections(pcaps: Iterable[Path], ports: Iterable[int]) -> list[Connection]
                     continue  # server to client: what the server says is not what this classes
                 key = (_address(ip, ip.src), tcp.sport)
                 connection = found.setdefault(key, Connection(client=key, server_port=tcp.dport))
+                connection.opened |= bool(tcp.flags & dpkt.tcp.TH_SYN)
                 connection.add(tcp.seq, bytes(tcp.data))
     return list(found.values())
 
 
 def summarize(found: Iterable[Connection], names: Mapping[str, Iterable[int]]) -> dict[str, dict[str, Any]]:
     """Per watched name (mariadb, rabbitmq, keystone-api, ...) and its ports (a Service's and its
-    target's): connections seen, how many TLS and how many plain, the first bytes of up to three plain
-    ones, and `encrypted`: seen and none plain."""
+    target's): connections seen (`opened` of them during the capture), how many TLS and how many plain,
+    the first bytes of up to three plain ones, and `encrypted`: seen and none plain."""
     by_port: dict[int, list[Connection]] = {}
     for connection in found:
         if connection.kind is not None:
@@ -142,6 +150,7 @@ def summarize(found: Iterable[Connection], names: Mapping[str, Iterable[int]]) -
         summary[name] = {
             "ports": sorted(set(ports)),
             "connections": len(seen),
+            "opened": sum(c.opened for c in seen),
             "tls": len(seen) - len(plain),
             "plain": len(plain),
             "plain_starts": [c.first_bytes() for c in plain[:3]],
@@ -195,6 +204,8 @@ class Capture:
 
     def stop(self) -> None:
         """Ends every tcpdump (each writes out what it holds); again, it does nothing."""
+        if any(process.poll() is None for process in self._running):
+            time.sleep(SETTLE_SECONDS)
         for process in self._running:
             if process.poll() is None:
                 process.send_signal(signal.SIGINT)  # tcpdump writes out what it holds and ends

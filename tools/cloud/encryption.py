@@ -9,26 +9,19 @@ encrypt yet is named in `tls.not_encrypted` with why, so a false there is expect
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from components import internal_tls
 from tools.cloud.capture import Capture, connections, summarize
+from tools.cloud.endpoint_tls import NOT_ENCRYPTED
 from tools.cloud.isolation import client_ports
 
 if TYPE_CHECKING:
     from components.settings import Settings
     from tools.cloud.deploy import Cloud
 
-# What the plan leaves in clear under internal TLS, and why (the README's "TLS inside the cluster").
-NOT_BUILT = {
-    "memcached": "memcached's TLS and oslo.cache's tls_enabled are not built yet (issue 20): token and "
-    "Horizon session caches cross the pod network in clear",
-    "horizon": "the gateway reaches Horizon's Apache over http: Horizon is not an API of the catalog and "
-    "has no internal certificate yet",
-    "nova-novncproxy": "the gateway reaches the console proxy over http (its internal certificate is not built)",
-}
 EXTRA_SERVICES = ("horizon", "nova-novncproxy")  # not APIs of the catalog, but what the gateway reaches
 
 
@@ -47,11 +40,11 @@ def watched(cloud: Cloud) -> dict[str, set[int]]:
     return names
 
 
-def expected_clear(settings: Settings, names: Mapping[str, Any]) -> dict[str, str]:
-    """Those of `names` that the stack's plan leaves in clear, with why."""
+def expected_clear(settings: Settings, names: Iterable[str]) -> set[str]:
+    """Those of `names` the stack's plan leaves in clear (tools/cloud/endpoint_tls.py says why)."""
     if not settings.tls.internal_enabled:
-        return {name: "the stack says tls.internal plainText" for name in names}
-    return {name: why for name, why in NOT_BUILT.items() if name in names}
+        return set(names)
+    return set(names) & set(NOT_ENCRYPTED)
 
 
 def capture(cloud: Cloud, directory: Path) -> Capture:
@@ -61,7 +54,7 @@ def capture(cloud: Cloud, directory: Path) -> Capture:
 
 
 def encrypted(cloud: Cloud, done: Capture) -> dict[str, Any]:
-    """The `tls` report's `encrypted`, `wire` and `not_encrypted` from a finished capture."""
+    """The `tls` report's `encrypted`, `wire` and `capture_ok` from a finished capture."""
     wire = summarize(connections(done.pcaps, done.ports), watched(cloud))
     clear = expected_clear(cloud.plan.settings, wire)
     seen = {name: figures for name, figures in wire.items() if figures["connections"]}
@@ -69,9 +62,8 @@ def encrypted(cloud: Cloud, done: Capture) -> dict[str, Any]:
     return {
         "internal_tls": internal,
         "encrypted": {name: figures["encrypted"] if name in seen else None for name, figures in wire.items()},
-        "encrypted_ok": internal
+        "capture_ok": internal
         and {"mariadb", "rabbitmq"} <= set(seen)
         and all(figures["encrypted"] for name, figures in seen.items() if name not in clear),
         "wire": wire,
-        "not_encrypted": clear,
     }

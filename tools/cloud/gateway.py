@@ -12,6 +12,10 @@ listener's scheme (a client's own value replaced) and the client's address appen
 services must build their links from the Host and the scheme, as behind Envoy. An `Upgrade:
 websocket` request (the console) becomes a tunnel. Timeouts are Envoy's defaults: 10 s to connect
 to a backend, 15 s for its answer (the route timeout), an hour idle for a connection or a tunnel.
+A backend a BackendTLSPolicy targets (tools/cloud/backendtls.py) is spoken to over TLS as Envoy
+speaks to it: TLS 1.2 or 1.3, the policy's hostname as SNI and as the name its certificate must
+carry, the policy's CA certificates as the only trust, verification required; a backend whose
+policy is invalid has no server at all (500), and one without a policy gets plain HTTP.
 
 It runs as Envoy Gateway runs its proxies: a pod in `gateway.proxies.namespace` with Envoy's proxy
 labels (or the stack's `gateway.proxies.labels`), so the NetworkPolicies that admit only the
@@ -42,6 +46,8 @@ PRIVILEGED_PORT_SHIFT = 10000
 START_SECONDS = 20.0
 CONFIG, ADMIN_SOCKET = "haproxy.cfg", "admin.sock"
 SecretLookup = Callable[[str, str], Mapping[str, str]]  # (namespace, name) → the Secret's data
+# Envoy Gateway's default upstream TLS versions (applyBackendTLSSetting: min 1.2, max 1.3).
+BACKEND_TLS_OPTIONS = "ssl-min-ver TLSv1.2 ssl-max-ver TLSv1.3"
 # Envoy's defaults, which Envoy Gateway keeps unless a policy or the route says otherwise.
 TIMEOUTS = (
     ("connect", "10s"),  # the cluster's connect timeout
@@ -86,11 +92,14 @@ def haproxy_config(
     bind_address: str = "0.0.0.0",
     admin_socket: Path | None = None,
     ports: Mapping[int, int] | None = None,
+    ca_files: Mapping[str, Path] | None = None,
 ) -> str:
     """haproxy's configuration for what the Gateway serves. `certificate_files`: listener name → PEM of
     tls.crt and tls.key; `address`: a backend Service's cluster address (None: it has none, 500);
-    `ports`: listener port → the port bound (default: container_port)."""
+    `ports`: listener port → the port bound (default: container_port); `ca_files`: BackendTLSPolicy
+    (namespace/name) → the PEM file of its CA certificates."""
     lines = ["global", "    log stdout format raw local0", "    ssl-default-bind-options ssl-min-ver TLSv1.2"]
+    lines.append(f"    ssl-default-server-options {BACKEND_TLS_OPTIONS}")
     if admin_socket is not None:  # the runtime API: a renewed certificate without a restart (`set ssl cert`)
         lines.append(f"    stats socket {admin_socket} mode 600 level admin")
     lines += ["", "defaults", "    mode http", "    log global", "    option httplog", "    option forwardfor"]
@@ -126,19 +135,42 @@ def haproxy_config(
                     lines.append(f"    use_backend {backend} if {path_acl}")
                 else:
                     lines.append(f"    default_backend {backend}")
-                backends += ["", f"backend {backend}", *_servers(rule.backends, address)]
+                backends += ["", f"backend {backend}", *_servers(rule.backends, address, ca_files or {})]
         lines.append("    default_backend no-route")
     backends += ["", "backend no-route", "    http-request return status 404"]  # no route's host: Envoy's 404
     return "\n".join(lines + backends) + "\n"
 
 
-def _servers(backends: tuple[Backend, ...], address: Callable[[Backend], str | None]) -> list[str]:
+def _servers(
+    backends: tuple[Backend, ...], address: Callable[[Backend], str | None], ca_files: Mapping[str, Path]
+) -> list[str]:
     servers = []
     for index, backend in enumerate(backends):
         ip = address(backend)
-        if ip is not None:
-            servers.append(f"    server {backend.service}-{index} {ip}:{backend.port} weight {backend.weight}")
+        if ip is None:
+            continue
+        server = f"    server {backend.service}-{index} {ip}:{backend.port} weight {backend.weight}"
+        if backend.tls is not None:
+            name = backend.tls.hostname
+            server += f" ssl verify required ca-file {ca_files[backend.tls.policy]} sni str({name}) verifyhost {name}"
+        servers.append(server)
     return servers or ["    http-request return status 500"]  # no valid backend: the spec's 500
+
+
+def ca_file_name(policy: str) -> str:
+    """Where a BackendTLSPolicy's CA certificates go, by its namespace/name."""
+    return "backend-ca-" + policy.replace("/", "-") + ".pem"
+
+
+def backend_tls_of(programmed: Programmed) -> dict[str, str]:
+    """Each policy in use → its CA certificates (PEM)."""
+    return {
+        b.tls.policy: b.tls.ca
+        for route in programmed.routes
+        for rule in route.rules
+        for b in rule.backends
+        if b.tls is not None
+    }
 
 
 def write_files(
@@ -162,8 +194,13 @@ def write_files(
         path.touch(mode=0o600)
         path.write_text(data["tls.crt"] + data["tls.key"])
         files[listener.name] = path
+    ca_files = {}
+    for policy, ca in backend_tls_of(programmed).items():
+        ca_files[policy] = state / ca_file_name(policy)
+        ca_files[policy].write_text(ca)
     config = state / CONFIG
-    config.write_text(haproxy_config(programmed, address, files, bind_address, state / ADMIN_SOCKET, ports))
+    text = haproxy_config(programmed, address, files, bind_address, state / ADMIN_SOCKET, ports, ca_files)
+    config.write_text(text)
     return config
 
 

@@ -9,8 +9,10 @@ not programmed: ResolvedRefs False, RefNotPermitted); an HTTPRoute attaches to t
 parentRefs name (every listener of the Gateway without sectionName) whose `allowedRoutes` admit
 its namespace and kind, and whose hostname its own hostnames intersect; a backendRef is a Service
 (and port) of the route's namespace, or of another one where a ReferenceGrant allows it (else
-requests get 500, as the spec asks). What the plan's routes use that this resolution does not
-implement (filters, header matches, TLS passthrough) is a problem, not silently ignored.
+requests get 500, as the spec asks); a backend a BackendTLSPolicy targets is spoken to over TLS
+as the policy says, and one whose policy is invalid gets no traffic (tools/cloud/backendtls.py).
+What the plan's routes use that this resolution does not implement (filters, header matches, TLS
+passthrough) is a problem, not silently ignored.
 """
 
 from __future__ import annotations
@@ -18,6 +20,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
+
+from tools.cloud.backendtls import BackendTls, BackendTlsPolicies, no_policies
 
 Manifest = dict[str, Any]
 GROUP = "gateway.networking.k8s.io"
@@ -51,6 +55,7 @@ class Backend:
     service: str
     port: int
     weight: int = 1
+    tls: BackendTls | None = None  # a BackendTLSPolicy's: TLS to it; None: plain HTTP
 
 
 @dataclass(frozen=True)
@@ -79,6 +84,7 @@ class Programmed:
     listeners: list[Listener] = field(default_factory=list)  # those programmed (their refs resolved)
     routes: list[AttachedRoute] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
+    backend_tls: dict[str, str] = field(default_factory=dict)  # each BackendTLSPolicy: Accepted, or why not
 
 
 def _spec_gateway(manifest: Manifest, stand_in: str = "") -> Gateway:
@@ -167,7 +173,9 @@ def _admits(listener: Listener, gateway: Gateway, route_namespace: str, namespac
     return all(labels.get(k) == v for k, v in listener.routes_selector.items())
 
 
-def _rules(route: Manifest, grants: list[Manifest], problems: list[str]) -> tuple[Rule, ...]:
+def _rules(
+    route: Manifest, grants: list[Manifest], problems: list[str], policies: BackendTlsPolicies
+) -> tuple[Rule, ...]:
     meta, found = route["metadata"], []
     for rule in route["spec"].get("rules", []):
         unknown = set(rule) - RULE_FIELDS
@@ -184,7 +192,12 @@ def _rules(route: Manifest, grants: list[Manifest], problems: list[str]) -> tupl
             ):
                 problems.append(f"HTTPRoute {meta['name']}: Service {namespace}/{ref['name']} not granted (500)")
                 continue
-            backends.append(Backend(namespace, ref["name"], int(ref["port"]), int(ref.get("weight", 1))))
+            tls, refused = policies.for_backend(namespace, ref["name"], int(ref["port"]))
+            if refused:
+                problems.append(f"HTTPRoute {meta['name']}: Service {namespace}/{ref['name']} gets no traffic "
+                                f"(500), {refused}")  # fmt: skip
+                continue
+            backends.append(Backend(namespace, ref["name"], int(ref["port"]), int(ref.get("weight", 1)), tls))
         for match in rule.get("matches") or [{"path": {"type": "PathPrefix", "value": "/"}}]:
             if set(match) - MATCH_FIELDS:
                 problems.append(f"HTTPRoute {meta['name']}: matches on {sorted(set(match) - MATCH_FIELDS)} not "
@@ -200,9 +213,12 @@ def program(
     routes: Iterable[Manifest],
     grants: Iterable[Manifest],
     namespace_labels: Mapping[str, Mapping[str, str]] | None = None,
+    backend_tls: BackendTlsPolicies | None = None,
 ) -> Programmed:
-    """What the Gateway serves, as its controller would program it."""
+    """What the Gateway serves, as its controller would program it (`backend_tls`: the cluster's
+    BackendTLSPolicies; None: there are none)."""
     grants, labels = list(grants), namespace_labels or {}
+    policies = backend_tls or no_policies()
     found = Programmed(gateway)
     for listener in gateway.listeners:
         if listener.protocol not in ("HTTPS", "HTTP"):
@@ -247,6 +263,7 @@ def program(
             found.problems.append(f"HTTPRoute {meta['namespace']}/{meta['name']}: attached to no listener of "
                                   f"{gateway.namespace}/{gateway.name} (Accepted False)")  # fmt: skip
             continue
-        rules = _rules(route, grants, found.problems)
+        rules = _rules(route, grants, found.problems, policies)
         found.routes.append(AttachedRoute(meta["name"], meta["namespace"], tuple(served), tuple(attached), rules))
+    found.backend_tls = dict(policies.status)
     return found

@@ -6,10 +6,13 @@
    where the stack attaches to the cluster's, the Gateway its owner keeps (a stand-in, reported),
    and the plan's HTTPRoutes and ReferenceGrants; it runs as a pod of the proxies' namespace, which
    the NetworkPolicies of Horizon and the console proxy admit.
+   The gateway speaks TLS to each backend a BackendTLSPolicy targets, verifying the policy's CA
+   and hostname (tools/cloud/backendtls.py), and sends nothing to one whose policy is invalid.
 3. A laptop outside the cluster (tools/cloud/laptop.py), trusting only the public certificate's
    root, runs tools/cloud/public_scenario.py through the gateway; the user's pod, inside the
    cluster, must not reach Horizon or the console proxy past the gateway.
-Its findings are report.json's `tls`.
+Its findings are report.json's `tls`; tools/cloud/run.py adds `encrypted`, TLS inside the cluster
+(tools/cloud/endpoint_tls.py).
 """
 
 from __future__ import annotations
@@ -27,9 +30,10 @@ from components.certificates import PUBLIC_TLS
 from components.gateway_settings import ENVOY_PROXY_LABELS
 from components.oslo import KEYSTONE, public_url
 from components.public_routes import public_routes
+from tools.cloud.backendtls import BackendTlsPolicies
 from tools.cloud.certmanager import CertManager
 from tools.cloud.gateway import LOAD_BALANCER_ADDRESS, PROXY_NETNS, GatewayProxy
-from tools.cloud.gatewayapi import Backend, Gateway, owners_gateway, plan_gateway, program
+from tools.cloud.gatewayapi import Backend, Gateway, Programmed, owners_gateway, plan_gateway, program
 from tools.cloud.isolation import connects
 from tools.cloud.laptop import Laptop
 from tools.cloud.userpod import NETNS as USER_NETNS
@@ -40,8 +44,10 @@ if TYPE_CHECKING:
     from tools.cloud.deploy import Cloud
 
 NOT_YET = {
-    "rotation": {"not_run": "phase 3 of issue 20: renewing every certificate under a client loop needs the internal "
-                 "certificates first; the public one is renewed by the stand-in's renew() but not yet measured"},
+    "rotation": {"not_run": "not measured yet: renewing each internal certificate under a client loop needs the lab "
+                 "to rewrite the Secrets while clients run and to play what each consumer does on renewal (uWSGI's "
+                 "touch-reload, RabbitMQ's PEM cache, mariadb-operator's rolling restart, which the MariaDB stand-in "
+                 "does not do); the public certificate is renewed by the stand-in's renew() but not measured"},
 }  # fmt: skip
 
 
@@ -59,6 +65,18 @@ def _describe(issued_chain: tuple[x509.Certificate, ...]) -> dict[str, Any]:
         "issued_by": leaf.issuer.rfc4514_string(),
         "chain": len(issued_chain),
     }
+
+
+def _backends(programmed: Programmed) -> dict[str, str]:
+    """How the gateway speaks to each routed Service: TLS verifying a name, or plain HTTP."""
+    found = {}
+    for route in programmed.routes:
+        for rule in route.rules:
+            for b in rule.backends:
+                plain = "plain HTTP (no BackendTLSPolicy)"
+                how = f"TLS, verifying {b.tls.hostname} ({b.tls.policy})" if b.tls else plain
+                found[f"{b.namespace}/{b.service}:{b.port}"] = how
+    return found
 
 
 @dataclass
@@ -93,8 +111,9 @@ class FrontDoor:
         found += [{"what": what, "why": why} for what, why in self.certs.stand_ins.items()]
         if self.gateway is not None:
             found.append({"what": "the Gateway's implementation (Envoy Gateway's proxy)", "why": "Debian's haproxy, "
-                          "programmed from the Gateway API objects with Envoy's edge headers and default timeouts "
-                          "(tools/cloud/gateway.py)"})  # fmt: skip
+                          "programmed from the Gateway API objects with Envoy's edge headers and default timeouts, "
+                          "and TLS to the backends BackendTLSPolicies target as Envoy Gateway verifies them "
+                          "(tools/cloud/gateway.py, backendtls.py)"})  # fmt: skip
             if self.gateway.stand_in:
                 found.append({"what": f"Gateway {self.gateway.namespace}/{self.gateway.name}",
                               "why": self.gateway.stand_in})  # fmt: skip
@@ -116,6 +135,23 @@ class FrontDoor:
             return self.cloud.objects[("Secret", name)]
         raise LookupError(f"Secret {namespace}/{name} does not exist: the listener has no certificate")
 
+    def _object(self, kind: str, namespace: str, name: str) -> Mapping[str, str] | None:
+        """A Secret's or ConfigMap's data as the cluster has it now; None where it does not exist."""
+        if kind == "Secret":
+            try:
+                return self._secret(namespace, name)
+            except LookupError:
+                return None
+        if namespace == self.cloud.plan.settings.namespace:
+            return self.cloud.objects.get((kind, name))
+        return None
+
+    def _port_name(self, namespace: str, service: str, port: int) -> str | None:
+        for found in self.cloud.table.services:
+            if (found.namespace, found.name) == (namespace, service):
+                return next((p.name or None for p in found.ports if p.port == port), None)
+        return None
+
     def _address(self, backend: Backend) -> str | None:
         service = next((s for s in self.cloud.table.services
                         if (s.namespace, s.name) == (backend.namespace, backend.service)), None)  # fmt: skip
@@ -127,11 +163,12 @@ class FrontDoor:
         self.gateway = self._gateway()
         if self.gateway is None or settings.gateway is None:
             return
-        kinds: dict[str, list[dict[str, Any]]] = {"HTTPRoute": [], "ReferenceGrant": []}
+        kinds: dict[str, list[dict[str, Any]]] = {"HTTPRoute": [], "ReferenceGrant": [], "BackendTLSPolicy": []}
         for r in self.cloud.plan.custom:
             if r.kind in kinds:
                 kinds[r.kind].append(r.revealed)
-        programmed = program(self.gateway, kinds["HTTPRoute"], kinds["ReferenceGrant"])
+        policies = BackendTlsPolicies(kinds["BackendTLSPolicy"], self._object, self._port_name)
+        programmed = program(self.gateway, kinds["HTTPRoute"], kinds["ReferenceGrant"], backend_tls=policies)
         proxies = settings.gateway.proxies
         labels = {
             **(dict(proxies.labels) or ENVOY_PROXY_LABELS),
@@ -217,6 +254,9 @@ class FrontDoor:
                 "routes": {r.name: sorted(r.hostnames) for r in programmed.routes},
                 "unrouted_public_hosts": sorted(set(hosts.values()) - routed),
                 "problems": problems,
+                # Each BackendTLSPolicy: Accepted (its backends over TLS, verified), or why its backends get nothing.
+                "backend_tls": programmed.backend_tls,
+                "backends": _backends(programmed),
             },
             "certificates": {
                 f"{ns}/{name}": {

@@ -218,6 +218,7 @@ class Report:
             f"{server['provider_reachable']}, peer VM across the tunnel {server['peer_reachable']}",
             f"  horizon login {d['horizon_login']}; volume {d['volume']}",
             f"  public endpoints from outside through the gateway: {_tls_line(d['tls'])}",
+            f"  TLS inside the cluster: {_encrypted_line(d['tls'])}",
             f"  ceph: {_ceph_line(d['ceph'])}",
             f"  libvirt pod restart: {restart}",
             f"  libvirt for migrations: {d['libvirt_listener']}",
@@ -245,6 +246,21 @@ def _tls_line(tls: dict[str, Any]) -> str:
     why = tls.get("not_run") or tls.get("error") or ""
     return (
         f"ok {tls.get('public_endpoints_ok')}, {len(checks) - len(failed)}/{len(checks)} checks, failed {failed} {why}"
+    )
+
+
+def _encrypted_line(tls: dict[str, Any]) -> str:
+    probe = tls.get("endpoints") or {}
+    seen = {name: ok for name, ok in (tls.get("encrypted") or {}).items() if ok is not None}
+    captured = f"captured: {sum(seen.values())}/{len(seen)} seen encrypted {tls.get('capture_error', '')}"
+    plain = [item["what"] for item in tls.get("not_encrypted") or []]
+    if "not_run" in probe:
+        return f"{captured}; endpoints not probed ({probe['not_run']}); plain text: {plain}"
+    endpoints = probe.get("endpoints") or {}
+    failed = sorted(name for name, e in endpoints.items() if not e.get("ok"))
+    return (
+        f"ok {tls.get('encrypted_ok')}, {captured}; {len(endpoints) - len(failed)}/{len(endpoints)} endpoints, "
+        f"failed {failed} {probe.get('error', '')}; plain text: {plain}"
     )
 
 

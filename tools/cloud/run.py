@@ -14,8 +14,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from components import internal_tls
 from components.cinder import volume_pods
-from tools.cloud import encryption
+from tools.cloud import encryption, endpoint_tls
 from tools.cloud.apiserver import LabApiServer
 from tools.cloud.capture import Capture, CaptureError
 from tools.cloud.ceph import CephStandIn, CephStartError, monitors_override
@@ -129,8 +130,19 @@ def cannot_run(plan: Plan) -> dict[str, str]:
     return found
 
 
-def admin_env(cloud: Cloud) -> dict[str, str]:
-    """The cloud admin's OS_* variables, as the plan's own registration Jobs get them."""
+def admin_env(cloud: Cloud, ca_file: Path | None = None) -> dict[str, str]:
+    """The cloud admin's OS_* variables, as the plan's own registration Jobs get them; the internal
+    CA's file, which those pods mount (OS_CACERT), is `ca_file` here: a pod's view of the Secret."""
+    resolved = _admin_env(cloud)
+    for name, value in resolved.items():
+        if value == internal_tls.CA_FILE:
+            if ca_file is None:
+                raise LookupError(f"{name} names the internal CA's file, which the lab has not written")
+            resolved[name] = str(ca_file)
+    return resolved
+
+
+def _admin_env(cloud: Cloud) -> dict[str, str]:
     for r in cloud.plan.custom:
         if r.kind != "Job":
             continue
@@ -231,6 +243,7 @@ def use_cloud(
     guest: Guest,
     why_not: dict[str, str],
     ceph: CephStandIn | None = None,
+    ca_file: Path | None = None,
 ) -> dict[str, Any]:
     """Run tools/cloud/scenario.py as a user inside the cluster would: from a pod, by the cluster's names."""
     settings = cloud.plan.settings
@@ -240,7 +253,7 @@ def use_cloud(
         "PATH": f"{venv / 'bin'}:/usr/sbin:/usr/bin:/sbin:/bin",
         "PYTHONPATH": str(REPO),
         "HOME": str(user.home),
-        **admin_env(cloud),
+        **admin_env(cloud, ca_file),
         "VOLUME_TYPE": settings.cinder.default_backend,
         "VOLUME_BACKEND_RUNS": "false" if volume_cannot_run else "true",
         "VOLUME_NOT_RUN": volume_cannot_run,
@@ -263,17 +276,46 @@ def use_cloud(
 
 
 def prove_public_access(
-    door: FrontDoor, cloud: Cloud, venv: Path, guest: Guest, log: Callable[[str], None]
+    door: FrontDoor, cloud: Cloud, venv: Path, guest: Guest, log: Callable[[str], None], ca_file: Path | None = None
 ) -> dict[str, Any]:
     """The gateway's proxy started, then the proof from a laptop outside (tools/cloud/public_access.py)."""
     try:
         door.open_gateway()
-        found = door.prove(venv / "bin" / "python", guest.disk, admin_env(cloud))
+        found = door.prove(venv / "bin" / "python", guest.disk, admin_env(cloud, ca_file))
     except (RuntimeError, LookupError, OSError, subprocess.SubprocessError) as error:
         found = {"public_endpoints_ok": False, "checks": {}, "error": f"{type(error).__name__}: {error}"}
     failed = [name for name, check in found.get("checks", {}).items() if not check.get("ok")]
     log(f"public access: ok {found['public_endpoints_ok']}, failed checks {failed} {found.get('error', '')}")
     return found
+
+
+def prove_endpoints_tls(
+    cloud: Cloud, user: UserPod, venv: Path, ca_file: Path | None, log: Callable[[str], None]
+) -> dict[str, Any]:
+    """What each endpoint inside the cluster accepts, tried from the user's pod (tools/cloud/endpoint_tls.py)."""
+    try:
+        found = endpoint_tls.check(cloud, user.run, venv / "bin" / "python", ca_file)
+    except (LookupError, OSError, subprocess.SubprocessError) as error:
+        found = {"encrypted_ok": False, "error": f"{type(error).__name__}: {error}"}
+    failed = sorted(name for name, e in found.get("endpoints", {}).items() if not e.get("ok"))
+    why = found.get("error") or found.get("not_run", "")
+    log(f"internal TLS endpoints: ok {found.get('encrypted_ok')}, failed {failed} {why}")
+    return found
+
+
+def internal_tls_seen(
+    cloud: Cloud, user: UserPod, venv: Path, ca_file: Path | None, wire: Capture | None, log: Callable[[str], None]
+) -> dict[str, Any]:
+    """The `tls` report's part inside the cluster: what the clients sent (the capture's `encrypted`, `wire`),
+    what each endpoint accepts (`endpoints`), what stays in clear and why, and `encrypted_ok` for both."""
+    seen = encryption_seen(cloud, wire, log)
+    endpoints = prove_endpoints_tls(cloud, user, venv, ca_file, log)
+    return {
+        **seen,
+        "endpoints": endpoints,
+        "not_encrypted": endpoint_tls.not_encrypted(cloud.plan),
+        "encrypted_ok": bool(seen.get("capture_ok")) and bool(endpoints.get("encrypted_ok")),
+    }
 
 
 def virt_type(guest: Guest, log: Callable[[str], None]) -> str:
@@ -308,12 +350,13 @@ def tempest_step(
     request: TempestRequest,
     why_not: dict[str, str],
     log: Callable[[str], None],
+    ca_file: Path | None = None,
 ) -> dict[str, Any]:
     """Tempest's API tests against the cloud (tools/cloud/tempest_run.py), as a user inside the cluster."""
     try:
         found = run_tempest(
-            cloud.plan, request, cloud.cluster.state, cloud.out, admin_env(cloud), venv / "bin" / "python", why_not,
-            user.run, log,
+            cloud.plan, request, cloud.cluster.state, cloud.out, admin_env(cloud, ca_file), venv / "bin" / "python",
+            why_not, user.run, log,
         )  # fmt: skip
     except (TempestError, OSError, subprocess.SubprocessError) as error:
         return {"error": f"{type(error).__name__}: {error}"}
@@ -337,15 +380,15 @@ def start_capture(cloud: Cloud, log: Callable[[str], None]) -> Capture | None:
 
 
 def encryption_seen(cloud: Cloud, wire: Capture | None, log: Callable[[str], None]) -> dict[str, Any]:
-    """The `tls` report's `encrypted`, `encrypted_ok`, `wire` and `not_encrypted` from the capture."""
+    """The `tls` report's `encrypted`, `capture_ok` and `wire` from the capture."""
     if wire is None:
-        return {"encrypted": {}, "encrypted_ok": False, "not_run": "tcpdump did not start (see events.log)"}
+        return {"encrypted": {}, "capture_ok": False, "capture_error": "tcpdump did not start (see events.log)"}
     wire.stop()
     try:
         seen = encryption.encrypted(cloud, wire)
     except (CaptureError, ValueError) as error:  # dpkt's errors are ValueErrors
-        return {"encrypted": {}, "encrypted_ok": False, "error": f"reading the capture: {error}"}
-    log(f"encrypted: {json.dumps(seen['encrypted'])} ok {seen['encrypted_ok']}")
+        return {"encrypted": {}, "capture_ok": False, "capture_error": f"reading the capture: {error}"}
+    log(f"encrypted: {json.dumps(seen['encrypted'])} ok {seen['capture_ok']}")
     return seen
 
 
@@ -398,9 +441,12 @@ def run(
                    plan.settings.endpoints.cluster_domain)  # fmt: skip
     ceph = ceph_stand_in(plan, cluster.state, log)
     wire: Capture | None = None
+    ca_file: Path | None = None
     try:
         since = time.monotonic()
         try:
+            # The internal CA as the cloud's pods trust it, for the lab's clients inside the cluster.
+            ca_file = endpoint_tls.write_internal_ca(cloud, user.state)
             if ceph is not None:  # first: the plan's pods mount its keyring Secrets
                 start_ceph(ceph, cluster, cloud, api)
                 phase("ceph", since)
@@ -410,21 +456,21 @@ def run(
             user.start()
             cloud.deploy()
             cloud.run_cron_jobs(JOB_TIMEOUT)
-        except (DeployFailedError, CephStartError) as error:
+        except (DeployFailedError, CephStartError, endpoint_tls.InternalCaMissingError) as error:
             report.deploy_error = str(error)
             log(f"deploy failed: {error}")
         phase("deploy", since)
         if not report.deploy_error:
             since = time.monotonic()
             wire = start_capture(cloud, log)  # what crosses the wires while both users work
-            report.user = use_cloud(cloud, api, user, venv.path, guest, why_not, ceph)
+            report.user = use_cloud(cloud, api, user, venv.path, guest, why_not, ceph, ca_file)
             report.provider = provider_counters()
             log(f"user: {json.dumps(report.user)[:2000]}")
             phase("use", since)
             since = time.monotonic()
-            report.tls = prove_public_access(door, cloud, venv.path, guest, log)
+            report.tls = prove_public_access(door, cloud, venv.path, guest, log, ca_file)
             phase("public_access", since)
-            report.tls |= encryption_seen(cloud, wire, log)
+            report.tls |= internal_tls_seen(cloud, user, venv.path, ca_file, wire, log)
             server = report.user.get("server", {})
             report.libvirt_listener = libvirt_listener(cloud, server.get("host"))
             report.network_policies = check_isolation(cloud)
@@ -435,7 +481,7 @@ def run(
                 phase("libvirt_restart", since)
             if tempest:  # last: the other checks stay as fast, and it sees the cloud they left
                 since = time.monotonic()
-                report.tempest = tempest_step(cloud, user, venv.path, tempest, why_not, log)
+                report.tempest = tempest_step(cloud, user, venv.path, tempest, why_not, log, ca_file)
                 phase("tempest", since)
         report_api(report, api)
         report.not_run += door.stand_ins()

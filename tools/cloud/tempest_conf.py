@@ -122,7 +122,12 @@ def tempest_conf(
             "admin_project_domain_name": admin.get("OS_PROJECT_DOMAIN_NAME", "Default"),
             "create_isolated_networks": on("neutron"),
         },
-        "identity": {"uri_v3": admin["OS_AUTH_URL"], "v3_endpoint_type": internal, "region": region},
+        "identity": {
+            "uri_v3": admin["OS_AUTH_URL"],
+            "v3_endpoint_type": internal,
+            "region": region,
+            **_trust(admin),
+        },
         "identity-feature-enabled": {
             "api_extensions": extensions.get("identity", []),
             "trust": _off(
@@ -174,6 +179,16 @@ def tempest_conf(
             facts, cinder, on("cinder") and _volumes_run(plan, cannot_run), off
         )
     return TempestConf(render_ini(conf), off)
+
+
+def _trust(admin: Mapping[str, str]) -> dict[str, Any]:
+    """The CA the internal endpoints are verified with, as the admin's OS_CACERT names it (the
+    internal CA under tls.internal): Tempest hands `[identity] ca_certificates_file` to its auth
+    and every service client (tempest/config.py service_client_config `ca_certs`); verification
+    stays on."""
+    if not admin.get("OS_CACERT"):
+        return {}
+    return {"ca_certificates_file": admin["OS_CACERT"], "disable_ssl_certificate_validation": False}
 
 
 RBD_DRIVER = "cinder.volume.drivers.rbd.RBDDriver"

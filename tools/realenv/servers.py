@@ -219,7 +219,8 @@ def _amqp_answers(port: int) -> bool:
 
 
 @contextmanager
-def run_rabbitmq(workdir: Path, timeout: float = 90) -> Iterator[RabbitMQ]:
+def run_rabbitmq(workdir: Path, timeout: float = 90, extra_conf: str = "") -> Iterator[RabbitMQ]:
+    """`extra_conf`: rabbitmq.conf lines besides the plain listeners (a TLS listener, say)."""
     server = require_binary("rabbitmq-server", "rabbitmq-server", RABBITMQ_SCRIPTS)
     epmd = require_binary("epmd", "erlang-base (a dependency of rabbitmq-server)")
     port, management_port, dist_port, epmd_port = (free_port() for _ in range(4))
@@ -228,7 +229,7 @@ def run_rabbitmq(workdir: Path, timeout: float = 90) -> Iterator[RabbitMQ]:
         f"listeners.tcp.1 = {HOST}:{port}\n"
         f"management.tcp.ip = {HOST}\nmanagement.tcp.port = {management_port}\n"
         f"default_user = {user}\ndefault_pass = {password}\n"
-        "default_user_tags.administrator = true\n"
+        "default_user_tags.administrator = true\n" + extra_conf
     )
     (workdir / "enabled_plugins").write_text("[rabbitmq_management].\n")
     env = dict(

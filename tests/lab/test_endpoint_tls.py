@@ -1,0 +1,168 @@
+"""TLS inside the cluster, as the lab proves it and as its clients inside the cluster trust it, without the lab:
+which endpoints are tried, how the probe's facts are judged, and the internal CA handed to the lab's clients
+(the user scenario's OS_CACERT, tempest.conf's ca_certificates_file)."""
+
+from __future__ import annotations
+
+import copy
+import json
+import shutil
+import subprocess
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from components import internal_tls
+from components.inifile import parse_ini
+from tests.cloud.test_tempest import ADMIN, FACTS
+from tests.conftest import plan_of
+from tools.cloud import endpoint_tls
+from tools.cloud.report import _encrypted_line
+from tools.cloud.run import admin_env
+from tools.cloud.tempest_conf import tempest_conf
+
+CA_PEM = "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n"
+GOOD_TLS = {"ok": True, "version": "TLSv1.3", "cipher": "TLS_AES_256_GCM_SHA384", "subject": "",
+            "dns_names": ["keystone-api"], "not_after": "Feb  1 00:00:00 2027 GMT"}  # fmt: skip
+REFUSED = {"refused": True, "error": "self-signed certificate in certificate chain"}
+
+
+def _fact(protocol: str = "https", **attempts: Any) -> dict[str, Any]:
+    plain = {"mysql": {"answer": "error", "code": 1045}}.get(protocol, {"answered": False, "first_bytes": "15030300"})
+    verified = {**GOOD_TLS, "login": {"answer": "ok"}} if protocol == "mysql" else GOOD_TLS
+    return {"name": "x", "host": "x.openstack.svc.cluster.local", "port": 1, "protocol": protocol,
+            "verified": verified, "system_trust": REFUSED, "plain": plain, **attempts}  # fmt: skip
+
+
+def test_the_endpoints_are_every_api_service_amqps_and_mariadbs_client_port_by_their_cluster_names() -> None:
+    found = {e["name"]: e for e in endpoint_tls.endpoints(plan_of("staging"))}
+    assert set(found) == {
+        "keystone-api:5000", "glance-api:9292", "placement-api:8778", "nova-api:8774", "nova-metadata:8775",
+        "neutron-server:9696", "cinder-api:8776", "rabbitmq:5671", "mariadb:3306",
+    }  # fmt: skip
+    assert found["nova-metadata:8775"] == {"name": "nova-metadata:8775", "port": 8775, "protocol": "https",
+                                           "host": "nova-metadata.openstack.svc.cluster.local"}  # fmt: skip
+    assert found["rabbitmq:5671"]["protocol"] == "amqps" and found["mariadb:3306"]["protocol"] == "mysql"
+    # Under ha the clients' database Service is the primary's.
+    ha = {e["name"] for e in endpoint_tls.endpoints(plan_of("staging", ha=True))}
+    assert "mariadb-primary:3306" in ha and "mariadb:3306" not in ha
+
+
+def test_an_endpoint_is_encrypted_only_when_all_three_attempts_say_so() -> None:
+    for protocol in ("https", "amqps", "mysql"):
+        judged = endpoint_tls.classify(_fact(protocol))
+        assert judged["ok"] and judged["failed"] == [] and judged["version"] == "TLSv1.3", judged
+    no_handshake = endpoint_tls.classify(_fact(verified={"ok": False, "error": "SSLCertVerificationError: ..."}))
+    assert not no_handshake["ok"] and "no TLS handshake verifying the internal CA" in no_handshake["failed"][0]
+    trusted_anyway = endpoint_tls.classify(_fact(system_trust={"refused": False, "error": ""}))
+    assert not trusted_anyway["ok"]
+    assert "was not refused on the certificate: it was accepted" in trusted_anyway["failed"][0]
+    # A connection that fails for another reason says nothing about the certificate.
+    unreachable = endpoint_tls.classify(_fact(system_trust={"refused": False, "error": "ConnectionRefusedError"}))
+    assert not unreachable["ok"]
+    plain_http = endpoint_tls.classify(_fact(plain={"answered": True, "first_bytes": "485454502f312e31"}))
+    assert not plain_http["ok"] and plain_http["failed"] == ["plain text answered in http (485454502f312e31)"]
+    plain_amqp = endpoint_tls.classify(_fact("amqps", plain={"answered": True, "first_bytes": "01"}))
+    assert not plain_amqp["ok"]
+
+
+def test_mariadb_counts_as_encrypted_when_the_plain_login_fails_where_the_same_login_over_tls_succeeds() -> None:
+    plain_login = endpoint_tls.classify(_fact("mysql", plain={"answer": "ok"}))
+    assert not plain_login["ok"] and plain_login["failed"] == ["a plain-text login was ok"]
+    # Refused in plain text and over TLS too (wrong credentials): the refusal proves nothing.
+    mysql = _fact("mysql")
+    mysql["verified"] = {**GOOD_TLS, "login": {"answer": "error", "code": 1045}}
+    judged = endpoint_tls.classify(mysql)
+    assert not judged["ok"] and "the refusal proves nothing" in judged["failed"][0]
+
+
+def test_the_verdict_needs_every_endpoint_and_lists_what_stays_in_plain_text() -> None:
+    plan = plan_of("staging")
+    names = [e["name"] for e in endpoint_tls.endpoints(plan)]
+    facts = {name: {**_fact(), "name": name} for name in names}
+    facts["mariadb:3306"] = {**_fact("mysql"), "name": "mariadb:3306"}
+    assert endpoint_tls.verdict(plan, facts)["encrypted_ok"] is True
+    missing = endpoint_tls.verdict(plan, {k: v for k, v in facts.items() if k != "rabbitmq:5671"})
+    assert missing["encrypted_ok"] is False and missing["endpoints"]["rabbitmq:5671"]["failed"] == ["not probed"]
+    plain = copy.deepcopy(facts)
+    plain["glance-api:9292"]["plain"] = {"answered": True, "first_bytes": "48"}
+    assert endpoint_tls.verdict(plan, plain)["encrypted_ok"] is False
+    not_encrypted = {item["what"]: item["why"] for item in endpoint_tls.verdict(plan, facts)["not_encrypted"]}
+    assert set(not_encrypted) == {"memcached", "horizon", "nova-novncproxy", "rabbitmq-nodes"}
+    assert "memcached has no TLS here" in not_encrypted["memcached"]
+
+
+def _cloud(stack: str, objects: dict[tuple[str, str], dict[str, str]]) -> Any:
+    return SimpleNamespace(plan=plan_of(stack), objects=objects)
+
+
+def test_a_plain_text_stack_says_there_is_nothing_to_check() -> None:
+    found = endpoint_tls.check(_cloud("prod", {}), lambda *a, **k: None, Path("/py"), None)  # type: ignore[arg-type]
+    assert "plainText" in found["not_run"] and "encrypted_ok" not in found
+    assert {item["what"] for item in found["not_encrypted"]} >= {"memcached"}
+
+
+def test_the_lab_writes_the_bundles_ca_for_its_clients_and_points_the_admins_os_cacert_at_it(tmp_path: Path) -> None:
+    objects = {("Secret", internal_tls.CA_BUNDLE): {"ca.crt": CA_PEM, "tls.key": "k"}, ("Secret", "keystone-admin"):
+               {"password": "pw"}}  # fmt: skip
+    cloud = _cloud("staging", objects)
+    written = endpoint_tls.write_internal_ca(cloud, tmp_path / "user")
+    assert written == tmp_path / "user" / "internal-ca.crt" and written.read_text() == CA_PEM
+    admin = admin_env(cloud, written)
+    assert admin["OS_CACERT"] == str(written)  # the pods' /etc/openstack-ca/ca.crt, as a lab file
+    assert admin["OS_AUTH_URL"].startswith("https://keystone-api.openstack.svc")
+    with pytest.raises(LookupError, match="OS_CACERT names the internal CA's file"):
+        admin_env(cloud)
+    with pytest.raises(endpoint_tls.InternalCaMissingError):
+        endpoint_tls.write_internal_ca(_cloud("staging", {}), tmp_path)
+    assert endpoint_tls.write_internal_ca(_cloud("prod", {}), tmp_path / "prod") is None  # plainText: nothing to trust
+    assert "OS_CACERT" not in admin_env(_cloud("prod", {("Secret", "keystone-admin"): {"password": "pw"}}))
+
+
+def test_tempest_verifies_the_internal_endpoints_with_the_admins_ca_file() -> None:
+    admin = {**ADMIN, "OS_AUTH_URL": "https://keystone-api.openstack.svc.cluster.local:5000/v3",
+             "OS_CACERT": "/var/tmp/cloud-staging/user/internal-ca.crt"}  # fmt: skip
+    identity = parse_ini(tempest_conf(plan_of("staging"), admin, FACTS, {}, Path("/work")).text)["identity"]
+    assert identity["ca_certificates_file"] == "/var/tmp/cloud-staging/user/internal-ca.crt"
+    assert identity["disable_ssl_certificate_validation"] == "false"
+    plain = parse_ini(tempest_conf(plan_of("prod"), ADMIN, FACTS, {}, Path("/work")).text)["identity"]
+    assert "ca_certificates_file" not in plain
+
+
+def test_the_summary_line_says_what_was_captured_which_endpoints_passed_and_what_stays_in_plain_text() -> None:
+    tls = {"encrypted_ok": False, "encrypted": {"mariadb": True, "rabbitmq": False, "cinder-api": None},
+           "endpoints": {"endpoints": {"keystone-api:5000": {"ok": True}, "rabbitmq:5671": {"ok": False}}},
+           "not_encrypted": [{"what": "memcached", "why": "no TLS"}]}  # fmt: skip
+    line = _encrypted_line(tls)
+    assert line.startswith("ok False, captured: 1/2 seen encrypted"), line
+    assert "1/2 endpoints, failed ['rabbitmq:5671']" in line and "plain text: ['memcached']" in line
+    plain = _encrypted_line({"encrypted": {"mariadb": False}, "endpoints": {"not_run": "plainText"}})
+    assert plain.startswith("captured: 0/1 seen encrypted") and "endpoints not probed (plainText)" in plain
+
+
+def test_the_probe_runs_as_the_user_pod_runs_commands_with_the_credentials_in_its_environment(tmp_path: Path) -> None:
+    plan = plan_of("staging")
+    wanted = endpoint_tls.endpoints(plan)
+    facts = {e["name"]: {**_fact("mysql" if e["protocol"] == "mysql" else "https"), **e} for e in wanted}
+    seen: dict[str, Any] = {}
+
+    def in_cluster(argv: list[str], **kwargs: Any) -> subprocess.CompletedProcess[str]:
+        seen.update(kwargs, argv=argv)
+        # UserPod.run starts `ip netns exec ... unshare ...`: subprocess finds them through the given PATH.
+        assert all(shutil.which(tool, path=kwargs["env"]["PATH"]) for tool in ("ip", "unshare"))
+        return subprocess.CompletedProcess(argv, 0, stdout="log line\n" + json.dumps(facts) + "\n")
+
+    objects = {("Secret", "mariadb-root"): {"password": "root-pw"}}
+    cloud = SimpleNamespace(plan=plan, objects=objects, out=tmp_path)
+    found = endpoint_tls.check(cloud, in_cluster, Path("/venv/bin/python"), tmp_path / "internal-ca.crt")  # type: ignore[arg-type]
+    assert found["encrypted_ok"] is True, found
+    argv = seen["argv"]
+    assert argv[:4] == ["/venv/bin/python", "-m", "tools.cloud.tls_probe", str(tmp_path / "internal-ca.crt")]
+    assert json.loads(argv[4]) == wanted
+    assert seen["env"]["MYSQL_USER"] == "root" and seen["env"]["MYSQL_PASSWORD"] == "root-pw"
+    assert "root-pw" not in " ".join(argv)  # a password on a command line is every process's to read
+    broken = endpoint_tls.check(cloud, lambda argv, **kw: subprocess.CompletedProcess(argv, 1, stdout=""),  # type: ignore[arg-type]
+                              Path("/venv/bin/python"), tmp_path / "internal-ca.crt")  # fmt: skip
+    assert broken["encrypted_ok"] is False and "without facts" in broken["error"]

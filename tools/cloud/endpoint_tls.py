@@ -1,0 +1,175 @@
+"""Do the endpoints inside the cluster speak TLS only? report.json's `tls.endpoints`, asked from the user's pod.
+
+What the clients really sent is the packet capture's part (tools/cloud/encryption.py, `tls.encrypted`);
+this asks each server what it accepts.
+
+Where the stack names an internal CA (tls.internal), every API Service of the plan, RabbitMQ's
+amqps port and MariaDB's client port are tried from inside the cluster (tools/cloud/tls_probe.py
+in the user's pod: the cluster's network, its DNS names) by their Service's cluster name. An
+endpoint is encrypted when all three hold:
+- a TLS handshake that trusts only the internal CA (ca.crt of the Secret internal-ca-bundle, as
+  every pod of the cloud trusts it) and checks the Service's name succeeds (its protocol
+  version, the certificate's subject, names and notAfter are recorded);
+- the same handshake trusting only the machine's CA store fails on the certificate (so a client
+  without the internal CA cannot be talked into trusting it, and verification means something);
+- plain text gets nowhere: a plain HTTP request to an API's port, or AMQP's protocol header to
+  amqps, gets no answer in that protocol; MariaDB, whose protocol starts in plain text and
+  switches to TLS on the client's request, refuses a plain-text login with the root credentials
+  that the same probe's TLS login was admitted with (require_secure_transport).
+What stays in plain text inside the cluster is listed in `not_encrypted` with why, not left out.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from components import internal_tls, oslo
+from tools.plan import Plan
+from tools.runtime import REPO
+
+if TYPE_CHECKING:
+    from tools.cloud.deploy import Cloud
+
+PROBE_TIMEOUT = 300
+InCluster = Callable[..., subprocess.CompletedProcess[str]]  # UserPod.run: argv, then subprocess.run's keywords
+# What the stacks leave in plain text inside the cluster, by the Service (or the part) it is, and why.
+NOT_ENCRYPTED = {
+    "memcached": "memcached has no TLS here: it needs a memcached built with TLS and the server certificate of each "
+    "pod's name, and both clients' options (oslo.cache tls_enabled, keystonemiddleware memcache_tls_enabled): "
+    "README, TLS inside the cluster",
+    "horizon": "the gateway reaches Horizon in plain HTTP (no BackendTLSPolicy): Horizon behind the gateway is not on "
+    "TLS yet (phase 3 of issue 20 continues)",
+    "nova-novncproxy": "the gateway reaches the console proxy in plain HTTP (no BackendTLSPolicy): not on TLS yet; "
+    "the proxy's VNC connections to QEMU (VeNCrypt) need libvirt's TLS, not built",
+    "rabbitmq-nodes": "Erlang distribution between RabbitMQ nodes (25672) is not on TLS (the operator's "
+    "mtls-inter-node example needs an Erlang config of its own); only RabbitMQ's own pods reach it",
+}
+
+
+def endpoints(plan: Plan) -> list[dict[str, Any]]:
+    """What must be on TLS inside the cluster: each API's Service port, amqps, MariaDB's clients' port."""
+    settings = plan.settings
+    found = []
+    for api in internal_tls.apis(settings):
+        port = int(plan.by_name(api, "Service").revealed["spec"]["ports"][0]["port"])
+        found.append({"name": f"{api}:{port}", "host": settings.service_host(api), "port": port, "protocol": "https"})
+    port = oslo.rabbitmq_port(settings)
+    found.append({"name": f"{oslo.RABBITMQ}:{port}", "host": settings.service_host(oslo.RABBITMQ), "port": port,
+                  "protocol": "amqps"})  # fmt: skip
+    database = oslo.database_service(settings)
+    found.append({"name": f"{database}:{oslo.MARIADB_PORT}", "host": settings.service_host(database),
+                  "port": oslo.MARIADB_PORT, "protocol": "mysql"})  # fmt: skip
+    return found
+
+
+def not_encrypted(plan: Plan) -> list[dict[str, str]]:
+    """The plan's parts that speak plain text inside the cluster, and why."""
+    # rabbitmq-nodes is the operator's Service, not the plan's; every stack has RabbitMQ.
+    present = {r.k8s_name or r.name for r in plan.custom if r.kind == "Service"} | {"rabbitmq-nodes"}
+    return [{"what": what, "why": why} for what, why in NOT_ENCRYPTED.items() if what in present]
+
+
+def _plain_refused(fact: Mapping[str, Any]) -> tuple[bool, str]:
+    plain = fact.get("plain") or {}
+    if fact["protocol"] != "mysql":
+        if plain.get("answered"):
+            return False, f"plain text answered in {fact['protocol'].removesuffix('s')} ({plain.get('first_bytes')})"
+        return True, ""
+    login = (fact.get("verified") or {}).get("login") or {}
+    if login.get("answer") != "ok":
+        return False, f"the TLS login with the same credentials failed too ({login}): the refusal proves nothing"
+    if plain.get("answer") != "error":
+        return False, f"a plain-text login was {plain.get('answer') or plain.get('error')}"
+    return True, ""
+
+
+def classify(fact: Mapping[str, Any]) -> dict[str, Any]:
+    """One endpoint's verdict from the probe's facts: ok, and each failed condition's reason."""
+    verified, system = fact.get("verified") or {}, fact.get("system_trust") or {}
+    failed = []
+    if not verified.get("ok"):
+        failed.append(f"no TLS handshake verifying the internal CA and {fact['host']}: {verified.get('error')}")
+    if not system.get("refused"):
+        failed.append(f"a client with only the machine's CA store was not refused on the certificate: "
+                      f"{system.get('error') or 'it was accepted'}")  # fmt: skip
+    refused, why = _plain_refused(fact)
+    if not refused:
+        failed.append(why)
+    tls = {k: verified[k] for k in ("version", "cipher", "subject", "dns_names", "not_after") if k in verified}
+    return {
+        "ok": not failed,
+        "host": fact["host"],
+        "port": fact["port"],
+        "protocol": fact["protocol"],
+        **tls,
+        "system_trust_error": system.get("error", ""),
+        "plain": {k: v for k, v in (fact.get("plain") or {}).items() if k != "message"},
+        "failed": failed,
+    }
+
+
+def verdict(plan: Plan, facts: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
+    """report.json's `tls.endpoints` from the probe's facts: per endpoint, and `encrypted_ok` for them all."""
+    wanted = endpoints(plan)
+    found = {e["name"]: classify(facts[e["name"]]) if e["name"] in facts else {"ok": False, "failed": ["not probed"]}
+             for e in wanted}  # fmt: skip
+    return {
+        "encrypted_ok": bool(found) and all(e["ok"] for e in found.values()),
+        "endpoints": found,
+        "not_encrypted": not_encrypted(plan),
+    }
+
+
+def plain_text_stack(plan: Plan) -> dict[str, Any]:
+    """A stack that keeps plain text inside the cluster says so: nothing to check."""
+    return {"not_run": "the stack says tls.internal plainText: true: the APIs, RabbitMQ and MariaDB speak plain text "
+            "inside the cluster (no internal CA to verify with)", "not_encrypted": not_encrypted(plan)}  # fmt: skip
+
+
+class InternalCaMissingError(LookupError):
+    pass
+
+
+def write_internal_ca(cloud: Cloud, directory: Path) -> Path | None:
+    """ca.crt of the Secret internal-ca-bundle, which every pod of the cloud mounts at
+    /etc/openstack-ca/ca.crt, as a file the lab's clients inside the cluster trust; None without internal TLS."""
+    if not cloud.plan.settings.tls.internal_enabled:
+        return None
+    data = cloud.objects.get(("Secret", internal_tls.CA_BUNDLE)) or {}
+    if not data.get("ca.crt"):
+        why = "cert-manager issued no internal CA"
+        raise InternalCaMissingError(f"Secret {internal_tls.CA_BUNDLE} has no ca.crt: {why}")
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / "internal-ca.crt"
+    path.write_text(data["ca.crt"])
+    return path
+
+
+def _root_credentials(cloud: Cloud) -> dict[str, str]:
+    """The MariaDB root user's, from the Secret the MariaDB resource names (the administrator's view)."""
+    resource = cloud.plan.by_name(oslo.MARIADB, "MariaDB").revealed
+    ref = resource["spec"]["rootPasswordSecretKeyRef"]
+    return {"MYSQL_USER": "root", "MYSQL_PASSWORD": cloud.objects[("Secret", ref["name"])][ref["key"]]}
+
+
+def check(cloud: Cloud, in_cluster: InCluster, python: Path, ca_file: Path | None) -> dict[str, Any]:
+    """The proof from the user's pod (report.json's tls.endpoints)."""
+    plan = cloud.plan
+    if ca_file is None:
+        return plain_text_stack(plan)
+    # The credentials in the environment, not the command line; PATH also finds the user pod's `ip` and `unshare`.
+    path = f"{python.parent}:/usr/sbin:/usr/bin:/sbin:/bin"
+    env = {"PATH": path, "PYTHONPATH": str(REPO), **_root_credentials(cloud)}
+    command = [str(python), "-m", "tools.cloud.tls_probe", str(ca_file), json.dumps(endpoints(plan))]
+    with (cloud.out / "tls-probe.log").open("w") as log:
+        done = in_cluster(command, env=env, cwd=REPO, stdout=subprocess.PIPE, stderr=log, timeout=PROBE_TIMEOUT)
+    try:
+        facts = json.loads(done.stdout.strip().splitlines()[-1])
+    except (IndexError, json.JSONDecodeError):
+        return {"encrypted_ok": False, "error": f"the probe exited {done.returncode} without facts; see "
+                f"{cloud.out / 'tls-probe.log'}", "not_encrypted": not_encrypted(plan)}  # fmt: skip
+    return verdict(plan, facts)
