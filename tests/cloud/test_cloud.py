@@ -177,6 +177,7 @@ def test_a_capture_on_every_node_sees_what_internal_tls_encrypts(report: dict[st
         return
     assert tls["encrypted_ok"], {name: wire[name] for name, ok in encrypted.items() if ok is False}
     assert encrypted["mariadb"] and encrypted["rabbitmq"] and encrypted["keystone-api"], encrypted
+    assert encrypted["memcached"], wire["memcached"]  # token and session caches (tests/real/test_memcached_tls.py)
     # What the plan leaves in clear is named with why, and only that is.
     clear = {name for name, ok in encrypted.items() if ok is False}
     assert clear <= set(tls["not_encrypted"]), clear

@@ -23,8 +23,6 @@ if TYPE_CHECKING:
 
 # What the plan leaves in clear under internal TLS, and why (the README's "TLS inside the cluster").
 NOT_BUILT = {
-    "memcached": "memcached's TLS and oslo.cache's tls_enabled are not built yet (issue 20): token and "
-    "Horizon session caches cross the pod network in clear",
     "horizon": "the gateway reaches Horizon's Apache over http: Horizon is not an API of the catalog and "
     "has no internal certificate yet",
     "nova-novncproxy": "the gateway reaches the console proxy over http (its internal certificate is not built)",
@@ -70,7 +68,7 @@ def encrypted(cloud: Cloud, done: Capture) -> dict[str, Any]:
         "internal_tls": internal,
         "encrypted": {name: figures["encrypted"] if name in seen else None for name, figures in wire.items()},
         "encrypted_ok": internal
-        and {"mariadb", "rabbitmq"} <= set(seen)
+        and {"mariadb", "rabbitmq", "memcached"} <= set(seen)
         and all(figures["encrypted"] for name, figures in seen.items() if name not in clear),
         "wire": wire,
         "not_encrypted": clear,
