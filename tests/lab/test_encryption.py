@@ -9,7 +9,10 @@ from __future__ import annotations
 from tests.test_internal_tls import plain_plan, tls_plan
 from tools.cloud.encryption import expected_clear
 
-WATCHED = {"mariadb": {}, "rabbitmq": {}, "memcached": {}, "keystone-api": {}, "horizon": {}, "nova-novncproxy": {}}
+WATCHED = {
+    "mariadb": {3306}, "rabbitmq": {5671}, "memcached": {11211}, "keystone-api": {5000}, "horizon": {8080},
+    "nova-novncproxy": {6080},
+}  # fmt: skip
 
 
 def test_under_internal_tls_only_the_gateways_http_backends_are_expected_in_clear() -> None:

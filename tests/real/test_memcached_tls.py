@@ -100,7 +100,7 @@ def _run(venv: OpenStackVenv, memcached: TlsMemcached, client: str, text: str) -
     """One of memcached_clients.py's clients with `text` as its file, the CA path the test's."""
     path = memcached.workdir / f"{client}-{abs(hash(text))}"
     path.write_text(text.replace(CA_FILE, str(memcached.ca_file)))
-    args = [venv.python, CLIENTS, memcached.resolve(), client, path]
+    args = [str(venv.python), str(CLIENTS), memcached.resolve(), client, str(path)]
     done = subprocess.run(args, capture_output=True, text=True, timeout=120, env=venv.env())
     assert done.returncode == 0, done.stderr[-3000:]
     return dict(json.loads(done.stdout.splitlines()[-1]))
