@@ -7,7 +7,7 @@ from collections.abc import Callable
 import pulumi
 import pulumi_kubernetes as k8s
 
-from components import maintenance, mariadb_backup, oslo, rook, upgrade
+from components import maintenance, mariadb_backup, memcached, oslo, rook, upgrade
 from components.cloud_graph import INFRASTRUCTURE, CloudGraph, Node, cloud_graph
 from components.credentials import Credentials
 from components.front_door import FrontDoor
@@ -72,7 +72,7 @@ def build(settings: Settings) -> CloudGraph:
     if settings.tls.internal_enabled:
         # No edge in the graph: a pod whose Secret is not issued yet waits in ContainerCreating
         # until cert-manager writes it, as the gateway waits for public-tls.
-        InternalCertificates(settings, in_namespace)
+        InternalCertificates(settings, {oslo.MEMCACHED: memcached.dns_names(settings)}, in_namespace)
     if settings.gateway is not None:
         FrontDoor(settings, ctx.credentials, in_namespace)
         FrontDoorIsolation(settings, in_namespace)

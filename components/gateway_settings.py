@@ -141,7 +141,7 @@ class InternalTls(Model):
     issuer: IssuerRef | None = None
     self_signed: bool = Field(False, description="a self-signed internal CA of the program's own (internal-ca)")
     plain_text: bool = Field(
-        False, description="no internal TLS: the APIs and RabbitMQ speak plain text inside the cluster"
+        False, description="no internal TLS: the APIs, RabbitMQ, MariaDB and memcached speak plain text in the cluster"
     )
 
     @model_validator(mode="after")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from components import oslo
+from components import internal_tls, oslo
 from components.api import wsgi_api
 from components.inifile import render_ini
 from components.settings import Settings
@@ -48,8 +48,17 @@ def local_settings(ctx: RenderContext) -> str:
         "CSRF_TRUSTED_ORIGINS": [oslo.public_url(settings, PUBLIC_HOST)],
         "OPENSTACK_NEUTRON_NETWORK": {"enable_router": True, "enable_quotas": True},
     }
-    lines = ["# Rendered by the openstack Pulumi program; changes here are overwritten.", "import os", ""]
+    tls = settings.tls.internal_enabled
+    imports = ["import os", *(["import ssl"] if tls else [])]
+    lines = ["# Rendered by the openstack Pulumi program; changes here are overwritten.", *imports, ""]
     lines += [f"{name} = {value!r}" for name, value in values.items()]
+    if tls:
+        # Sessions on memcached's TLS: Django hands OPTIONS to pymemcache's HashClient, whose clients
+        # wrap each socket in `tls_context` with the server's host as listed (pymemcache/client/base.py),
+        # so a default context checks the chain against the internal CA and the pod's name. A context is
+        # no literal: it is built here, from the CA the pod mounts (components/oslo.py memcached_tls).
+        context = f"ssl.create_default_context(cafile={internal_tls.CA_FILE!r})"
+        lines.append(f'CACHES["default"]["OPTIONS"] = {{"tls_context": {context}}}')
     # The kubelet's probes (and anything else in the cluster that asks the pod directly) send
     # the pod's IP as Host; Django answers 400 to a Host it does not allow (openstack-helm adds
     # MY_POD_IP the same way; kolla-ansible allows '*').

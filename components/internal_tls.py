@@ -1,9 +1,11 @@
-"""Internal TLS: the certificate each API and RabbitMQ serve inside the cluster, and the CA their clients verify with.
+"""Internal TLS: the certificates the APIs, memcached and RabbitMQ serve in the cluster, and the CA clients verify with.
 
 With `tls.internal` naming a CA, every API workload of the catalog (components/catalog.py `apis`:
 keystone-api, glance-api, ...) serves HTTPS with the Certificate `<api>-internal-tls`, whose
 dnsNames are exactly its Service's cluster names. Only that API's pods mount its Secret (the
 kubelet of a node reads whole every Secret its pods name: a key goes only where it is served).
+memcached serves `memcached-internal-tls` the same way, naming each of its pods too
+(components/memcached.py).
 
 Every OpenStack pod and Job verifies with the CA's certificate, from the Secret
 `internal-ca-bundle`: a Certificate of the same issuer that cert-manager writes with that CA as
@@ -18,6 +20,8 @@ its services, and every client `openstack_cacert`; here each API has its own, as
 """
 
 from __future__ import annotations
+
+from collections.abc import Mapping
 
 import pulumi
 
@@ -40,7 +44,7 @@ MARIADB_OPERATOR_WATCH = {"k8s.mariadb.com/watch": ""}
 
 
 def secret_name(api: str) -> str:
-    """The Certificate and Secret an API serves inside the cluster."""
+    """The Certificate and Secret an API (or memcached) serves inside the cluster."""
     return f"{api}-internal-tls"
 
 
@@ -65,6 +69,13 @@ def dns_names(settings: Settings, service: str) -> list[str]:
     return [service, f"{service}.{ns}", f"{service}.{ns}.svc", settings.service_host(service)]
 
 
+def pod_dns_names(settings: Settings, pods: list[str], headless: str) -> list[str]:
+    """Each StatefulSet pod's own name through its headless Service, `<pod>.<headless>.<ns>.svc`,
+    without the cluster domain (which the pods' DNS search path completes) and with it."""
+    names = [f"{pod}.{headless}.{settings.namespace}.svc" for pod in pods]
+    return [*names, *(f"{name}.{settings.endpoints.cluster_domain}" for name in names)]
+
+
 def rabbitmq_dns_names(settings: Settings, cluster: str, replicas: int) -> list[str]:
     """The client Service's names, and each node's through the headless `<cluster>-nodes` Service.
 
@@ -72,10 +83,8 @@ def rabbitmq_dns_names(settings: Settings, cluster: str, replicas: int) -> list[
     and the Service's as `<cluster>.<ns>.svc`, verifying the names (internal/rabbitmqclient of
     v2.21.1); its docs/examples/tls names both, with and without the cluster domain.
     """
-    nodes = f"{cluster}-nodes.{settings.namespace}.svc"
-    pods = [f"{cluster}-server-{i}.{nodes}" for i in range(replicas)]
-    domain = settings.endpoints.cluster_domain
-    return [*dns_names(settings, cluster), *pods, *(f"{pod}.{domain}" for pod in pods)]
+    pods = [f"{cluster}-server-{i}" for i in range(replicas)]
+    return [*dns_names(settings, cluster), *pod_dns_names(settings, pods, f"{cluster}-nodes")]
 
 
 def issuer(internal: InternalTls) -> dict[str, str]:
@@ -131,9 +140,13 @@ SERVER_MOUNT = Mount(SERVER_VOLUME, SERVER_DIR)
 
 
 class InternalCertificates(pulumi.ComponentResource):
-    """The internal CA (when the program makes it), the clients' bundle and each API's certificate."""
+    """The internal CA (when the program makes it), the clients' bundle, each API's certificate and
+    those of `servers`: the program's other workloads that serve TLS (memcached), each with the
+    names its module declares, as `<workload>-internal-tls`."""
 
-    def __init__(self, settings: Settings, opts: pulumi.ResourceOptions | None = None):
+    def __init__(
+        self, settings: Settings, servers: Mapping[str, list[str]], opts: pulumi.ResourceOptions | None = None
+    ):
         super().__init__("openstack:infra:InternalCertificates", "internal-certificates", None, opts)
         internal = settings.tls.internal
         assert internal is not None and internal.enabled, "built only where tls.internal names a CA"
@@ -144,4 +157,7 @@ class InternalCertificates(pulumi.ComponentResource):
         for api in apis(settings):
             spec = api_certificate(settings, api, internal)
             certificates.cert_manager("Certificate", secret_name(api), ns, spec, self, owner=OWNER)
+        for server, names in servers.items():
+            spec = server_certificate(secret_name(server), names, internal)
+            certificates.cert_manager("Certificate", secret_name(server), ns, spec, self, owner=OWNER)
         self.register_outputs({})

@@ -193,19 +193,43 @@ def service_credentials(settings: Settings, user: str, password: str) -> Section
     return {**keystone_auth(settings, user, password), "region_name": settings.region}
 
 
+def memcached_tls(settings: Settings, prefix: str = "") -> Section:
+    """A memcached client's TLS where tls.internal names a CA: `<prefix>tls_enabled` and the CA.
+
+    oslo.cache's [cache] (no prefix) and keystonemiddleware's [keystone_authtoken] (`memcache_`)
+    build from these `ssl.create_default_context(cafile=...)` (oslo_cache/core.py
+    `_build_cache_config`; keystonemiddleware/auth_token/__init__.py `_token_cache_factory`),
+    which checks the chain and the host name, and hand it to python-binary-memcached, whose
+    `wrap_socket` is given the server's host as listed (bmemcached/protocol.py): each pod's name,
+    which memcached's certificate carries (components/memcached.py). With TLS both take that client
+    instead of python-memcached, which has no TLS (oslo_cache/backends/memcache_pool.py,
+    keystonemiddleware/auth_token/_cache.py `_MemcacheClientPool`); Kolla's openstack-base image
+    installs it (python-binary-memcached, docker/openstack-base/Dockerfile.j2). Neither
+    kolla-ansible nor openstack-helm sets these options.
+    """
+    if not settings.tls.internal_enabled:
+        return {}
+    return {f"{prefix}tls_enabled": True, f"{prefix}tls_cafile": internal_tls.CA_FILE}
+
+
 def keystone_authtoken(settings: Settings, user: str, secrets: Mapping[str, str]) -> Section:
     """keystonemiddleware: validate tokens as `user`, caching them in memcached encrypted.
 
     memcached has no authentication and python-memcached unpickles what it reads: with ENCRYPT
     every cached token is encrypted and authenticated with the service's own key, so what
-    another client writes there is refused, not loaded.
+    another client writes there is refused, not loaded. On internal TLS the connections are TLS
+    too; only the advanced pool (keystonemiddleware's default, written out because TLS depends
+    on it) honours `memcache_tls_enabled`: the other one (`_CachePool`) opens python-memcached
+    connections in clear whatever the option says (auth_token/_cache.py).
     """
+    tls = memcached_tls(settings, "memcache_")
     return {
         **service_credentials(settings, user, secrets["keystone"]),
         "www_authenticate_uri": f"{settings.endpoints.scheme}://{settings.public_host(KEYSTONE)}",
         "memcached_servers": memcached_servers(settings),
         "memcache_security_strategy": "ENCRYPT",
         "memcache_secret_key": secrets[MEMCACHE_KEY],
+        **({"memcache_use_advanced_pool": True, **tls} if tls else {}),
         "service_token_roles_required": True,
     }
 
@@ -219,7 +243,11 @@ def service_user(settings: Settings, user: str, password: str) -> Section:
 
 
 def cache(settings: Settings) -> Section:
-    return {"enabled": True, "backend": "oslo_cache.memcache_pool", "memcache_servers": memcached_servers(settings)}
+    """oslo.cache through its pooled memcached backend, which honours TLS (memcached_tls): of the
+    memcached backends oslo.cache 4.1 passes `[cache] tls_*` to this one, dogpile's pymemcache and
+    bmemcache ones, and refuses it for dogpile.cache.memcached (oslo_cache/core.py)."""
+    backend = {"enabled": True, "backend": "oslo_cache.memcache_pool", "memcache_servers": memcached_servers(settings)}
+    return {**backend, **memcached_tls(settings)}
 
 
 def lock_path(path: str) -> Section:

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from typing import Any
+from unittest.mock import MagicMock, patch
 
 import pytest
 
@@ -74,3 +76,15 @@ def settings_problems(raw: dict[str, Any]) -> list[str]:
     with pytest.raises(SettingsError) as error:
         Settings.parse(raw)
     return error.value.problems
+
+
+def horizon_settings(text: str) -> dict[str, Any]:
+    """Horizon's local_settings.py run as Python (it must run), with the pod's IP from the downward API.
+    Under internal TLS it makes memcached's TLS context from the CA file the pod mounts, which is not
+    here: the context is a stand-in, and `_contexts` the calls made for it."""
+    namespace: dict[str, Any] = {}
+    with patch.dict(os.environ, {"POD_IP": "10.244.0.9"}), patch("ssl.create_default_context") as context:
+        context.return_value = MagicMock(name="tls_context")
+        exec(compile(text, "local_settings.py", "exec"), namespace)
+    namespace["_contexts"] = context.call_args_list
+    return namespace

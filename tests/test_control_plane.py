@@ -2,16 +2,16 @@
 
 from __future__ import annotations
 
-import os
 import re
-from unittest.mock import patch
+from unittest.mock import call
 from urllib.parse import urlsplit
 
 import pytest
 
+from components import internal_tls
 from components.inifile import parse_ini
 from tests.conftest import plan_of
-from tests.helpers import ancestors, containers, objects, waits_for
+from tests.helpers import ancestors, containers, horizon_settings, objects, waits_for
 from tools.plan import Plan
 
 KEYSTONE_READY = {"keystone-api", "keystone-bootstrap"}
@@ -264,12 +264,12 @@ def test_catalog_has_public_and_internal_endpoints_in_the_region(stack_plan: Pla
 
 
 def test_horizon_uses_memcached_sessions_and_keystone_internally(stack_plan: Plan) -> None:
-    text = _files(stack_plan, "horizon")["local_settings.py"]
-    namespace: dict[str, object] = {}
-    with patch.dict(os.environ, {"POD_IP": "10.244.0.9"}):
-        exec(compile(text, "local_settings.py", "exec"), namespace)  # it is Python: it must run
+    namespace = horizon_settings(_files(stack_plan, "horizon")["local_settings.py"])
     assert namespace["SESSION_ENGINE"] == "django.contrib.sessions.backends.cache"
     assert "memcached-0.memcached." in str(namespace["CACHES"])
+    # Under internal TLS the cache's client verifies memcached with the internal CA (tests/test_memcached_tls.py).
+    tls = stack_plan.settings.tls.internal_enabled
+    assert namespace["_contexts"] == ([call(cafile=internal_tls.CA_FILE)] if tls else [])
     assert str(namespace["OPENSTACK_KEYSTONE_URL"]).startswith(f"{_scheme(stack_plan)}://keystone-api.")
 
 
@@ -280,9 +280,7 @@ def test_horizon_answers_the_kubelet_and_serves_its_static_files(stack_plan: Pla
     [server] = horizon["containers"]
     pod_ip = next(e for e in server["env"] if e["name"] == "POD_IP")
     assert pod_ip["valueFrom"] == {"fieldRef": {"fieldPath": "status.podIP"}}
-    namespace: dict[str, object] = {}
-    with patch.dict(os.environ, {"POD_IP": "10.244.0.9"}):
-        exec(compile(files["local_settings.py"], "local_settings.py", "exec"), namespace)
+    namespace = horizon_settings(files["local_settings.py"])
     assert "10.244.0.9" in namespace["ALLOWED_HOSTS"]  # type: ignore[operator]
     assert "*" not in namespace["ALLOWED_HOSTS"]  # type: ignore[operator]
     static_root = str(namespace["STATIC_ROOT"])

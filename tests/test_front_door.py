@@ -9,11 +9,9 @@ the schema of the version used, descriptions removed).
 
 from __future__ import annotations
 
-import os
 from functools import cache
 from pathlib import Path
 from typing import Any
-from unittest.mock import patch
 from urllib.parse import urlsplit
 
 import jsonschema
@@ -22,7 +20,7 @@ import yaml
 
 from components.inifile import parse_ini
 from tests.conftest import plan_of
-from tests.helpers import containers, objects, pod_template, unknown_fields
+from tests.helpers import containers, horizon_settings, objects, pod_template, unknown_fields
 from tools.plan import Plan
 from tools.runtime import Registration, run_program, stack_config
 
@@ -70,9 +68,7 @@ def advertised_hosts(plan: Plan) -> set[str]:
         if name.endswith("-ks-service"):
             urls += [entry.split(",")[2] for entry in _env(job, "CATALOG").split(";")]
     urls.append(parse_ini(_files(plan, "nova")["nova.conf"])["vnc"]["novncproxy_base_url"])
-    namespace: dict[str, Any] = {}
-    with patch.dict(os.environ, {"POD_IP": "10.244.0.9"}):
-        exec(compile(_files(plan, "horizon")["local_settings.py"], "local_settings.py", "exec"), namespace)
+    namespace = horizon_settings(_files(plan, "horizon")["local_settings.py"])
     urls += namespace["CSRF_TRUSTED_ORIGINS"]
     assert all(urlsplit(url).scheme == "https" for url in urls), urls
     return {urlsplit(url).hostname or "" for url in urls}
@@ -230,9 +226,7 @@ def test_a_service_turned_off_has_no_route() -> None:
 
 def test_horizon_knows_it_is_behind_tls_and_the_console_url_is_the_routes(stack_plan: Plan) -> None:
     hosts = {r.k8s_name: r.inputs["spec"]["hostnames"][0] for r in objects(stack_plan, "HTTPRoute").values()}
-    namespace: dict[str, Any] = {}
-    with patch.dict(os.environ, {"POD_IP": "10.244.0.9"}):
-        exec(compile(_files(stack_plan, "horizon")["local_settings.py"], "local_settings.py", "exec"), namespace)
+    namespace = horizon_settings(_files(stack_plan, "horizon")["local_settings.py"])
     assert namespace["SECURE_PROXY_SSL_HEADER"] == ("HTTP_X_FORWARDED_PROTO", "https")
     assert namespace["CSRF_COOKIE_SECURE"] is namespace["SESSION_COOKIE_SECURE"] is True
     assert namespace["CSRF_TRUSTED_ORIGINS"] == [f"https://{hosts['horizon-route']}"]

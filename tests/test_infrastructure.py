@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import os
 import re
 from collections.abc import Iterator
 from typing import Any
-from unittest.mock import patch
 
 import pulumi
 import pytest
@@ -14,7 +12,7 @@ import pytest
 from components.child_transforms import KEEP_DEFINITIONS
 from components.inifile import parse_ini
 from tests.conftest import plan_of
-from tests.helpers import containers, objects, waits_for
+from tests.helpers import containers, horizon_settings, objects, waits_for
 from tools.plan import Plan
 from tools.runtime import Registration
 
@@ -165,9 +163,7 @@ def test_memcached_servers_are_each_named_in_every_client(stack: str, replicas: 
     assert keystone["cache"]["memcache_servers"].split(",") == servers
     glance = parse_ini(files["glance"]["glance-api.conf"])
     assert glance["keystone_authtoken"]["memcached_servers"].split(",") == servers
-    django: dict[str, Any] = {}
-    with patch.dict(os.environ, {"POD_IP": "10.244.0.9"}):  # the pod's own address, from the downward API
-        exec(compile(files["horizon"]["local_settings.py"], "local_settings.py", "exec"), django)
+    django = horizon_settings(files["horizon"]["local_settings.py"])
     assert django["CACHES"]["default"]["LOCATION"] == servers  # PyMemcacheCache hashes keys over a list
     # Nothing reaches memcached through one address for all (the Service's own name).
     shared = re.compile(rf"(?<![\w.-]){re.escape(domain)}")

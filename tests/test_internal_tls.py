@@ -97,13 +97,15 @@ def test_plain_text_has_no_internal_certificates() -> None:
 
 
 def test_an_apis_key_is_mounted_only_into_its_own_pods_and_container() -> None:
+    servers = [*APIS, "memcached"]  # memcached serves its own too (tests/test_memcached_tls.py)
     for name, r in _pods(tls_plan()).items():
         secrets = _secret_volumes(r)
         served = sorted(s for s in secrets.values() if s.endswith("-internal-tls"))
-        assert served == ([f"{name}-internal-tls"] if name in APIS else []), name
+        assert served == ([f"{name}-internal-tls"] if name in servers else []), name
         for container in containers(r):
             mounted = {m["mountPath"] for m in container.get("volumeMounts", [])}
-            assert ("/etc/openstack-tls" in mounted) == (container["name"] in APIS and name in APIS), (name, container)
+            own = container["name"] in servers and name in servers
+            assert ("/etc/openstack-tls" in mounted) == own, (name, container)
 
 
 def test_every_openstack_pod_mounts_the_ca_and_never_the_cas_key() -> None:

@@ -107,7 +107,8 @@ def test_tls_and_clear_text_connections_are_told_apart(
     names = {"tls-echo": [tls_port], "rabbitmq": [rabbitmq.port], "memcached": [memcached.port], "unused": [unused]}
     summary = summarize(found, names)
 
-    pooled.close(), pooled_plain.close()
+    pooled.close()
+    pooled_plain.close()
     assert summary["tls-echo"] == {
         "ports": [tls_port], "connections": 3, "opened": 2, "tls": 3, "plain": 0, "plain_starts": [], "encrypted": True,
     }  # fmt: skip

@@ -63,7 +63,7 @@ def encrypted(cloud: Cloud, done: Capture) -> dict[str, Any]:
         "internal_tls": internal,
         "encrypted": {name: figures["encrypted"] if name in seen else None for name, figures in wire.items()},
         "capture_ok": internal
-        and {"mariadb", "rabbitmq"} <= set(seen)
+        and {"mariadb", "rabbitmq", "memcached"} <= set(seen)
         and all(figures["encrypted"] for name, figures in seen.items() if name not in clear),
         "wire": wire,
     }

@@ -38,9 +38,6 @@ PROBE_TIMEOUT = 300
 InCluster = Callable[..., subprocess.CompletedProcess[str]]  # UserPod.run: argv, then subprocess.run's keywords
 # What the stacks leave in plain text inside the cluster, by the Service (or the part) it is, and why.
 NOT_ENCRYPTED = {
-    "memcached": "memcached has no TLS here: it needs a memcached built with TLS and the server certificate of each "
-    "pod's name, and both clients' options (oslo.cache tls_enabled, keystonemiddleware memcache_tls_enabled): "
-    "README, TLS inside the cluster",
     "horizon": "the gateway reaches Horizon in plain HTTP (no BackendTLSPolicy): Horizon behind the gateway is not on "
     "TLS yet (phase 3 of issue 20 continues)",
     "nova-novncproxy": "the gateway reaches the console proxy in plain HTTP (no BackendTLSPolicy): not on TLS yet; "

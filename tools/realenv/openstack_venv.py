@@ -51,10 +51,13 @@ RELEASE_CUTOFF = "2026-04-02T00:00:00Z"
 # Not pulled in by the services, but needed to run them here: PyMySQL for the
 # mysql+pymysql:// URLs; uWSGI, which the images run and the program configures
 # (*-uwsgi.ini), built from its sdist (needs gcc and Python headers); python-memcached
-# and pymemcache for the memcache backends of oslo.cache and keystonemiddleware;
+# and pymemcache for the memcache backends of oslo.cache and keystonemiddleware (pymemcache
+# also Horizon's Django cache), and python-binary-memcached, the client both take for memcached
+# on TLS (oslo_cache/backends/memcache_pool.py, keystonemiddleware/auth_token/_cache.py), as
+# Kolla's openstack-base image installs it (docker/openstack-base/Dockerfile.j2);
 # libvirt-python, which Kolla takes from the distribution (python3-libvirt) and nova-compute
 # imports, built from its sdist against Debian's libvirt-dev.
-EXTRA = ("PyMySQL", "uWSGI", "python-memcached", "pymemcache", "libvirt-python")
+EXTRA = ("PyMySQL", "uWSGI", "python-memcached", "pymemcache", "python-binary-memcached", "libvirt-python")
 # uv honours a per-package exception to the date cutoff, which pip cannot express.
 UV_VERSION = "0.13.9"
 

@@ -13,6 +13,7 @@ import secrets
 import shutil
 import signal
 import socket
+import ssl
 import subprocess
 import time
 import urllib.error
@@ -260,9 +261,10 @@ def run_rabbitmq(workdir: Path, timeout: float = 90, extra_conf: str = "") -> It
         yield RabbitMQ("rabbitmq", HOST, port, user, password, seconds, management_port)
 
 
-def _memcached_answers(port: int) -> bool:
+def _memcached_answers(port: int, tls: ssl.SSLContext | None = None, server_name: str | None = None) -> bool:
     try:
-        with socket.create_connection((HOST, port), timeout=2) as sock:
+        with socket.create_connection((HOST, port), timeout=2) as raw:
+            sock = tls.wrap_socket(raw, server_hostname=server_name) if tls else raw
             sock.sendall(b"version\r\n")
             return sock.recv(64).startswith(b"VERSION ")
     except OSError:
@@ -270,10 +272,19 @@ def _memcached_answers(port: int) -> bool:
 
 
 @contextmanager
-def run_memcached(workdir: Path, timeout: float = 30) -> Iterator[Server]:
+def run_memcached(
+    workdir: Path,
+    timeout: float = 30,
+    options: tuple[str, ...] = (),
+    tls: ssl.SSLContext | None = None,
+    server_name: str | None = None,
+) -> Iterator[Server]:
+    """`options`: more of memcached's command line (a plan's `-Z -o ssl_chain_cert=...`); `tls` and
+    `server_name`: how the readiness check's `version` reaches a server that speaks only TLS."""
     memcached = require_binary("memcached", "memcached")
     port = free_port()
-    args = [memcached, "-l", HOST, "-p", str(port), "-U", "0", "-m", "64", *_as_root_args("-u")]
-    with _process(args, workdir / "memcached.log") as proc:
-        seconds = _wait("memcached", proc, lambda: _memcached_answers(port), [workdir / "memcached.log"], timeout)
+    args = [memcached, "-l", HOST, "-p", str(port), "-U", "0", "-m", "64", *_as_root_args("-u"), *options]
+    log = workdir / "memcached.log"
+    with _process(args, log) as proc:
+        seconds = _wait("memcached", proc, lambda: _memcached_answers(port, tls, server_name), [log], timeout)
         yield Server("memcached", HOST, port, started_in=seconds)
