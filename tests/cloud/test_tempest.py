@@ -14,7 +14,14 @@ from components.inifile import parse_ini
 from tests.conftest import plan_of
 from tools.cloud.__main__ import main as cloud_cli
 from tools.cloud.tempest_conf import NO_SSH_GUEST, narrowed, selection, tempest_conf, volume_backend_runs
-from tools.cloud.tempest_discover import ALT_IMAGE, GUEST_VCPUS, alt_image, guest_vcpus
+from tools.cloud.tempest_discover import (
+    ALT_IMAGE,
+    GUEST_VCPUS,
+    MULTIATTACH_TYPE,
+    alt_image,
+    guest_vcpus,
+    multiattach_type,
+)
 from tools.cloud.tempest_limits import NO_SSH_LOGIN, LabLimit, excluded, summarize, volume_backend_tests
 from tools.cloud.tempest_run import TempestRequest
 from tools.plan import Plan
@@ -47,6 +54,7 @@ FACTS: dict[str, Any] = {
     "extensions": {"identity": ["OS-EC2"], "network": ["router", "port-security"], "volume": ["OS-SCH-HNT"]},
     "image_stores": ["file"],
     "volume_catalog_type": "volumev3",
+    "volume_type_multiattach": "multiattach",
 }
 NO_LVM = {"cinder-volume": "no device-mapper here", "iscsid-kvm-general": "no iSCSI"}
 SMOKE_ID = "tempest.api.compute.servers.test_create_server.ServersTestJSON.test_list_servers[id-9a43,smoke]"
@@ -143,8 +151,12 @@ def test_volume_backed_live_migration_where_volumes_run_and_servers_can_move() -
 
 def test_multiattach_where_the_default_backend_reports_it_and_volumes_run() -> None:
     # prod's default volume type is Ceph's RBD (the full set skipped the multiattach tests when it was off).
-    prod = parse_ini(_conf(cannot_run={}).text)["compute-feature-enabled"]
-    assert prod["volume_multiattach"] == "true"
+    prod_conf = parse_ini(_conf(cannot_run={}).text)
+    assert prod_conf["compute-feature-enabled"]["volume_multiattach"] == "true"
+    # Its tests make their volumes of the type discovery made: without it they attach a plain volume twice.
+    assert prod_conf["volume"]["volume_type_multiattach"] == MULTIATTACH_TYPE
+    untyped = _conf(cannot_run={}, facts={k: v for k, v in FACTS.items() if k != "volume_type_multiattach"})
+    assert "no multiattach volume type" in untyped.features_off["compute-feature-enabled.volume_multiattach"]
     nfs = _conf(cannot_run={}, plan=plan_of("prod", cinder={"backend": "nfs", "nfsShares": ["h:/x"], "backup": "none"}))
     assert parse_ini(nfs.text)["compute-feature-enabled"]["volume_multiattach"] == "false"
     assert "NfsDriver" in nfs.features_off["compute-feature-enabled.volume_multiattach"]
@@ -366,3 +378,24 @@ def test_a_tempest_request_names_what_it_refuses() -> None:
         TempestRequest("full", workers=5)
     with pytest.raises(ValueError, match="selection 'all': one of smoke, full"):
         TempestRequest("all")
+
+
+class _VolumeTypes:
+    """Cinder's volume types through openstacksdk's block-storage proxy (a double: no cloud here)."""
+
+    def __init__(self) -> None:
+        self.types: dict[str, dict[str, str]] = {}
+
+    def find_type(self, name: str) -> Any:
+        return self.types.get(name)
+
+    def create_type(self, name: str, extra_specs: dict[str, str]) -> None:
+        self.types[name] = extra_specs
+
+
+def test_the_multiattach_volume_type_is_made_once_with_cinders_extra_spec() -> None:
+    volumes, prepared = _VolumeTypes(), list[str]()
+    assert multiattach_type(SimpleNamespace(block_storage=volumes), prepared) == MULTIATTACH_TYPE
+    assert volumes.types == {MULTIATTACH_TYPE: {"multiattach": "<is> True"}} and len(prepared) == 1
+    multiattach_type(SimpleNamespace(block_storage=volumes), prepared)
+    assert len(prepared) == 1

@@ -175,9 +175,10 @@ def tempest_conf(
     if on("cinder"):
         conf["volume"], conf["volume-feature-enabled"] = _volume(plan, facts, cinder, cannot_run, service, off)
     if on("nova"):
-        conf["compute-feature-enabled"]["volume_multiattach"] = _multiattach(
-            facts, cinder, on("cinder") and _volumes_run(plan, cannot_run), off
-        )
+        multiattach = _multiattach(facts, cinder, on("cinder") and _volumes_run(plan, cannot_run), off)
+        conf["compute-feature-enabled"]["volume_multiattach"] = multiattach
+        if multiattach:  # the tests create their volumes of this type (tempest/api/compute/volumes)
+            conf["volume"]["volume_type_multiattach"] = facts["volume_type_multiattach"]
     return TempestConf(render_ini(conf), off)
 
 
@@ -208,6 +209,8 @@ def _multiattach(
     types = set(facts.get("hypervisor_types") or [])
     if not volumes_run:
         why = "no volume backend runs here"
+    elif not facts.get("volume_type_multiattach"):
+        why = "no multiattach volume type was made (tools/cloud/tempest_discover.py)"
     elif driver not in MULTIATTACH_DRIVERS:
         why = f"the default volume type's driver ({driver or 'none'}) reports no multiattach"
     elif not types & LIBVIRT_HYPERVISORS:

@@ -29,6 +29,7 @@ if TYPE_CHECKING:  # openstacksdk is the OpenStack venv's: the program's tests c
 # What tools/cloud/scenario.py creates.
 GUEST_IMAGE, FLAVOR, PROVIDER_NETWORK = "guest", "tiny", "public"
 ALT_IMAGE = "guest-alt"
+MULTIATTACH_TYPE = "multiattach"  # devstack's name for it (lib/cinder)
 # Tempest's flavor_ref_alt: another flavor, a little larger (resize tests go from one to the other).
 ALT_FLAVOR = {"name": "tiny-alt", "ram": 192, "vcpus": 1, "disk": 1}
 # devstack's SUBNETPOOL_*_V4 for auto-allocated networks; apart from the scenario's networks and
@@ -119,6 +120,18 @@ def alt_image(conn: Connection, image: Any, prepared: list[str]) -> Any:
     return found
 
 
+def multiattach_type(conn: Connection, prepared: list[str]) -> str:
+    """Tempest's [volume] volume_type_multiattach: a volume type whose volumes may attach to several
+    servers (cinder's extra spec `multiattach="<is> True"`; the flag on the volume itself is gone
+    since microversion 3.50), made as devstack makes it. Its volumes go to any backend that reports
+    multiattach, which is what the scheduler's capabilities filter matches the spec against."""
+    found = conn.block_storage.find_type(MULTIATTACH_TYPE)
+    if found is None:
+        conn.block_storage.create_type(name=MULTIATTACH_TYPE, extra_specs={"multiattach": "<is> True"})
+        prepared.append(f'volume type {MULTIATTACH_TYPE}: multiattach="<is> True"')
+    return MULTIATTACH_TYPE
+
+
 def discover(conn: Connection) -> dict[str, Any]:
     prepared: list[str] = []
     image = conn.image.find_image(GUEST_IMAGE, ignore_missing=False)
@@ -150,6 +163,7 @@ def discover(conn: Connection) -> dict[str, Any]:
     if volume:
         facts["microversions"]["volume"] = microversions(conn.block_storage)
         facts["extensions"]["volume"] = sorted(e.alias for e in conn.block_storage.extensions())
+        facts["volume_type_multiattach"] = multiattach_type(conn, prepared)
     return facts
 
 
