@@ -20,9 +20,7 @@ import json
 import shutil
 import socket
 import ssl
-import subprocess
 import threading
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -37,6 +35,7 @@ from cryptography.x509.oid import NameOID
 
 from components.certificates import PUBLIC_TLS
 from tests.conftest import plan_of
+from tests.real.haproxy import running_haproxy
 from tools.cloud import endpoint_tls, tls_probe
 from tools.cloud.backendtls import BackendTlsPolicies
 from tools.cloud.certmanager import CertManager, Issued
@@ -209,17 +208,6 @@ def front(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Front]:
     port = _free_port()
     public = issued(PUBLIC_TLS)
     config = write_files(programmed, state, lambda ns, name: public.data, address, "127.0.0.1", {443: port})
-    haproxy = subprocess.Popen(["haproxy", "-db", "-f", str(config)], stdout=subprocess.DEVNULL,
-                               stderr=subprocess.PIPE)  # fmt: skip
-    deadline = time.monotonic() + 20
-    while True:
-        try:
-            socket.create_connection(("127.0.0.1", port), 1).close()
-            break
-        except OSError:
-            if haproxy.poll() is not None or time.monotonic() > deadline:
-                pytest.fail(f"haproxy did not start: {haproxy.stderr.read().decode() if haproxy.stderr else ''}")
-            time.sleep(0.2)
     anchor = state / "public-root.pem"
     anchor.write_text(public.trust_anchor)
     ca_file = state / "internal-ca.crt"
@@ -227,10 +215,9 @@ def front(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Front]:
     hosts = {key: plan.settings.public_host(key) for key in ("keystone", "glance", "placement", "neutron",
                                                                "cinderv3", "horizon")}  # fmt: skip
     try:
-        yield Front(PublicClient(str(anchor), ("127.0.0.1", port)), hosts, servers, certs, ca_file)
+        with running_haproxy(config, port):
+            yield Front(PublicClient(str(anchor), ("127.0.0.1", port)), hosts, servers, certs, ca_file)
     finally:
-        haproxy.terminate()
-        haproxy.wait(timeout=10)
         for server in servers.values():
             server.shutdown()
 

@@ -10,7 +10,6 @@ a real TLS MariaDB in tests/real/test_mariadb_tls.py.
 
 from __future__ import annotations
 
-import datetime
 import socket
 import ssl
 import threading
@@ -18,11 +17,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import NameOID
 
+from tests.real.pki import leaf, make_ca, pem
 from tools.cloud.capture import Capture, connections, summarize
 from tools.realenv.servers import RabbitMQ, Server
 
@@ -31,29 +27,17 @@ pytestmark = pytest.mark.real
 AMQP_HEADER = b"AMQP\x00\x00\x09\x01"
 
 
-def _self_signed(directory: Path) -> tuple[Path, Path]:
-    key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "localhost")])
-    now = datetime.datetime.now(datetime.UTC)
-    cert = (
-        x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
-        .serial_number(x509.random_serial_number()).not_valid_before(now).not_valid_after(now + datetime.timedelta(1))
-        .add_extension(x509.SubjectAlternativeName([x509.DNSName("localhost")]), critical=False)
-        .sign(key, hashes.SHA256())
-    )  # fmt: skip
-    cert_file, key_file = directory / "tls.crt", directory / "tls.key"
-    cert_file.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    pkcs8 = serialization.PrivateFormat.PKCS8
-    key_file.write_bytes(key.private_bytes(serialization.Encoding.PEM, pkcs8, serialization.NoEncryption()))
-    return cert_file, key_file
-
-
 @pytest.fixture
 def tls_echo(tmp_path: Path) -> Iterator[tuple[int, Path]]:
-    """A TLS server on the loopback that answers each line with itself; its port and certificate."""
-    cert, key = _self_signed(tmp_path)
+    """A TLS server on the loopback that answers each line with itself; its port and its CA's certificate."""
+    ca = make_ca("capture test CA")
+    pair = leaf(ca, ["localhost"])
+    cert, key = tmp_path / "ca.crt", tmp_path / "tls.key"
+    (tmp_path / "tls.crt").write_bytes(pair["tls.crt"])
+    key.write_bytes(pair["tls.key"])
+    cert.write_bytes(pem(ca[0]))
     context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-    context.load_cert_chain(cert, key)
+    context.load_cert_chain(tmp_path / "tls.crt", key)
     listener = socket.create_server(("127.0.0.1", 0))
     listener.settimeout(0.5)
     stop = threading.Event()

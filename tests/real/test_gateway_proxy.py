@@ -27,6 +27,7 @@ import pytest
 
 from components.certificates import PUBLIC_TLS
 from tests.conftest import plan_of
+from tests.real.haproxy import running_haproxy
 from tools.cloud.certmanager import CertManager
 from tools.cloud.gateway import write_files
 from tools.cloud.gatewayapi import owners_gateway, program
@@ -129,25 +130,13 @@ def front(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Front]:
         return "127.0.0.1" if getattr(backend, "service", "") in servers else None
 
     config = write_files(programmed, state, lambda ns, name: secret.data, address, "127.0.0.1", {443: port})
-    haproxy = subprocess.Popen(["haproxy", "-db", "-f", str(config)], stdout=subprocess.DEVNULL,
-                               stderr=subprocess.PIPE)  # fmt: skip
-    deadline = time.monotonic() + 20
-    while True:
-        try:
-            socket.create_connection(("127.0.0.1", port), 1).close()
-            break
-        except OSError:
-            if haproxy.poll() is not None or time.monotonic() > deadline:
-                pytest.fail(f"haproxy did not start: {haproxy.stderr.read().decode() if haproxy.stderr else ''}")
-            time.sleep(0.2)
     ca = state / "root.pem"
     ca.write_text(secret.trust_anchor)
     hosts = {key: plan.settings.public_host(key) for key in ("keystone", "novncproxy", "nova")}
     try:
-        yield Front(port, ca, hosts, PublicClient(str(ca), ("127.0.0.1", port)))
+        with running_haproxy(config, port):
+            yield Front(port, ca, hosts, PublicClient(str(ca), ("127.0.0.1", port)))
     finally:
-        haproxy.terminate()
-        haproxy.wait(timeout=10)
         for server in servers.values():
             server.shutdown()
 

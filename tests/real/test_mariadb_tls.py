@@ -11,19 +11,15 @@ packet capture classes the verifying clients' connections TLS and the plain one'
 
 from __future__ import annotations
 
-import datetime
 import os
 import subprocess
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
 import pytest
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import NameOID
 
 from components.inifile import parse_ini
+from tests.real.pki import leaf, make_ca, pem
 from tests.test_mariadb_tls import plain_plan, tls_plan
 from tools.cloud.capture import Capture, connections, summarize
 from tools.cloud.standins import MARIADB_CA_DIR, MARIADB_TLS_DIR, mariadb_tls, mariadb_tls_conf
@@ -32,7 +28,6 @@ from tools.realenv.servers import MariaDB, run_mariadb
 
 pytestmark = pytest.mark.real
 
-NOW = datetime.datetime.now(datetime.UTC)
 REPO = Path(__file__).resolve().parents[2]
 # Connects through SQLAlchemy as oslo.db does, and says which TLS version the session uses.
 CLIENT = """import sys, sqlalchemy
@@ -40,33 +35,6 @@ engine = sqlalchemy.create_engine(sys.argv[1])
 with engine.connect() as db:
     print(db.execute(sqlalchemy.text(sys.argv[2])).fetchall())
 """
-
-
-def _ca(name: str) -> tuple[x509.Certificate, ec.EllipticCurvePrivateKey]:
-    key = ec.generate_private_key(ec.SECP256R1())
-    subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)])
-    cert = (
-        x509.CertificateBuilder().subject_name(subject).issuer_name(subject).public_key(key.public_key())
-        .serial_number(x509.random_serial_number()).not_valid_before(NOW).not_valid_after(NOW + datetime.timedelta(1))
-        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True).sign(key, hashes.SHA256())
-    )  # fmt: skip
-    return cert, key
-
-
-def _pem(cert: x509.Certificate) -> bytes:
-    return cert.public_bytes(serialization.Encoding.PEM)
-
-
-def _server_pair(ca: tuple[x509.Certificate, ec.EllipticCurvePrivateKey], names: list[str]) -> tuple[bytes, bytes]:
-    key = ec.generate_private_key(ec.SECP256R1())
-    cert = (
-        x509.CertificateBuilder().subject_name(x509.Name([])).issuer_name(ca[0].subject).public_key(key.public_key())
-        .serial_number(x509.random_serial_number()).not_valid_before(NOW).not_valid_after(NOW + datetime.timedelta(1))
-        .add_extension(x509.SubjectAlternativeName([x509.DNSName(n) for n in names]), critical=True)
-        .sign(ca[1], hashes.SHA256())
-    )  # fmt: skip
-    pkcs8 = serialization.PrivateFormat.PKCS8
-    return _pem(cert), key.private_bytes(serialization.Encoding.PEM, pkcs8, serialization.NoEncryption())
 
 
 def _keystone_url(plan: object) -> str:
@@ -92,14 +60,15 @@ def test_the_plans_urls_verify_the_server_and_a_plain_one_is_refused(
     plan = tls_plan("dev")
     spec = plan.by_name("mariadb", "MariaDB").inputs["spec"]
     names = plan.by_name("mariadb-internal-tls", "Certificate").inputs["spec"]["dnsNames"]
-    ca, other_ca = _ca("internal-ca"), _ca("someone else's CA")
+    ca, other_ca = make_ca("internal-ca"), make_ca("someone else's CA")
     pki, pki_ca = tmp_path / "pki", tmp_path / "pki-ca"
     pki.mkdir()
     pki_ca.mkdir()
-    cert, key = _server_pair(ca, names)
+    pair = leaf(ca, names)
+    cert, key = pair["tls.crt"], pair["tls.key"]
     (pki / "server.crt").write_bytes(cert), (pki / "server.key").write_bytes(key)
-    (pki_ca / "ca.crt").write_bytes(_pem(ca[0]))
-    (tmp_path / "other-ca.crt").write_bytes(_pem(other_ca[0]))
+    (pki_ca / "ca.crt").write_bytes(pem(ca[0]))
+    (tmp_path / "other-ca.crt").write_bytes(pem(other_ca[0]))
     # The stand-in's options, its container paths moved into the test's directory.
     conf = mariadb_tls_conf(mariadb_tls(spec)).replace(MARIADB_TLS_DIR + "/", f"{pki}/")
     conf = conf.replace(MARIADB_CA_DIR + "/", f"{pki_ca}/")

@@ -10,8 +10,6 @@ server must end up serving the new certificate (`touch-reload`).
 
 from __future__ import annotations
 
-import datetime
-import os
 import socket
 import ssl
 import subprocess
@@ -21,12 +19,11 @@ from pathlib import Path
 
 import pytest
 from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import NameOID
+from cryptography.hazmat.primitives import serialization
 
 from components.inifile import parse_ini, render_ini
 from tests.conftest import plan_of
+from tests.real.pki import leaf, make_ca, write_secret
 from tools.cloud import endpoint_tls, tls_probe
 from tools.realenv.openstack_venv import OpenStackVenv
 from tools.realenv.servers import free_port
@@ -34,45 +31,6 @@ from tools.realenv.servers import free_port
 pytestmark = pytest.mark.real
 
 APP = 'def application(environ, start_response):\n    start_response("200 OK", [])\n    return [b"ok"]\n'
-NOW = datetime.datetime.now(datetime.UTC)
-
-
-def _ca() -> tuple[x509.Certificate, ec.EllipticCurvePrivateKey]:
-    key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "test internal CA")])
-    cert = (
-        x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
-        .serial_number(x509.random_serial_number()).not_valid_before(NOW).not_valid_after(NOW + datetime.timedelta(1))
-        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True).sign(key, hashes.SHA256())
-    )  # fmt: skip
-    return cert, key
-
-
-def _leaf(ca: tuple[x509.Certificate, ec.EllipticCurvePrivateKey], serial: int) -> dict[str, bytes]:
-    key = ec.generate_private_key(ec.SECP256R1())
-    cert = (
-        x509.CertificateBuilder().subject_name(x509.Name([])).issuer_name(ca[0].subject).public_key(key.public_key())
-        .serial_number(serial).not_valid_before(NOW).not_valid_after(NOW + datetime.timedelta(1))
-        .add_extension(x509.SubjectAlternativeName([x509.DNSName("localhost")]), critical=True)
-        .sign(ca[1], hashes.SHA256())
-    )  # fmt: skip
-    pem = serialization.PrivateFormat.PKCS8
-    return {
-        "tls.crt": cert.public_bytes(serialization.Encoding.PEM),
-        "tls.key": key.private_bytes(serialization.Encoding.PEM, pem, serialization.NoEncryption()),
-    }
-
-
-def _write_secret(mount: Path, files: dict[str, bytes], version: str) -> None:
-    """As the kubelet's atomic writer: files in a new directory, then `..data` swapped by a rename."""
-    directory = mount / f"..{version}"
-    directory.mkdir()
-    for name, data in files.items():
-        (directory / name).write_bytes(data)
-        if not (mount / name).is_symlink():
-            (mount / name).symlink_to(f"..data/{name}")
-    (mount / "..data_tmp").symlink_to(directory.name)
-    os.replace(mount / "..data_tmp", mount / "..data")
 
 
 def _served_serial(port: int, context: ssl.SSLContext) -> int:
@@ -103,8 +61,8 @@ def server(openstack_venv: OpenStackVenv, tmp_path: Path) -> Iterator[tuple[int,
     _, cert, key = socket_spec.split(",")
     mount = tmp_path / "secret"
     mount.mkdir()
-    ca = _ca()
-    _write_secret(mount, _leaf(ca, 1), "v1")
+    ca = make_ca("test internal CA")
+    write_secret(mount, leaf(ca, ["localhost"], serial=1), "v1")
     port = free_port()
     # The plan's server and its paths, moved under the test's directory.
     moved = {p: str(mount / Path(p).name) for p in (cert, key)}
@@ -140,7 +98,7 @@ def test_a_renewed_certificate_is_served_without_a_failed_call(server: tuple) ->
     port, mount, context, ca = server
     assert _served_serial(port, context) == 1
     time.sleep(1.1)  # uWSGI compares modification times in seconds
-    _write_secret(mount, _leaf(ca, 2), "v2")
+    write_secret(mount, leaf(ca, ["localhost"], serial=2), "v2")
     failed, deadline = 0, time.monotonic() + 20
     calls = 0
     while time.monotonic() < deadline:
