@@ -33,6 +33,8 @@ def test_clients_get_kolla_ansibles_capabilities_on_the_stacks_pools(tmp_path: P
         "profile rbd", "osd", "profile rbd pool=images", "mgr", "profile rbd pool=images"]  # fmt: skip
     pools = [c[c.index("init") + 1] for c in lab.client_commands() if "init" in c]
     assert pools == ["images", "volumes", "ephemeral", "backups"]
+    # First, as the README tells the administrator: no client older than Mimic, so clones are v2.
+    assert lab.client_commands()[0][-2:] == ["set-require-min-compat-client", "mimic"]
 
 
 def test_novas_own_client_gets_cinders_capabilities(tmp_path: Path) -> None:

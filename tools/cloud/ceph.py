@@ -192,11 +192,17 @@ keyring = {self.client_dir}/$cluster.$name.keyring
         return ["ip", "netns", "exec", CEPH_NETNS, "ceph", "-c", str(self.conf_path), "--connect-timeout", "30", *args]
 
     def client_commands(self) -> list[list[str]]:
-        """The pools (rbd pool init enables the rbd application) and each client's key, written to a keyring."""
+        """Clients of Mimic or later only (so RBD clones are v2), the pools (rbd pool init enables the rbd
+        application) and each client's key, written to a keyring: the README's steps for the administrator."""
         inside = ["ip", "netns", "exec", CEPH_NETNS]
         pools = list(dict.fromkeys(self.ceph.pools.model_dump().values()))
-        commands = [self.ceph_command("osd", "pool", "create", pool, str(PG_NUM), str(PG_NUM), "replicated")
-                    for pool in pools]  # fmt: skip
+        # librbd clones v2 when the cluster admits no client older than Mimic (rbd_default_clone_format
+        # auto): a v2 clone does not pin its parent's snapshot, so Glance can delete an image that VM
+        # disks, volumes or snapshots were cloned from (glance_store moves it to the trash), which
+        # Tempest's ImageDependencyTests expect; with v1 clones Glance answers 409.
+        commands = [self.ceph_command("osd", "set-require-min-compat-client", "mimic")]
+        commands += [self.ceph_command("osd", "pool", "create", pool, str(PG_NUM), str(PG_NUM), "replicated")
+                     for pool in pools]  # fmt: skip
         commands += [[*inside, "rbd", "-c", str(self.conf_path), "pool", "init", pool] for pool in pools]
         for name, client in self.clients().items():
             keyring = self.client_dir / f"ceph.client.{client.user}.keyring"
