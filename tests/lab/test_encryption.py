@@ -1,24 +1,46 @@
-"""tools/cloud/encryption.py: what the lab's capture expects in clear under internal TLS, and why.
+"""tools/cloud/encryption.py: the capture's verdict (`capture_ok`) from the connections it saw.
 
-Only what the plan does not encrypt may be named: a name there turns the capture's `plain` for it
-into an expected finding, so one left over from before a store went on TLS would hide a regression.
+The connections are made here (a test double for the pcap files a real capture writes: tests/real/test_capture.py
+runs tcpdump); the plan, its Services and the names the verdict watches are the stack's own.
 """
 
 from __future__ import annotations
 
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
 from tests.test_internal_tls import plain_plan, tls_plan
-from tools.cloud.encryption import expected_clear
+from tools.cloud import encryption
+from tools.cloud.capture import Connection
+from tools.cloud.services import Service, ServiceTable
+from tools.plan import Plan
 
-WATCHED = {
-    "mariadb": {3306}, "rabbitmq": {5671}, "memcached": {11211}, "keystone-api": {5000}, "horizon": {8080},
-    "nova-novncproxy": {6080},
-}  # fmt: skip
-
-
-def test_under_internal_tls_only_the_gateways_http_backends_are_expected_in_clear() -> None:
-    clear = expected_clear(tls_plan().settings, WATCHED)
-    assert set(clear) == {"horizon", "nova-novncproxy"}, clear  # memcached, MariaDB, RabbitMQ: on TLS
+TLS = b"\x17\x03\x03\x00\x20"  # an application data record, as a pooled TLS connection is first seen
+SQL = b"\x21\x00\x00\x00\x03SELECT 1"
 
 
-def test_under_plain_text_everything_is_expected_in_clear() -> None:
-    assert set(expected_clear(plain_plan().settings, WATCHED)) == set(WATCHED)
+def _cloud(plan: Plan) -> Any:
+    services = [Service.from_manifest(r.revealed, "openstack") for r in plan.custom if r.kind == "Service"]
+    return SimpleNamespace(plan=plan, table=ServiceTable(services, "cluster.local"))
+
+
+def _verdict(monkeypatch: pytest.MonkeyPatch, plan: Plan, sent: dict[int, bytes]) -> dict[str, Any]:
+    seen = [Connection(("10.244.0.9", 40000 + i), port, sent=[data]) for i, (port, data) in enumerate(sent.items())]
+    monkeypatch.setattr(encryption, "connections", lambda pcaps, ports: seen)
+    return encryption.encrypted(_cloud(plan), SimpleNamespace(pcaps=[Path("x.pcap")], ports=[]))
+
+
+def test_the_verdict_wants_the_data_stores_seen_and_only_what_is_named_in_clear(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    stores = {3306: TLS, 5671: TLS, 11211: TLS, 5000: TLS}
+    ok = _verdict(monkeypatch, tls_plan(), {**stores, 8080: b"GET /healthz HTTP/1.1"})
+    assert ok["capture_ok"] and ok["encrypted"]["horizon"] is False and ok["encrypted"]["glance-api"] is None
+    assert not _verdict(monkeypatch, tls_plan(), {**stores, 3306: SQL})["capture_ok"]  # SQL in clear
+    unseen = {port: data for port, data in stores.items() if port != 11211}
+    assert not _verdict(monkeypatch, tls_plan(), unseen)["capture_ok"]  # memcached not seen: nothing proven
+    # plainText: nothing is claimed, whatever crossed the wires.
+    assert not _verdict(monkeypatch, plain_plan(), {**stores, 5672: TLS})["capture_ok"]

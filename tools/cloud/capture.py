@@ -117,12 +117,18 @@ def connections(pcaps: Iterable[Path], ports: Iterable[int]) -> list[Connection]
     found: dict[tuple[str, int], Connection] = {}
     for path in pcaps:
         with path.open("rb") as stream:
-            reader = dpkt.pcap.Reader(stream)
+            try:
+                reader = dpkt.pcap.Reader(stream)
+            except (dpkt.Error, ValueError) as error:  # no pcap header: tcpdump wrote nothing
+                raise CaptureError(f"{path}: not a pcap file ({error})") from error
             frame = {dpkt.pcap.DLT_LINUX_SLL: dpkt.sll.SLL, 276: dpkt.sll2.SLL2}.get(reader.datalink())
             if frame is None:
                 raise CaptureError(f"{path}: link type {reader.datalink()}, expected Linux cooked capture (-i any)")
             for _, raw in reader:
-                ip = _ip(frame(raw))
+                try:
+                    ip = _ip(frame(raw))
+                except dpkt.UnpackError:  # a frame cut shorter than its headers: nothing of a client's bytes
+                    continue
                 if ip is None or not isinstance(ip.data, dpkt.tcp.TCP):
                     continue
                 tcp = ip.data
@@ -174,6 +180,11 @@ class Capture:
         return [self.directory / f"{name or 'here'}.pcap" for name in self.netns]
 
     def __enter__(self) -> Capture:
+        self.start()
+        return self
+
+    def start(self) -> None:
+        """Every tcpdump capturing, or CaptureError (and none left running)."""
         self.directory.mkdir(parents=True, exist_ok=True)
         wanted = "tcp and (" + " or ".join(f"port {port}" for port in self.ports) + ")"
         try:
@@ -189,7 +200,6 @@ class Capture:
         except BaseException:
             self.stop()
             raise
-        return self
 
     @staticmethod
     def _await_listening(name: str | None, process: subprocess.Popen[bytes]) -> None:

@@ -372,7 +372,7 @@ def start_capture(cloud: Cloud, log: Callable[[str], None]) -> Capture | None:
     """The packet capture on every node (tools/cloud/encryption.py), or None when tcpdump would not start."""
     wire = encryption.capture(cloud, cloud.cluster.state / "capture")
     try:
-        wire.__enter__()
+        wire.start()
     except (CaptureError, OSError) as error:
         log(f"capture: {error}")
         return None
@@ -386,7 +386,7 @@ def encryption_seen(cloud: Cloud, wire: Capture | None, log: Callable[[str], Non
     wire.stop()
     try:
         seen = encryption.encrypted(cloud, wire)
-    except (CaptureError, ValueError) as error:  # dpkt's errors are ValueErrors
+    except (CaptureError, OSError) as error:
         return {"encrypted": {}, "capture_ok": False, "capture_error": f"reading the capture: {error}"}
     log(f"encrypted: {json.dumps(seen['encrypted'])} ok {seen['capture_ok']}")
     return seen
