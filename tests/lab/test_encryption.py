@@ -30,7 +30,7 @@ def _cloud(plan: Plan) -> Any:
 def _verdict(monkeypatch: pytest.MonkeyPatch, plan: Plan, sent: dict[int, bytes]) -> dict[str, Any]:
     seen = [Connection(("10.244.0.9", 40000 + i), port, sent=[data]) for i, (port, data) in enumerate(sent.items())]
     monkeypatch.setattr(encryption, "connections", lambda pcaps, ports: seen)
-    return encryption.encrypted(_cloud(plan), SimpleNamespace(pcaps=[Path("x.pcap")], ports=[]))
+    return encryption.encrypted(_cloud(plan), SimpleNamespace(pcaps=[Path("x.pcap")], ports=[]))  # type: ignore[arg-type]
 
 
 def test_the_verdict_wants_the_data_stores_seen_and_only_what_is_named_in_clear(
