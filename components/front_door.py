@@ -94,6 +94,16 @@ def gateway_spec(class_name: str) -> dict[str, Any]:
     }
 
 
+def tls_backends(settings: Settings) -> set[str]:
+    """The Services behind public routes that serve TLS inside the cluster: each gets a BackendTLSPolicy."""
+    return {r.backend for r in public_routes(settings) if internal_tls.serves_tls(settings, r.backend)}
+
+
+def plain_backends(settings: Settings) -> set[str]:
+    """The Services behind public routes that the gateway reaches in plain HTTP (no BackendTLSPolicy)."""
+    return {r.backend for r in public_routes(settings)} - tls_backends(settings)
+
+
 class FrontDoor(pulumi.ComponentResource):
     def __init__(self, settings: Settings, credentials: Credentials, opts: pulumi.ResourceOptions | None = None):
         super().__init__("openstack:infra:FrontDoor", "front-door", None, opts)
@@ -118,7 +128,7 @@ class FrontDoor(pulumi.ComponentResource):
             name = f"{certificates.PUBLIC_TLS}-for-gateway"
             self._custom("ReferenceGrant", name, ns, grant, after, api_version="gateway.networking.k8s.io/v1beta1")
         parent = parent_ref(settings, gateway)
-        for backend in sorted({r.backend for r in routes if internal_tls.serves_tls(settings, r.backend)}):
+        for backend in sorted(tls_backends(settings)):
             spec = backend_tls_spec(settings, backend)
             name = f"{backend}-backend-tls"
             self._custom("BackendTLSPolicy", name, ns, spec, after, api_version="gateway.networking.k8s.io/v1")

@@ -16,7 +16,7 @@ build with TLS (Debian's changelog, 1.6.6-2: "Enable TLS capabilities by default
 
 from __future__ import annotations
 
-from components import internal_tls
+from components import internal_tls, oslo
 from components.memory import SHARES
 from components.oslo import MEMCACHED, MEMCACHED_PORT
 from components.settings import Settings
@@ -34,10 +34,6 @@ def _no_files(ctx: RenderContext) -> dict[str, str]:
     return {}
 
 
-def pods(settings: Settings) -> list[str]:
-    return [f"{MEMCACHED}-{i}" for i in range(settings.replicas_of(MEMCACHED))]
-
-
 def dns_names(settings: Settings) -> list[str]:
     """What memcached's certificate names: the headless Service's names, as an API's certificate
     names its Service's, and each pod's through it, which is how every client reaches a server
@@ -45,7 +41,7 @@ def dns_names(settings: Settings) -> list[str]:
     client checks: python-binary-memcached and pymemcache hand the host they connect to to
     `wrap_socket` as `server_hostname` (bmemcached/protocol.py, pymemcache/client/base.py).
     A new replica's name arrives with the reissued certificate, which the probe below loads."""
-    each_pod = internal_tls.pod_dns_names(settings, pods(settings), MEMCACHED)
+    each_pod = internal_tls.pod_dns_names(settings, oslo.memcached_pods(settings), MEMCACHED)
     return [*internal_tls.dns_names(settings, MEMCACHED), *each_pod]
 
 
@@ -62,7 +58,7 @@ def _tls_probe() -> Probe:
     `refresh_certs` of 1.6): the probe puts a renewed certificate into service, and is ready only
     while memcached serves the mounted one over TLS (components/scripts/memcached_tls_probe.py)."""
     command = ("python3", f"/scripts/{TLS_PROBE_SCRIPT}", str(MEMCACHED_PORT), internal_tls.SERVER_CERT)
-    return Probe(command=command)
+    return Probe(port=MEMCACHED_PORT, command=command)  # liveness: the TCP port (workload.py)
 
 
 def memcached(settings: Settings) -> ServiceSpec:

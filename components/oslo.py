@@ -76,7 +76,12 @@ def memcached_servers(settings: Settings) -> list[str]:
     through its headless Service: memcached-0.memcached.<ns>.svc.<domain>, ...
     """
     service = settings.service_host(MEMCACHED)
-    return [f"{MEMCACHED}-{i}.{service}:{MEMCACHED_PORT}" for i in range(settings.replicas_of(MEMCACHED))]
+    return [f"{pod}.{service}:{MEMCACHED_PORT}" for pod in memcached_pods(settings)]
+
+
+def memcached_pods(settings: Settings) -> list[str]:
+    """The StatefulSet's pods, by name."""
+    return [f"{MEMCACHED}-{i}" for i in range(settings.replicas_of(MEMCACHED))]
 
 
 def database_service(settings: Settings) -> str:

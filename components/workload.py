@@ -30,7 +30,7 @@ class Mount:
 class Probe:
     port: int | None = None
     http_path: str | None = None  # None probes the TCP port
-    command: tuple[str, ...] = ()  # an exec probe, for daemons that serve no port
+    command: tuple[str, ...] = ()  # an exec probe, for daemons that serve no port (or a check TCP cannot make)
     initial_delay: int = 10
     period: int = 15
     https: bool = False  # an httpGet over TLS (the kubelet does not verify the certificate)
@@ -93,6 +93,8 @@ class Container:
             # A lost broker connection is retried by oslo.messaging: not ready, but not dead.
             if not self.probe.command:
                 spec["livenessProbe"] = self.probe.manifest(liveness=True)
+            elif self.probe.port is not None:  # a server checked by a command: alive while its port answers
+                spec["livenessProbe"] = Probe(self.probe.port).manifest(liveness=True)
         if self.lifecycle:
             spec["lifecycle"] = self.lifecycle
         return spec

@@ -7,7 +7,6 @@ from typing import Any
 
 import pytest
 
-from components import oslo
 from components.inifile import parse_ini
 from components.isolation import RABBITMQ_PODS, host_network_clients
 from tests.conftest import plan_of
@@ -177,7 +176,8 @@ def test_host_network_clients_reach_their_stores_on_every_plugin_and_nothing_els
     used = host_network_use(plan)
     assert used["rabbitmq"] >= {"nova-compute", "neutron-ovs-agent"}  # every stack has compute nodes
     # RabbitMQ's client port is amqps under internal TLS (staging's).
-    for store, port in {**CLIENT_PORTS, "rabbitmq": oslo.rabbitmq_port(plan.settings)}.items():
+    amqp = 5671 if plan.settings.tls.internal_enabled else 5672  # amqps under internal TLS
+    for store, port in {**CLIENT_PORTS, "rabbitmq": amqp}.items():
         rule = _rule_of_port(_policy(plan, store), port)
         if used[store]:
             assert "from" not in rule, (store, used[store])
@@ -287,7 +287,7 @@ def test_rabbitmq_management_admits_its_operator_wherever_it_runs() -> None:
 def test_the_policies_select_the_operators_pods_and_rabbit_init_pods_match() -> None:
     plan = plan_of("staging")
     rabbit_init = plan.by_name("nova-rabbit-init", "Job").inputs["spec"]["template"]["metadata"]["labels"]
-    assert _admitted(_policy(plan, "rabbitmq"), oslo.rabbitmq_management_port(plan.settings), "openstack", rabbit_init)
+    assert _admitted(_policy(plan, "rabbitmq"), 15671, "openstack", rabbit_init)  # staging: https management
     memcached = plan.by_name("memcached", "StatefulSet").inputs["spec"]["template"]["metadata"]["labels"]
     assert _policy(plan, "memcached")["podSelector"]["matchLabels"].items() <= memcached.items()
 

@@ -125,6 +125,9 @@ def test_memcached_is_ready_only_serving_the_mounted_certificate_which_its_probe
     assert script == (REPO / "components" / "scripts" / PROBE).read_text()
     plain = _memcached(plain_plan())["readinessProbe"]
     assert plain["tcpSocket"] == {"port": 11211} and "exec" not in plain
+    # Alive while its port answers, TLS or not: the kubelet restarts a memcached that stopped listening.
+    assert _memcached(tls_plan())["livenessProbe"]["tcpSocket"] == {"port": 11211}
+    assert _memcached(plain_plan())["livenessProbe"]["tcpSocket"] == {"port": 11211}
 
 
 def test_every_oslo_memcached_client_verifies_with_the_internal_ca() -> None:

@@ -25,7 +25,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 HOST = "127.0.0.1"
-TIMEOUT = 3  # seconds per connection; the kubelet gives the probe 5
+TIMEOUT = 2  # seconds per connection (it may open two); the kubelet gives the probe 5
 PEM_END = "-----END CERTIFICATE-----"
 
 
