@@ -89,10 +89,17 @@ def test_the_verdict_needs_every_endpoint_and_lists_what_stays_in_plain_text() -
     plain = copy.deepcopy(facts)
     plain["glance-api:9292"]["plain"] = {"answered": True, "first_bytes": "48"}
     assert endpoint_tls.verdict(plan, plain)["encrypted_ok"] is False
-    not_encrypted = {item["what"]: item["why"] for item in endpoint_tls.verdict(plan, facts)["not_encrypted"]}
-    # memcached is on internal TLS (components/memcached.py): not named; Erlang distribution is.
+
+
+def test_what_stays_in_clear_is_the_gateways_plain_backends_and_erlang_distribution() -> None:
+    """The gateway's plain backends come from the plan's own rule (no BackendTLSPolicy: front_door.py);
+    memcached, MariaDB and RabbitMQ are on internal TLS and are not named."""
+    settings = plan_of("staging").settings
+    not_encrypted = endpoint_tls.not_encrypted(settings)
     assert set(not_encrypted) == {"horizon", "nova-novncproxy", "rabbitmq-nodes"}
     assert "25672" in not_encrypted["rabbitmq-nodes"]
+    policies = {r.k8s_name for r in plan_of("staging").custom if r.kind == "BackendTLSPolicy"}
+    assert "horizon-backend-tls" not in policies and "keystone-api-backend-tls" in policies
 
 
 def _cloud(stack: str, objects: dict[tuple[str, str], dict[str, str]]) -> Any:
@@ -102,7 +109,6 @@ def _cloud(stack: str, objects: dict[tuple[str, str], dict[str, str]]) -> Any:
 def test_a_plain_text_stack_says_there_is_nothing_to_check() -> None:
     found = endpoint_tls.check(_cloud("prod", {}), lambda *a, **k: None, Path("/py"), None)  # type: ignore[arg-type]
     assert "plainText" in found["not_run"] and "encrypted_ok" not in found
-    assert {item["what"] for item in found["not_encrypted"]} >= {"rabbitmq-nodes"}
 
 
 def test_the_lab_writes_the_bundles_ca_for_its_clients_and_points_the_admins_os_cacert_at_it(tmp_path: Path) -> None:
@@ -135,10 +141,10 @@ def test_tempest_verifies_the_internal_endpoints_with_the_admins_ca_file() -> No
 def test_the_summary_line_says_what_was_captured_which_endpoints_passed_and_what_stays_in_plain_text() -> None:
     tls = {"encrypted_ok": False, "encrypted": {"mariadb": True, "rabbitmq": False, "cinder-api": None},
            "endpoints": {"endpoints": {"keystone-api:5000": {"ok": True}, "rabbitmq:5671": {"ok": False}}},
-           "not_encrypted": [{"what": "memcached", "why": "no TLS"}]}  # fmt: skip
+           "not_encrypted": {"horizon": "no BackendTLSPolicy"}}  # fmt: skip
     line = _encrypted_line(tls)
     assert line.startswith("ok False, captured: 1/2 seen encrypted"), line
-    assert "1/2 endpoints, failed ['rabbitmq:5671']" in line and "plain text: ['memcached']" in line
+    assert "1/2 endpoints, failed ['rabbitmq:5671']" in line and "plain text: ['horizon']" in line
     plain = _encrypted_line({"encrypted": {"mariadb": False}, "endpoints": {"not_run": "plainText"}})
     assert plain.startswith("captured: 0/1 seen encrypted") and "endpoints not probed (plainText)" in plain
 

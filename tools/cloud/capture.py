@@ -121,7 +121,9 @@ def connections(pcaps: Iterable[Path], ports: Iterable[int]) -> list[Connection]
                 reader = dpkt.pcap.Reader(stream)
             except (dpkt.Error, ValueError) as error:  # no pcap header: tcpdump wrote nothing
                 raise CaptureError(f"{path}: not a pcap file ({error})") from error
-            frame = {dpkt.pcap.DLT_LINUX_SLL: dpkt.sll.SLL, 276: dpkt.sll2.SLL2}.get(reader.datalink())
+            frame = {dpkt.pcap.DLT_LINUX_SLL: dpkt.sll.SLL, dpkt.pcap.DLT_LINUX_SLL2: dpkt.sll2.SLL2}.get(
+                reader.datalink()
+            )
             if frame is None:
                 raise CaptureError(f"{path}: link type {reader.datalink()}, expected Linux cooked capture (-i any)")
             for _, raw in reader:
@@ -191,7 +193,7 @@ class Capture:
             for name, pcap in zip(self.netns, self.pcaps, strict=True):
                 inside = ["ip", "netns", "exec", name] if name else []
                 command = [
-                    *inside, "tcpdump", "-i", "any", "-n", "-U", "--immediate-mode", "-Z", "root",
+                    *inside, "tcpdump", "-i", "any", "-U", "--immediate-mode", "-Z", "root",
                     "-s", str(SNAP_BYTES), "-w", str(pcap), wanted,
                 ]  # fmt: skip
                 process = subprocess.Popen(command, stderr=subprocess.PIPE)

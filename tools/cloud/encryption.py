@@ -5,8 +5,8 @@ The report's `tls.encrypted` is `{connection: bool}` as issue 20 asks: true wher
 connections to that port and every one was TLS, None where it saw none. `tls.wire` has the figures
 behind each (connections, how many opened during the capture, TLS, plain, the first bytes of plain
 ones). `capture_ok`: the stack turns internal TLS on, MariaDB, RabbitMQ and memcached were seen, and
-every connection seen was TLS but to what tools/cloud/endpoint_tls.py's NOT_ENCRYPTED names, with
-why, as left in clear (the report's `tls.not_encrypted`).
+every connection seen was TLS but to what tools/cloud/endpoint_tls.py's not_encrypted names, with
+why, as left in clear (the report's `tls.not_encrypted`: the gateway's plain backends and more).
 """
 
 from __future__ import annotations
@@ -15,22 +15,22 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from components import internal_tls
+from components.public_routes import public_routes
 from tools.cloud.capture import Capture, connections, summarize
-from tools.cloud.endpoint_tls import NOT_ENCRYPTED
+from tools.cloud.endpoint_tls import not_encrypted
 from tools.cloud.isolation import client_ports
 
 if TYPE_CHECKING:
     from tools.cloud.deploy import Cloud
 
-EXTRA_SERVICES = ("horizon", "nova-novncproxy")  # not APIs of the catalog, but what the gateway reaches
-
 
 def watched(cloud: Cloud) -> dict[str, set[int]]:
-    """Each data store's client port, and each API's (and the gateway's other backends') Service ports."""
+    """Each data store's client port, and the Service ports of each API and of what the gateway reaches."""
     settings = cloud.plan.settings
     names = {store: {port} for store, port in client_ports(settings).items()}
     services = {service.name: service for service in cloud.table.services}
-    for name in (*internal_tls.apis(settings), *EXTRA_SERVICES):
+    behind_gateway = sorted({route.backend for route in public_routes(settings)})
+    for name in dict.fromkeys((*internal_tls.apis(settings), *behind_gateway)):
         service = services.get(name)
         if service is None:  # a service the stack does not deploy
             continue
@@ -49,13 +49,15 @@ def capture(cloud: Cloud, directory: Path) -> Capture:
 def encrypted(cloud: Cloud, done: Capture) -> dict[str, Any]:
     """The `tls` report's `encrypted`, `wire` and `capture_ok` from a finished capture."""
     wire = summarize(connections(done.pcaps, done.ports), watched(cloud))
+    settings = cloud.plan.settings
     seen = {name: figures for name, figures in wire.items() if figures["connections"]}
-    internal = cloud.plan.settings.tls.internal_enabled
+    clear = not_encrypted(settings)
+    internal = settings.tls.internal_enabled
     return {
         "internal_tls": internal,
         "encrypted": {name: figures["encrypted"] if name in seen else None for name, figures in wire.items()},
         "capture_ok": internal
-        and {"mariadb", "rabbitmq", "memcached"} <= set(seen)
-        and all(figures["encrypted"] for name, figures in seen.items() if name not in NOT_ENCRYPTED),
+        and set(client_ports(settings)) <= set(seen)
+        and all(figures["encrypted"] for name, figures in seen.items() if name not in clear),
         "wire": wire,
     }

@@ -16,7 +16,7 @@ endpoint is encrypted when all three hold:
   amqps, gets no answer in that protocol; MariaDB, whose protocol starts in plain text and
   switches to TLS on the client's request, refuses a plain-text login with the root credentials
   that the same probe's TLS login was admitted with (require_secure_transport).
-What stays in plain text inside the cluster is listed in `not_encrypted` with why, not left out.
+What stays in plain text inside the cluster is listed in the report's `not_encrypted` with why, not left out.
 """
 
 from __future__ import annotations
@@ -28,23 +28,23 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from components import internal_tls, oslo
+from components.front_door import plain_backends
 from tools.plan import Plan
 from tools.runtime import REPO
 
 if TYPE_CHECKING:
+    from components.settings import Settings
     from tools.cloud.deploy import Cloud
 
 PROBE_TIMEOUT = 300
 InCluster = Callable[..., subprocess.CompletedProcess[str]]  # UserPod.run: argv, then subprocess.run's keywords
-# What the stacks leave in plain text inside the cluster, by the Service (or the part) it is, and why.
+# What the plan leaves in plain text inside the cluster besides the gateway's plain backends
+# (components/front_door.py plain_backends), and why.
 NOT_ENCRYPTED = {
-    "horizon": "the gateway reaches Horizon in plain HTTP (no BackendTLSPolicy): Horizon behind the gateway is not on "
-    "TLS yet (phase 3 of issue 20 continues)",
-    "nova-novncproxy": "the gateway reaches the console proxy in plain HTTP (no BackendTLSPolicy): not on TLS yet; "
-    "the proxy's VNC connections to QEMU (VeNCrypt) need libvirt's TLS, not built",
     "rabbitmq-nodes": "Erlang distribution between RabbitMQ nodes (25672) is not on TLS (the operator's "
     "mtls-inter-node example needs an Erlang config of its own); only RabbitMQ's own pods reach it",
 }
+PLAIN_BACKEND = "the gateway reaches it in plain HTTP (no BackendTLSPolicy): it serves no internal certificate yet"
 
 
 def endpoints(plan: Plan) -> list[dict[str, Any]]:
@@ -63,11 +63,9 @@ def endpoints(plan: Plan) -> list[dict[str, Any]]:
     return found
 
 
-def not_encrypted(plan: Plan) -> list[dict[str, str]]:
-    """The plan's parts that speak plain text inside the cluster, and why."""
-    # rabbitmq-nodes is the operator's Service, not the plan's; every stack has RabbitMQ.
-    present = {r.k8s_name or r.name for r in plan.custom if r.kind == "Service"} | {"rabbitmq-nodes"}
-    return [{"what": what, "why": why} for what, why in NOT_ENCRYPTED.items() if what in present]
+def not_encrypted(settings: Settings) -> dict[str, str]:
+    """The plan's parts that speak plain text inside the cluster under internal TLS, and why."""
+    return {**dict.fromkeys(sorted(plain_backends(settings)), PLAIN_BACKEND), **NOT_ENCRYPTED}
 
 
 def _plain_refused(fact: Mapping[str, Any]) -> tuple[bool, str]:
@@ -117,14 +115,13 @@ def verdict(plan: Plan, facts: Mapping[str, Mapping[str, Any]]) -> dict[str, Any
     return {
         "encrypted_ok": bool(found) and all(e["ok"] for e in found.values()),
         "endpoints": found,
-        "not_encrypted": not_encrypted(plan),
     }
 
 
 def plain_text_stack(plan: Plan) -> dict[str, Any]:
     """A stack that keeps plain text inside the cluster says so: nothing to check."""
     return {"not_run": "the stack says tls.internal plainText: true: the APIs, RabbitMQ and MariaDB speak plain text "
-            "inside the cluster (no internal CA to verify with)", "not_encrypted": not_encrypted(plan)}  # fmt: skip
+            "inside the cluster (no internal CA to verify with)"}  # fmt: skip
 
 
 class InternalCaMissingError(LookupError):
@@ -168,5 +165,5 @@ def check(cloud: Cloud, in_cluster: InCluster, python: Path, ca_file: Path | Non
         facts = json.loads(done.stdout.strip().splitlines()[-1])
     except (IndexError, json.JSONDecodeError):
         return {"encrypted_ok": False, "error": f"the probe exited {done.returncode} without facts; see "
-                f"{cloud.out / 'tls-probe.log'}", "not_encrypted": not_encrypted(plan)}  # fmt: skip
+                f"{cloud.out / 'tls-probe.log'}"}  # fmt: skip
     return verdict(plan, facts)

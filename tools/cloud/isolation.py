@@ -22,7 +22,11 @@ INTRUDER = "cloud-intruder"
 
 def client_ports(settings: Settings) -> dict[str, int]:
     """Each data store's client port as the plan's clients use it (RabbitMQ's amqps under internal TLS)."""
-    return {"mariadb": 3306, "rabbitmq": oslo.rabbitmq_port(settings), "memcached": 11211}
+    return {
+        oslo.MARIADB: oslo.MARIADB_PORT,
+        oslo.RABBITMQ: oslo.rabbitmq_port(settings),
+        oslo.MEMCACHED: oslo.MEMCACHED_PORT,
+    }
 
 
 def private_ports(settings: Settings) -> dict[str, tuple[str, int]]:

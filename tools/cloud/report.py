@@ -253,7 +253,7 @@ def _encrypted_line(tls: dict[str, Any]) -> str:
     probe = tls.get("endpoints") or {}
     seen = {name: ok for name, ok in (tls.get("encrypted") or {}).items() if ok is not None}
     captured = f"captured: {sum(seen.values())}/{len(seen)} seen encrypted {tls.get('capture_error', '')}"
-    plain = [item["what"] for item in tls.get("not_encrypted") or []]
+    plain = sorted(tls.get("not_encrypted") or {})
     if "not_run" in probe:
         return f"{captured}; endpoints not probed ({probe['not_run']}); plain text: {plain}"
     endpoints = probe.get("endpoints") or {}

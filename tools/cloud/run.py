@@ -313,7 +313,7 @@ def internal_tls_seen(
     return {
         **seen,
         "endpoints": endpoints,
-        "not_encrypted": endpoint_tls.not_encrypted(cloud.plan),
+        "not_encrypted": endpoint_tls.not_encrypted(cloud.plan.settings),
         "encrypted_ok": bool(seen.get("capture_ok")) and bool(endpoints.get("encrypted_ok")),
     }
 
