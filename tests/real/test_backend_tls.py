@@ -18,7 +18,6 @@ import copy
 import datetime
 import json
 import shutil
-import socket
 import ssl
 import threading
 from collections.abc import Iterator
@@ -45,7 +44,7 @@ from tools.cloud.kubelet import http_probe
 from tools.cloud.pods import Probe
 from tools.cloud.publicclient import PublicClient
 from tools.cloud.standins import mariadb_tls_conf
-from tools.realenv.servers import run_mariadb, run_rabbitmq
+from tools.realenv.servers import free_port, run_mariadb, run_rabbitmq
 
 STACK = "staging"
 NAMESPACE = "openstack"
@@ -133,12 +132,6 @@ def _foreign_pair(directory: Path, names: list[str]) -> tuple[Path, Path]:
     return _pair(directory, "foreign", pem, key_pem)
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
 @dataclass
 class Front:
     client: PublicClient
@@ -205,7 +198,7 @@ def front(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Front]:
     def address(backend: Backend) -> str | None:
         return "127.0.0.1" if backend.service in servers else None
 
-    port = _free_port()
+    port = free_port()
     public = issued(PUBLIC_TLS)
     config = write_files(programmed, state, lambda ns, name: public.data, address, "127.0.0.1", {443: port})
     anchor = state / "public-root.pem"
@@ -329,7 +322,7 @@ def test_the_probe_sees_amqps_on_the_tls_port_and_plain_amqp_answered_on_the_oth
     beside a plain one: the probe passes the first and catches the second answering plain AMQP."""
     data = front.certs.secrets[(NAMESPACE, "rabbitmq-internal-tls")].data
     cert, key = _pair(tmp_path, "rabbitmq", data["tls.crt"], data["tls.key"])
-    tls_port = _free_port()
+    tls_port = free_port()
     conf = (
         f"listeners.ssl.1 = 127.0.0.1:{tls_port}\nssl_options.certfile = {cert}\nssl_options.keyfile = {key}\n"
         f"ssl_options.cacertfile = {front.ca_file}\nssl_options.verify = verify_peer\n"

@@ -14,7 +14,6 @@ from __future__ import annotations
 import copy
 import json
 import shutil
-import socket
 import subprocess
 import threading
 import time
@@ -32,15 +31,10 @@ from tools.cloud.certmanager import CertManager
 from tools.cloud.gateway import write_files
 from tools.cloud.gatewayapi import owners_gateway, program
 from tools.cloud.publicclient import PublicClient, accept_key, frame, system_trust_refuses
+from tools.realenv.servers import free_port
 
 SLOW_SECONDS = 17  # beyond Envoy's 15 s route timeout
 STACK = "prod"
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 class Backend(BaseHTTPRequestHandler):
@@ -122,7 +116,7 @@ def front(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Front]:
                              PUBLIC_TLS))  # fmt: skip
     programmed = program(gateway, routes, [r for r in resources if r.get("kind") == "ReferenceGrant"])
     assert programmed.problems == []
-    port = _free_port()
+    port = free_port()
     state = tmp_path_factory.mktemp("gateway")
     secret = certs.secrets[("openstack", PUBLIC_TLS)]
 

@@ -93,24 +93,25 @@ def test_the_plans_urls_verify_the_server_and_a_plain_one_is_refused(
         done = subprocess.run([openstack_venv.python, script], env=env, capture_output=True, text=True, timeout=120)
         assert done.returncode == 0, done.stderr[-2000:]
         # What crosses the wire, as the lab's `tls.encrypted` sees it (tools/cloud/capture.py).
-        capture = Capture(tmp_path / "pcap", [None], [server.port]).__enter__()
-        good = _query(openstack_venv, _pointed_at(url, server, "localhost", pki_ca / "ca.crt"),
-                      "SHOW SESSION STATUS LIKE 'Ssl_version'")  # fmt: skip
-        assert good.returncode == 0, good.stderr[-2000:]
-        assert "TLSv1.3" in good.stdout
+        with Capture(tmp_path / "pcap", [None], [server.port]) as capture:
+            good = _query(openstack_venv, _pointed_at(url, server, "localhost", pki_ca / "ca.crt"),
+                          "SHOW SESSION STATUS LIKE 'Ssl_version'")  # fmt: skip
+            assert good.returncode == 0, good.stderr[-2000:]
+            assert "TLSv1.3" in good.stdout
 
-        # An address the certificate does not name: PyMySQL checks the host name.
-        by_address = _query(openstack_venv, _pointed_at(url, server, "127.0.0.1", pki_ca / "ca.crt"), "SELECT 1")
-        assert by_address.returncode != 0 and "CERTIFICATE_VERIFY_FAILED" in by_address.stderr
-        assert "127.0.0.1" in by_address.stderr  # the mismatch, not another failure
-        # Another CA's trust: the chain is checked.
-        foreign = _query(openstack_venv, _pointed_at(url, server, "localhost", tmp_path / "other-ca.crt"), "SELECT 1")
-        assert foreign.returncode != 0 and "CERTIFICATE_VERIFY_FAILED" in foreign.stderr
-        # The plain-text plan's URL, with the credentials that work over TLS above: refused. (Debian's
-        # MariaDB 10.11 answers a plain login under require_secure_transport with error 1045.)
-        plain = _query(openstack_venv, _pointed_at(plain_url, server, "localhost", pki_ca / "ca.crt"), "SELECT 1")
-        assert plain.returncode != 0 and ("1045" in plain.stderr or "insecure transport" in plain.stderr)
-        capture.__exit__(None, None, None)
+            # An address the certificate does not name: PyMySQL checks the host name.
+            by_address = _query(openstack_venv, _pointed_at(url, server, "127.0.0.1", pki_ca / "ca.crt"), "SELECT 1")
+            assert by_address.returncode != 0 and "CERTIFICATE_VERIFY_FAILED" in by_address.stderr
+            assert "127.0.0.1" in by_address.stderr  # the mismatch, not another failure
+            # Another CA's trust: the chain is checked.
+            foreign = _query(
+                openstack_venv, _pointed_at(url, server, "localhost", tmp_path / "other-ca.crt"), "SELECT 1"
+            )
+            assert foreign.returncode != 0 and "CERTIFICATE_VERIFY_FAILED" in foreign.stderr
+            # The plain-text plan's URL, with the credentials that work over TLS above: refused. (Debian's
+            # MariaDB 10.11 answers a plain login under require_secure_transport with error 1045.)
+            plain = _query(openstack_venv, _pointed_at(plain_url, server, "localhost", pki_ca / "ca.crt"), "SELECT 1")
+            assert plain.returncode != 0 and ("1045" in plain.stderr or "insecure transport" in plain.stderr)
         # The three clients that verify start TLS after MariaDB's SSL request (two then refuse the server's
         # certificate); the plain-text URL's client logs in in clear, its user name readable.
         wire = summarize(connections(capture.pcaps, capture.ports), {"mariadb": [server.port]})["mariadb"]

@@ -67,6 +67,7 @@ def _memcached_args(plan: Plan) -> list[str]:
 def _tls_options(plan: Plan, mount: Path) -> tuple[str, ...]:
     """The plan's TLS options of memcached, its mount path moved to the test's directory."""
     args = _memcached_args(plan)
+    assert not any("notls" in arg for arg in args)  # no listener left in clear beside the TLS one
     options = args[args.index("-Z") :]
     assert options == ["-Z", "-o", f"ssl_chain_cert={CERT_DIR}/tls.crt,ssl_key={CERT_DIR}/tls.key"]
     return tuple(option.replace(f"{CERT_DIR}/", f"{mount}/") for option in options)
