@@ -25,7 +25,13 @@ computes, through `[upgrade_levels] compute = auto`) until they restart, and so 
 previous release's RPC after the upgrade: their pods carry `openstack.org/upgrade-from` while
 `upgrade.from` is set, so the `pulumi up` that removes it rolls them once more, as nova's guide
 asks (a SIGHUP once every service runs the new code) and kolla-ansible does (it restarts them:
-ansible/nova.yml "Reload ... to remove RPC version pin", roles/cinder/tasks/reload.yml).
+ansible/nova.yml "Reload ... to remove RPC version pin", roles/cinder/tasks/reload.yml). That
+includes nova-compute, which calls other computes (migrations) through the same capped client:
+kolla-ansible restarts it too (roles/nova-cell/tasks/reload.yml, a restart rather than a SIGHUP,
+which left nova-compute unable to start instances). Its pods are marked wherever nova-compute
+runs apart from the VMs (every topology but all-in-one); under all-in-one its pod holds libvirt,
+and a roll would kill the node's VMs or, under `compute.vmSafe`, wait for an operator forever:
+there it drops the cap at the node's next maintenance (README, Release upgrades).
 
 The Jobs of the upgrade carry the target release in their name: a completed one is not run
 again by the next `pulumi up` (same name, same spec), so a failed upgrade resumes where it
@@ -43,8 +49,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from components.compute_pods import compute_daemonsets
+from components.roles import NOVA_COMPUTE
 from components.settings import Settings
-from components.spec import ServiceSpec, Step
+from components.spec import Process, ServiceSpec, Step
 from components.upgrade_recipes import CONTROL_PLANE_ORDER, RECIPES, Check, Recipe
 from components.workload import env
 
@@ -201,7 +208,15 @@ def apply(specs: tuple[ServiceSpec, ...], settings: Settings) -> tuple[ServiceSp
         if spec.name in RECIPES:
             spec = _upgraded(spec, before.get(spec.name, ()), settings, compute_pods)
         elif spec.name == COMPUTE:
-            processes = tuple(dataclasses.replace(p, needs=(*p.needs, *last)) for p in spec.processes)
+            pinned = {UPGRADE_FROM_ANNOTATION: settings.upgrade.from_release}
+            processes = tuple(
+                dataclasses.replace(
+                    p,
+                    needs=(*p.needs, *last),
+                    pod_annotations={**p.pod_annotations, **(pinned if _restartable_compute(p) else {})},
+                )
+                for p in spec.processes
+            )
             spec = dataclasses.replace(spec, processes=processes)
         upgraded.append(spec)
     return tuple(upgraded)
@@ -250,11 +265,19 @@ def steps(specs: tuple[ServiceSpec, ...], settings: Settings) -> Iterator[Upgrad
             )
 
 
+def _restartable_compute(process: Process) -> bool:
+    """A pod with nova-compute in it that holds no VMs: replacing it restarts nova-compute only."""
+    pod = process.node_pod
+    return pod is not None and NOVA_COMPUTE in pod.roles and not pod.holds_vms_or_datapath
+
+
 def rolled_after(specs: tuple[ServiceSpec, ...], settings: Settings) -> tuple[str, ...]:
     """The workloads that the `pulumi up` removing `upgrade.from` rolls: those caching RPC versions."""
     if settings.upgrade is None:
         return ()
-    return tuple(p.object_name for s in _chain(specs) if RECIPES[s.name].caches_rpc_versions for p in s.processes)
+    control = tuple(p.object_name for s in _chain(specs) if RECIPES[s.name].caches_rpc_versions for p in s.processes)
+    computes = tuple(p.object_name for s in specs if s.name == COMPUTE for p in s.processes if _restartable_compute(p))
+    return control + computes
 
 
 def _expand_says(spec: ServiceSpec, recipe: Recipe) -> str:
