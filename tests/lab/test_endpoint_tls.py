@@ -40,8 +40,11 @@ def test_the_endpoints_are_every_api_service_amqps_and_mariadbs_client_port_by_t
     found = {e["name"]: e for e in endpoint_tls.endpoints(plan_of("staging"))}
     assert set(found) == {
         "keystone-api:5000", "glance-api:9292", "placement-api:8778", "nova-api:8774", "nova-metadata:8775",
-        "neutron-server:9696", "cinder-api:8776", "rabbitmq:5671", "mariadb:3306",
+        "neutron-server:9696", "cinder-api:8776", "rabbitmq:5671", "mariadb:3306", "memcached-0:11211",
     }  # fmt: skip
+    # memcached's clients hash keys over the pods by their own names: each is probed by that name.
+    assert found["memcached-0:11211"]["host"] == "memcached-0.memcached.openstack.svc.cluster.local"
+    assert found["memcached-0:11211"]["protocol"] == "memcached"
     assert found["nova-metadata:8775"] == {"name": "nova-metadata:8775", "port": 8775, "protocol": "https",
                                            "host": "nova-metadata.openstack.svc.cluster.local"}  # fmt: skip
     assert found["rabbitmq:5671"]["protocol"] == "amqps" and found["mariadb:3306"]["protocol"] == "mysql"
@@ -51,7 +54,7 @@ def test_the_endpoints_are_every_api_service_amqps_and_mariadbs_client_port_by_t
 
 
 def test_an_endpoint_is_encrypted_only_when_all_three_attempts_say_so() -> None:
-    for protocol in ("https", "amqps", "mysql"):
+    for protocol in ("https", "amqps", "mysql", "memcached"):
         judged = endpoint_tls.classify(_fact(protocol))
         assert judged["ok"] and judged["failed"] == [] and judged["version"] == "TLSv1.3", judged
     no_handshake = endpoint_tls.classify(_fact(verified={"ok": False, "error": "SSLCertVerificationError: ..."}))
@@ -107,7 +110,7 @@ def _cloud(stack: str, objects: dict[tuple[str, str], dict[str, str]]) -> Any:
 
 
 def test_a_plain_text_stack_says_there_is_nothing_to_check() -> None:
-    found = endpoint_tls.check(_cloud("prod", {}), lambda *a, **k: None, Path("/py"), None)  # type: ignore[arg-type]
+    found = endpoint_tls.check(_cloud("prod", {}), {"": lambda *a, **k: None}, Path("/py"), None)  # type: ignore[dict-item, arg-type]
     assert "plainText" in found["not_run"] and "encrypted_ok" not in found
 
 
@@ -149,27 +152,35 @@ def test_the_summary_line_says_what_was_captured_which_endpoints_passed_and_what
     assert plain.startswith("captured: 0/1 seen encrypted") and "endpoints not probed (plainText)" in plain
 
 
-def test_the_probe_runs_as_the_user_pod_runs_commands_with_the_credentials_in_its_environment(tmp_path: Path) -> None:
+def test_the_probe_runs_as_the_pods_run_commands_with_the_credentials_in_their_environment(tmp_path: Path) -> None:
     plan = plan_of("staging")
     wanted = endpoint_tls.endpoints(plan)
-    facts = {e["name"]: {**_fact("mysql" if e["protocol"] == "mysql" else "https"), **e} for e in wanted}
-    seen: dict[str, Any] = {}
+    seen: dict[str, list[dict[str, Any]]] = {"": [], "memcached": []}
 
-    def in_cluster(argv: list[str], **kwargs: Any) -> subprocess.CompletedProcess[str]:
-        seen.update(kwargs, argv=argv)
-        # UserPod.run starts `ip netns exec ... unshare ...`: subprocess finds them through the given PATH.
-        assert all(shutil.which(tool, path=kwargs["env"]["PATH"]) for tool in ("ip", "unshare"))
-        return subprocess.CompletedProcess(argv, 0, stdout="log line\n" + json.dumps(facts) + "\n")
+    def place(name: str) -> Any:
+        def run(argv: list[str], **kwargs: Any) -> subprocess.CompletedProcess[str]:
+            seen[name].append({**kwargs, "argv": argv})
+            # The pods' commands start `ip netns exec ... unshare ...`: subprocess finds them through the given PATH.
+            assert all(shutil.which(tool, path=kwargs["env"]["PATH"]) for tool in ("ip", "unshare"))
+            asked = json.loads(argv[4])
+            facts = {e["name"]: {**_fact(e["protocol"]), **e} for e in asked}
+            return subprocess.CompletedProcess(argv, 0, stdout="log line\n" + json.dumps(facts) + "\n")
+
+        return run
 
     objects = {("Secret", "mariadb-root"): {"password": "root-pw"}}
     cloud = SimpleNamespace(plan=plan, objects=objects, out=tmp_path)
-    found = endpoint_tls.check(cloud, in_cluster, Path("/venv/bin/python"), tmp_path / "internal-ca.crt")  # type: ignore[arg-type]
+    runs = {"": place(""), "memcached": place("memcached")}
+    found = endpoint_tls.check(cloud, runs, Path("/venv/bin/python"), tmp_path / "internal-ca.crt")  # type: ignore[arg-type]
     assert found["encrypted_ok"] is True, found
-    argv = seen["argv"]
-    assert argv[:4] == ["/venv/bin/python", "-m", "tools.cloud.tls_probe", str(tmp_path / "internal-ca.crt")]
-    assert json.loads(argv[4]) == wanted
-    assert seen["env"]["MYSQL_USER"] == "root" and seen["env"]["MYSQL_PASSWORD"] == "root-pw"
-    assert "root-pw" not in " ".join(argv)  # a password on a command line is every process's to read
-    broken = endpoint_tls.check(cloud, lambda argv, **kw: subprocess.CompletedProcess(argv, 1, stdout=""),  # type: ignore[arg-type]
-                              Path("/venv/bin/python"), tmp_path / "internal-ca.crt")  # fmt: skip
+    assert set(found["endpoints"]) == {e["name"] for e in wanted}
+    # One probe in the user's pod for all but memcached, one from memcached's client for memcached.
+    (user,), (client,) = seen[""], seen["memcached"]
+    assert user["argv"][:4] == ["/venv/bin/python", "-m", "tools.cloud.tls_probe", str(tmp_path / "internal-ca.crt")]
+    assert json.loads(user["argv"][4]) == [e for e in wanted if e["protocol"] != "memcached"]
+    assert json.loads(client["argv"][4]) == [e for e in wanted if e["protocol"] == "memcached"]
+    assert user["env"]["MYSQL_USER"] == "root" and user["env"]["MYSQL_PASSWORD"] == "root-pw"
+    assert "root-pw" not in " ".join(user["argv"])  # a password on a command line is every process's to read
+    failing = {"": lambda argv, **kw: subprocess.CompletedProcess(argv, 1, stdout="")}
+    broken = endpoint_tls.check(cloud, failing, Path("/venv/bin/python"), tmp_path / "internal-ca.crt")  # type: ignore[arg-type]
     assert broken["encrypted_ok"] is False and "without facts" in broken["error"]

@@ -12,8 +12,11 @@ host without a route, and Envoy's 15 s route timeout (504).
 from __future__ import annotations
 
 import copy
+import hashlib
 import json
 import shutil
+import socket
+import ssl
 import subprocess
 import threading
 import time
@@ -23,13 +26,14 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
+from cryptography.hazmat.primitives import hashes
 
 from components.certificates import PUBLIC_TLS
 from tests.conftest import plan_of
 from tests.real.haproxy import running_haproxy
 from tools.cloud.certmanager import CertManager
-from tools.cloud.gateway import write_files
-from tools.cloud.gatewayapi import owners_gateway, program
+from tools.cloud.gateway import ADMIN_SOCKET, listener_file, swap_certificate, write_files
+from tools.cloud.gatewayapi import Programmed, owners_gateway, program
 from tools.cloud.publicclient import PublicClient, accept_key, frame, system_trust_refuses
 from tools.realenv.servers import free_port
 
@@ -81,6 +85,10 @@ class Front:
     ca: Path
     hosts: dict[str, str]  # host key → public name
     client: PublicClient
+    haproxy: subprocess.Popen[bytes]
+    state: Path
+    programmed: Programmed
+    certs: CertManager
 
     def curl(self, host: str, *args: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
@@ -128,8 +136,8 @@ def front(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Front]:
     ca.write_text(secret.trust_anchor)
     hosts = {key: plan.settings.public_host(key) for key in ("keystone", "novncproxy", "nova")}
     try:
-        with running_haproxy(config, port):
-            yield Front(port, ca, hosts, PublicClient(str(ca), ("127.0.0.1", port)))
+        with running_haproxy(config, port) as haproxy:
+            yield Front(port, ca, hosts, PublicClient(str(ca), ("127.0.0.1", port)), haproxy, state, programmed, certs)
     finally:
         for server in servers.values():
             server.shutdown()
@@ -185,3 +193,38 @@ def test_the_backend_must_answer_within_envoys_route_timeout(front: Front) -> No
     answer = front.client.request(front.hosts["keystone"], "GET", "/slow")
     assert answer.status == 504
     assert 14 <= time.monotonic() - started < SLOW_SECONDS
+
+
+def _served(front: Front, host: str) -> str:
+    """The SHA-256 fingerprint of the certificate a new handshake gets."""
+    context = ssl.create_default_context(cafile=str(front.ca))
+    with (
+        socket.create_connection(("127.0.0.1", front.port), 10) as raw,
+        context.wrap_socket(raw, server_hostname=host) as tls,
+    ):
+        return hashlib.sha256(tls.getpeercert(binary_form=True) or b"").hexdigest()
+
+
+def test_a_renewed_certificate_is_served_without_a_restart_and_open_connections_keep_working(front: Front) -> None:
+    # Last in the module: it changes the served certificate. Envoy takes a renewal over SDS; the lab's
+    # haproxy through its runtime API: same process, the next handshake gets the new pair.
+    host = front.hosts["keystone"]
+    before = _served(front, host)
+    context = ssl.create_default_context(cafile=str(front.ca))
+    with (
+        socket.create_connection(("127.0.0.1", front.port), 10) as raw,
+        context.wrap_socket(raw, server_hostname=host) as kept,
+    ):
+        renewed = front.certs.renew("openstack", PUBLIC_TLS)
+        listener = front.programmed.listeners[0]
+        pem = renewed.data["tls.crt"] + renewed.data["tls.key"]
+        swap_certificate(front.state / ADMIN_SOCKET, listener_file(front.state, listener), pem)
+        kept.sendall(f"GET /v3 HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n".encode())
+        assert kept.recv(64).startswith(b"HTTP/1.1 200")  # the connection opened before the swap
+    after = _served(front, host)
+    assert after != before
+    assert after == renewed.chain[0].fingerprint(hashes.SHA256()).hex()
+    assert front.haproxy.poll() is None  # no restart
+    assert listener_file(front.state, listener).read_text() == pem  # a later start loads the renewal too
+    with pytest.raises(RuntimeError, match="did not stage"):
+        swap_certificate(front.state / ADMIN_SOCKET, front.state / "not-loaded.pem", pem)

@@ -26,9 +26,11 @@ from typing import Any
 
 import pytest
 from cryptography import x509
+from cryptography.hazmat.primitives import hashes
 
 from tests.real import pki
 from tests.test_mariadb_tls import plain_plan, tls_plan
+from tools.cloud import endpoint_tls, tls_probe
 from tools.cloud.capture import Capture, connections, summarize
 from tools.plan import Plan
 from tools.realenv.openstack_venv import OpenStackVenv
@@ -225,3 +227,18 @@ def test_the_probe_is_not_ready_where_memcached_does_not_speak_tls(tmp_path: Pat
         stand_in = TlsMemcached(plain, [], pki.make_ca("unused"), tmp_path / "none", mount, tmp_path)
         not_ready = _probe(plan, stand_in)
     assert not_ready.returncode == 1 and "no TLS session" in not_ready.stderr, not_ready
+
+
+def test_the_labs_endpoint_probe_finds_memcached_encrypted_and_names_the_served_certificate(
+    memcached_tls: TlsMemcached,
+) -> None:
+    """What report.json's tls.endpoints asks of each memcached server (tools/cloud/tls_probe.py, judged by
+    endpoint_tls.py), against the real server: TLS verified by the pod's name, the machine's CA store refused,
+    `version` in plain text unanswered; the fingerprint is the mounted certificate's (what a renewal changes)."""
+    endpoint = {"name": "memcached-0:11211", "host": memcached_tls.names[-1], "port": memcached_tls.server.port,
+                "protocol": "memcached", "address": memcached_tls.server.address[0]}  # fmt: skip
+    judged = endpoint_tls.classify(tls_probe.probe(endpoint, str(memcached_tls.ca_file)))
+    assert judged["ok"], judged["failed"]
+    assert judged["plain"]["answered"] is False
+    mounted = x509.load_pem_x509_certificate((memcached_tls.mount / "tls.crt").read_bytes())
+    assert judged["fingerprint"] == mounted.fingerprint(hashes.SHA256()).hex()

@@ -379,8 +379,14 @@ class Cloud:
             for pod in list(workload.pods):
                 if pod.plan.name != name:
                     continue
+                started = time.monotonic()
                 pod.stop()
+                self.log(f"pod {name}: deleted after {time.monotonic() - started:.0f}s")
                 self.network_policies.remove(name)
+                # The kubelet removes the pod's sandbox, its network namespace with it; a StatefulSet's
+                # or an operator's successor of the same name needs it gone first.
+                if not pod.plan.host_network:
+                    pod.node.delete_pod_network(f"pod-{name}")
                 workload.pods.remove(pod)
                 workload.restarts += 1
                 node = pod.node if workload.kind == "DaemonSet" else self._schedule(workload)

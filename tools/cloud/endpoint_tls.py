@@ -5,8 +5,9 @@ this asks each server what it accepts.
 
 Where the stack names an internal CA (tls.internal), every API Service of the plan, RabbitMQ's
 amqps port and MariaDB's client port are tried from inside the cluster (tools/cloud/tls_probe.py
-in the user's pod: the cluster's network, its DNS names) by their Service's cluster name. An
-endpoint is encrypted when all three hold:
+in the user's pod: the cluster's network, its DNS names) by their Service's cluster name, and each
+memcached server by its pod's name from a pod of memcached's clients (its NetworkPolicy admits no
+other). An endpoint is encrypted when all three hold:
 - a TLS handshake that trusts only the internal CA (ca.crt of the Secret internal-ca-bundle, as
   every pod of the cloud trusts it) and checks the Service's name succeeds (its protocol
   version, the certificate's subject, names and notAfter are recorded);
@@ -15,7 +16,8 @@ endpoint is encrypted when all three hold:
 - plain text gets nowhere: a plain HTTP request to an API's port, or AMQP's protocol header to
   amqps, gets no answer in that protocol; MariaDB, whose protocol starts in plain text and
   switches to TLS on the client's request, refuses a plain-text login with the root credentials
-  that the same probe's TLS login was admitted with (require_secure_transport).
+  that the same probe's TLS login was admitted with (require_secure_transport); memcached's
+  `version` in plain text gets no `VERSION`.
 What stays in plain text inside the cluster is listed in the report's `not_encrypted` with why, not left out.
 """
 
@@ -29,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 from components import internal_tls, oslo
 from components.front_door import plain_backends
+from tools.cloud.userpod import isolated_command
 from tools.plan import Plan
 from tools.runtime import REPO
 
@@ -37,6 +40,7 @@ if TYPE_CHECKING:
     from tools.cloud.deploy import Cloud
 
 PROBE_TIMEOUT = 300
+MEMCACHED_CLIENT = "keystone-api"  # a Deployment whose pods memcached's NetworkPolicy admits
 InCluster = Callable[..., subprocess.CompletedProcess[str]]  # UserPod.run: argv, then subprocess.run's keywords
 # What the plan leaves in plain text inside the cluster besides the gateway's plain backends
 # (components/front_door.py plain_backends), and why.
@@ -48,7 +52,8 @@ PLAIN_BACKEND = "the gateway reaches it in plain HTTP (no BackendTLSPolicy): it 
 
 
 def endpoints(plan: Plan) -> list[dict[str, Any]]:
-    """What must be on TLS inside the cluster: each API's Service port, amqps, MariaDB's clients' port."""
+    """What must be on TLS inside the cluster: each API's Service port, amqps, MariaDB's clients' port,
+    each memcached server."""
     settings = plan.settings
     found = []
     for api in internal_tls.apis(settings):
@@ -60,6 +65,11 @@ def endpoints(plan: Plan) -> list[dict[str, Any]]:
     database = oslo.database_service(settings)
     found.append({"name": f"{database}:{oslo.MARIADB_PORT}", "host": settings.service_host(database),
                   "port": oslo.MARIADB_PORT, "protocol": "mysql"})  # fmt: skip
+    # Each memcached server by the name its clients use (they hash keys over the pods, not the Service).
+    for server in oslo.memcached_servers(settings):
+        host, number = server.rsplit(":", 1)
+        found.append({"name": f"{host.split('.')[0]}:{number}", "host": host, "port": int(number),
+                      "protocol": "memcached"})  # fmt: skip
     return found
 
 
@@ -94,7 +104,8 @@ def classify(fact: Mapping[str, Any]) -> dict[str, Any]:
     refused, why = _plain_refused(fact)
     if not refused:
         failed.append(why)
-    tls = {k: verified[k] for k in ("version", "cipher", "subject", "dns_names", "not_after") if k in verified}
+    shown = ("version", "cipher", "subject", "dns_names", "not_after", "fingerprint")
+    tls = {k: verified[k] for k in shown if k in verified}
     return {
         "ok": not failed,
         "host": fact["host"],
@@ -128,6 +139,10 @@ class InternalCaMissingError(LookupError):
     pass
 
 
+class ProbeError(RuntimeError):
+    pass
+
+
 def write_internal_ca(cloud: Cloud, directory: Path) -> Path | None:
     """ca.crt of the Secret internal-ca-bundle, which every pod of the cloud mounts at
     /etc/openstack-ca/ca.crt, as a file the lab's clients inside the cluster trust; None without internal TLS."""
@@ -150,20 +165,53 @@ def _root_credentials(cloud: Cloud) -> dict[str, str]:
     return {"MYSQL_USER": "root", "MYSQL_PASSWORD": cloud.objects[("Secret", ref["name"])][ref["key"]]}
 
 
-def check(cloud: Cloud, in_cluster: InCluster, python: Path, ca_file: Path | None) -> dict[str, Any]:
-    """The proof from the user's pod (report.json's tls.endpoints)."""
-    plan = cloud.plan
-    if ca_file is None:
-        return plain_text_stack(plan)
+def memcached_client(cloud: Cloud, user_state: Path) -> InCluster:
+    """Commands run from a pod of memcached's clients (keystone-api's), with the user pod's resolver:
+    memcached's NetworkPolicy admits its clients only, so the user's pod gets no connection at all."""
+    pods = [p for w in cloud.workloads.values() if w.name == MEMCACHED_CLIENT for p in w.pods]
+    pod = next((p for p in pods if p.ready and not p.plan.host_network), None)
+    if pod is None:
+        raise LookupError(f"no ready pod of {MEMCACHED_CLIENT} to probe memcached from")
+
+    def run(argv: list[str], **kwargs: Any) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(isolated_command(f"pod-{pod.plan.name}", user_state, argv), text=True, **kwargs)
+
+    return run
+
+
+def probe(
+    cloud: Cloud, runs: Mapping[str, InCluster], python: Path, ca_file: Path, wanted: list[dict[str, Any]], log: Path
+) -> dict[str, Any]:
+    """The probe's facts for `wanted`, each endpoint probed from where its protocol's clients are
+    (`runs`: protocol → how to run a command there; the user's pod under "")."""
     # The credentials in the environment, not the command line; PATH also finds the user pod's `ip` and `unshare`.
     path = f"{python.parent}:/usr/sbin:/usr/bin:/sbin:/bin"
     env = {"PATH": path, "PYTHONPATH": str(REPO), **_root_credentials(cloud)}
-    command = [str(python), "-m", "tools.cloud.tls_probe", str(ca_file), json.dumps(endpoints(plan))]
-    with (cloud.out / "tls-probe.log").open("w") as log:
-        done = in_cluster(command, env=env, cwd=REPO, stdout=subprocess.PIPE, stderr=log, timeout=PROBE_TIMEOUT)
+    facts: dict[str, Any] = {}
+    by_place: dict[str, list[dict[str, Any]]] = {}
+    for endpoint in wanted:
+        by_place.setdefault(endpoint["protocol"] if endpoint["protocol"] in runs else "", []).append(endpoint)
+    for place, group in by_place.items():
+        command = [str(python), "-m", "tools.cloud.tls_probe", str(ca_file), json.dumps(group)]
+        with log.open("a") as output:
+            done = runs[place](command, env=env, cwd=REPO, stdout=subprocess.PIPE, stderr=output,
+                               timeout=PROBE_TIMEOUT)  # fmt: skip
+        try:
+            facts |= json.loads(done.stdout.strip().splitlines()[-1])
+        except (IndexError, json.JSONDecodeError):
+            raise ProbeError(f"the probe exited {done.returncode} without facts; see {log}") from None
+    return facts
+
+
+def check(cloud: Cloud, runs: Mapping[str, InCluster], python: Path, ca_file: Path | None) -> dict[str, Any]:
+    """The proof from the user's pod, memcached's from a client's (report.json's tls.endpoints)."""
+    plan = cloud.plan
+    if ca_file is None:
+        return plain_text_stack(plan)
+    log = cloud.out / "tls-probe.log"
+    log.unlink(missing_ok=True)
     try:
-        facts = json.loads(done.stdout.strip().splitlines()[-1])
-    except (IndexError, json.JSONDecodeError):
-        return {"encrypted_ok": False, "error": f"the probe exited {done.returncode} without facts; see "
-                f"{cloud.out / 'tls-probe.log'}"}  # fmt: skip
+        facts = probe(cloud, runs, python, ca_file, endpoints(plan), log)
+    except ProbeError as error:
+        return {"encrypted_ok": False, "error": str(error)}
     return verdict(plan, facts)

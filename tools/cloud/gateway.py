@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import socket
 import subprocess
 import time
 from collections.abc import Callable, Mapping
@@ -190,7 +191,7 @@ def write_files(
             continue
         namespace, name = listener.certificates[0]
         data = secret(namespace, name)
-        path = state / f"{listener.name}.pem"
+        path = listener_file(state, listener)
         path.touch(mode=0o600)
         path.write_text(data["tls.crt"] + data["tls.key"])
         files[listener.name] = path
@@ -202,6 +203,36 @@ def write_files(
     text = haproxy_config(programmed, address, files, bind_address, state / ADMIN_SOCKET, ports, ca_files)
     config.write_text(text)
     return config
+
+
+def listener_file(state: Path, listener: Listener) -> Path:
+    return state / f"{listener.name}.pem"
+
+
+def runtime_command(admin_socket: Path, command: str) -> str:
+    """One command of haproxy's runtime API (the stats socket at admin level) and its answer."""
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as admin:
+        admin.settimeout(10)
+        admin.connect(str(admin_socket))
+        admin.sendall(command.encode())
+        answer = b""
+        while chunk := admin.recv(65536):
+            answer += chunk
+    return answer.decode(errors="replace")
+
+
+def swap_certificate(admin_socket: Path, pem_file: Path, pem: str) -> None:
+    """A renewed listener certificate into service without a restart, as Envoy takes one from Envoy
+    Gateway over SDS: new handshakes get it, open connections keep theirs. haproxy's runtime API
+    stages the pair for the file it loaded (`set ssl cert`, the payload ending at an empty line)
+    and swaps it in (`commit ssl cert`); the file is rewritten too, for a later start."""
+    staged = runtime_command(admin_socket, f"set ssl cert {pem_file} <<\n{pem.strip()}\n\n")
+    if "Transaction created" not in staged and "Transaction updated" not in staged:
+        raise RuntimeError(f"haproxy did not stage the certificate {pem_file}: {staged.strip()}")
+    committed = runtime_command(admin_socket, f"commit ssl cert {pem_file}\n")
+    if "Success" not in committed:
+        raise RuntimeError(f"haproxy did not commit the certificate {pem_file}: {committed.strip()}")
+    pem_file.write_text(pem)
 
 
 @dataclass
@@ -234,6 +265,17 @@ class GatewayProxy:
 
     def write(self, secret: SecretLookup, address: Callable[[Backend], str | None]) -> None:
         write_files(self.programmed, self.state, secret, address)
+
+    def renew(self, secret: SecretLookup, renewed: set[tuple[str, str]]) -> list[str]:
+        """Each HTTPS listener whose certificate Secret was renewed gets it, hot; returns their names."""
+        swapped = []
+        for listener in self.programmed.listeners:
+            if listener.protocol == "HTTPS" and listener.certificates[0] in renewed:
+                data = secret(*listener.certificates[0])
+                pem = data["tls.crt"] + data["tls.key"]
+                swap_certificate(self.admin_socket, listener_file(self.state, listener), pem)
+                swapped.append(listener.name)
+        return swapped
 
     def pod_address(self) -> PodAddress:
         return PodAddress(self.pod_name, self.ip, dict(self.labels), PROXY_NETNS, self.node.name,

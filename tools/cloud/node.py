@@ -73,6 +73,7 @@ class Node:
     annotations: dict[str, str] = field(default_factory=dict)
     unschedulable: bool = False
     _next_ip: int = 2
+    _pod_networks_made: int = 0  # names each pod's veth: never reused, though pods come and go
     pod_netns: list[str] = field(default_factory=list)
 
     @property
@@ -146,7 +147,8 @@ class Node:
         """A pod's own network namespace with one veth on the node's pod bridge (the CNI's work)."""
         run("ip", "netns", "add", netns)
         self.pod_netns.append(netns)
-        host_side = f"v{self.index}p{len(self.pod_netns):04d}"
+        self._pod_networks_made += 1
+        host_side = f"v{self.index}p{self._pod_networks_made:04d}"
         run("ip", "link", "add", host_side, "netns", self.netns, "type", "veth", "peer", "name", "eth0",
             "netns", netns)  # fmt: skip
         run("ip", "link", "set", "dev", host_side, "master", "cni0", "up", netns=self.netns)

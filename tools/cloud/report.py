@@ -219,6 +219,7 @@ class Report:
             f"  horizon login {d['horizon_login']}; volume {d['volume']}",
             f"  public endpoints from outside through the gateway: {_tls_line(d['tls'])}",
             f"  TLS inside the cluster: {_encrypted_line(d['tls'])}",
+            f"  certificates renewed under load: {_rotation_line(d['tls'].get('rotation') or {})}",
             f"  ceph: {_ceph_line(d['ceph'])}",
             f"  libvirt pod restart: {restart}",
             f"  libvirt for migrations: {d['libvirt_listener']}",
@@ -261,6 +262,18 @@ def _encrypted_line(tls: dict[str, Any]) -> str:
     return (
         f"ok {tls.get('encrypted_ok')}, {captured}; {len(endpoints) - len(failed)}/{len(endpoints)} endpoints, "
         f"failed {failed} {probe.get('error', '')}; plain text: {plain}"
+    )
+
+
+def _rotation_line(found: dict[str, Any]) -> str:
+    if "not_run" in found or "error" in found:
+        return f"not run ({found.get('not_run') or found.get('error')})"
+    renewed = found.get("renewed") or {}
+    not_served = sorted(name for name, served in renewed.items() if served is False)
+    return (
+        f"ok {found.get('ok')}, {len(renewed)} renewed, not served {not_served}, calls {found.get('calls')}, "
+        f"failed {found.get('failed_calls')} ({found.get('failed_outside_restarts')} outside the restarts "
+        f"{sorted(found.get('restarted') or {})}), VM survived {found.get('vm_survived')}"
     )
 
 

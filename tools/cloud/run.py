@@ -16,7 +16,7 @@ from typing import Any
 
 from components import internal_tls
 from components.cinder import volume_pods
-from tools.cloud import encryption, endpoint_tls
+from tools.cloud import encryption, endpoint_tls, rotation
 from tools.cloud.apiserver import LabApiServer
 from tools.cloud.capture import Capture, CaptureError
 from tools.cloud.ceph import CephStandIn, CephStartError, monitors_override
@@ -294,7 +294,8 @@ def prove_endpoints_tls(
 ) -> dict[str, Any]:
     """What each endpoint inside the cluster accepts, tried from the user's pod (tools/cloud/endpoint_tls.py)."""
     try:
-        found = endpoint_tls.check(cloud, user.run, venv / "bin" / "python", ca_file)
+        runs = {"": user.run, "memcached": endpoint_tls.memcached_client(cloud, user.state)}
+        found = endpoint_tls.check(cloud, runs, venv / "bin" / "python", ca_file)
     except (LookupError, OSError, subprocess.SubprocessError) as error:
         found = {"encrypted_ok": False, "error": f"{type(error).__name__}: {error}"}
     failed = sorted(name for name, e in found.get("endpoints", {}).items() if not e.get("ok"))
@@ -316,6 +317,26 @@ def internal_tls_seen(
         "not_encrypted": endpoint_tls.not_encrypted(cloud.plan.settings),
         "encrypted_ok": bool(seen.get("capture_ok")) and bool(endpoints.get("encrypted_ok")),
     }
+
+
+def prove_rotation(
+    door: FrontDoor,
+    cloud: Cloud,
+    api: LabApiServer,
+    user: UserPod,
+    venv: Path,
+    ca_file: Path | None,
+    server: dict[str, Any],
+    log: Callable[[str], None],
+) -> dict[str, Any]:
+    """Every certificate renewed while clients call the APIs, before the libvirt restart ends the VM
+    (tools/cloud/rotation.py)."""
+    try:
+        return rotation.prove(door, cloud, api, user, venv / "bin" / "python", ca_file, admin_env(cloud, ca_file),
+                              server, log)  # fmt: skip
+    except (RuntimeError, LookupError, OSError, subprocess.SubprocessError) as error:
+        log(f"rotation failed: {type(error).__name__}: {error}")
+        return {"ok": False, "error": f"{type(error).__name__}: {error}"}
 
 
 def virt_type(guest: Guest, log: Callable[[str], None]) -> str:
@@ -472,6 +493,9 @@ def run(
             phase("public_access", since)
             report.tls |= internal_tls_seen(cloud, user, venv.path, ca_file, wire, log)
             server = report.user.get("server", {})
+            since = time.monotonic()
+            report.tls["rotation"] = prove_rotation(door, cloud, api, user, venv.path, ca_file, server, log)
+            phase("rotation", since)
             report.libvirt_listener = libvirt_listener(cloud, server.get("host"))
             report.network_policies = check_isolation(cloud)
             if server.get("status") == "ACTIVE" and server.get("instance_name"):

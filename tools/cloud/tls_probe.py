@@ -4,16 +4,18 @@
 
 Run from the user's pod (tools/cloud/userpod.py: the cluster's network and names) by
 tools/cloud/endpoint_tls.py, which judges the facts. Standard library only. For each endpoint
-`{"name", "host", "port", "protocol"}` (protocol `https`, `amqps` or `mysql`; `address`, where
+`{"name", "host", "port", "protocol"}` (protocol `https`, `amqps`, `mysql` or `memcached`; `address`, where
 given, is connected to instead of what `host` resolves to, as a test's servers on the loopback):
 - `verified`: a TLS handshake trusting CA_FILE only and checking `host` (the Service's cluster
-  name): the protocol version, cipher, the certificate's subject, DNS names and notAfter;
+  name): the protocol version, cipher, the certificate's subject, DNS names, notAfter and SHA-256
+  fingerprint (which certificate is served: a renewal changes it);
 - `system_trust`: the same handshake trusting only the machine's CA store (a client that verifies
   with no internal CA), and the error it ends with;
 - `plain`: the protocol spoken without TLS to the same port, and what comes back: for https a plain
   HTTP request (an `HTTP/` status line is an answer); for amqps AMQP 0-9-1's protocol header (a
   method frame or the server's own header is an answer); for mysql a plain-text login with the
-  credentials of MYSQL_USER and MYSQL_PASSWORD (environment), whose answer is OK or an error code.
+  credentials of MYSQL_USER and MYSQL_PASSWORD (environment), whose answer is OK or an error code;
+  for memcached its text command `version` (a `VERSION` line is an answer).
 MySQL's protocol has no TLS on connect: the server greets in plain text and the client asks for
 TLS (an SSLRequest packet) before it logs in; the handshake follows on the same connection. A
 login as a user the server does not know says nothing: MariaDB checks the credentials before
@@ -34,6 +36,7 @@ from typing import Any
 
 TIMEOUT = 10.0
 HTTP_REQUEST = "GET / HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n"
+MEMCACHED_VERSION = b"version\r\n"
 AMQP_HEADER = b"AMQP\x00\x00\x09\x01"
 # MySQL client capabilities (include/mysql_com.h): the 4.1 protocol and its authentication, TLS.
 CLIENT_LONG_PASSWORD, CLIENT_PROTOCOL_41, CLIENT_SSL = 0x1, 0x200, 0x800
@@ -144,6 +147,7 @@ def handshake(address: Address, protocol: str, context: ssl.SSLContext) -> dict[
             mysql_send(raw, 1, _client_header(MYSQL_CLIENT | CLIENT_SSL))
         with context.wrap_socket(raw, server_hostname=host) as tls:
             certificate: dict[str, Any] = dict(tls.getpeercert() or {})
+            der = tls.getpeercert(binary_form=True) or b""
             subject = ", ".join(f"{k}={v}" for rdn in certificate.get("subject", ()) for k, v in rdn)
             found: dict[str, Any] = {
                 "version": tls.version(),
@@ -151,6 +155,7 @@ def handshake(address: Address, protocol: str, context: ssl.SSLContext) -> dict[
                 "subject": subject,
                 "dns_names": [v for k, v in certificate.get("subjectAltName", ()) if k == "DNS"],
                 "not_after": certificate.get("notAfter"),
+                "fingerprint": hashlib.sha256(der).hexdigest(),
             }
             if protocol == "mysql":
                 found["login"] = mysql_login(tls, scramble, MYSQL_CLIENT | CLIENT_SSL, 2)
@@ -193,6 +198,9 @@ def plain(address: Address, protocol: str) -> dict[str, Any]:
             if protocol == "https":
                 first = _first_bytes(sock, HTTP_REQUEST.format(host=host).encode())
                 return {"answered": first.startswith(b"HTTP/"), "first_bytes": first[:32].hex()}
+            if protocol == "memcached":
+                first = _first_bytes(sock, MEMCACHED_VERSION)
+                return {"answered": first.startswith(b"VERSION"), "first_bytes": first[:32].hex()}
             first = _first_bytes(sock, AMQP_HEADER)
             return {"answered": first[:1] == b"\x01" or first.startswith(b"AMQP"), "first_bytes": first[:32].hex()}
     except (OSError, MysqlError, ValueError, IndexError, struct.error) as error:

@@ -76,11 +76,17 @@ def _alive_lines(cloud: Cloud, host: str, instance_dir_uuid: str) -> int:
         return 0
 
 
+def vm_signs(cloud: Cloud, host: str, instance: str, server_id: str) -> tuple[int | None, int]:
+    """The VM's QEMU PID and its console's alive lines so far: the same PID and more lines later
+    say it kept running in between."""
+    return _qemu_pid(instance, host), _alive_lines(cloud, host, server_id)
+
+
 def restart_libvirt(
     cloud: Cloud, host: str, instance: str, server_id: str, log: Callable[[str], None]
 ) -> RestartResult:
     _, old = _libvirt_pod(cloud, host)
-    before, alive_before = _qemu_pid(instance, host), _alive_lines(cloud, host, server_id)
+    before, alive_before = vm_signs(cloud, host, instance, server_id)
     log(f"vm-safety: deleting pod {old.plan.name} on {host} under {instance} (QEMU pid {before})")
     cloud.delete_pod(old.plan.name)
     _, new = _libvirt_pod(cloud, host)
@@ -88,7 +94,7 @@ def restart_libvirt(
     while not new.ready and time.monotonic() < deadline:
         time.sleep(1)
     time.sleep(GROWTH_WAIT)
-    after, alive_after = _qemu_pid(instance, host), _alive_lines(cloud, host, server_id)
+    after, alive_after = vm_signs(cloud, host, instance, server_id)
     survived = before is not None and after == before and alive_after > alive_before
     log(f"vm-safety: new pod {new.plan.name} ready={new.ready}; QEMU pid {after}; VM survived: {survived}")
     return RestartResult(

@@ -1,0 +1,56 @@
+"""How the lab judges certificate renewal under load (tools/cloud/rotation.py): the clients' calls against the
+restarts the consumers made, and the summary line. The renewal itself runs in the staging lab (tests/cloud)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tools.cloud import rotation
+from tools.cloud.report import _rotation_line
+from tools.cloud.rotation import Restart, judge
+
+RENEWED_AT = 1000.0
+
+
+def _call(t: float, ok: bool = True, client: str = "laptop", call: str = "image list") -> dict[str, Any]:
+    return {"t": t, "ok": ok, "client": client, "call": call, "status": 200 if ok else 503, "error": "" if ok else "x"}
+
+
+def test_every_call_counts_and_failures_during_a_restart_are_told_apart() -> None:
+    restart = Restart("mariadb-0", "mariadb-operator: Secrets ['mariadb-internal-tls'] renewed", 1020.0, 1035.0)
+    calls = [
+        _call(990.0), _call(995.0, client="user-pod"),
+        _call(1021.0, ok=False),  # while MariaDB restarts
+        _call(1035.0 + rotation.RESTART_GRACE_SECONDS - 1, ok=False, client="user-pod"),  # reconnecting after it
+        _call(1060.0, ok=False, call="console url"),  # nothing restarted then: the renewal broke something
+        _call(1070.0),
+    ]  # fmt: skip
+    judged = judge(calls, [restart], RENEWED_AT)
+    assert judged["calls"] == 6 and judged["calls_before_renewal"] == 2 and judged["failed_before_renewal"] == 0
+    assert judged["failed_calls"] == 3 and judged["failed_outside_restarts"] == 1
+    assert judged["by_client"] == {"laptop": {"calls": 4, "failed": 2}, "user-pod": {"calls": 2, "failed": 1}}
+    assert [f["call"] for f in judged["failures"]] == ["image list", "image list", "console url"]
+
+
+def test_failures_before_the_renewal_are_the_clients_own_and_no_restart_excuses_them() -> None:
+    judged = judge([_call(990.0, ok=False), _call(1001.0)], [Restart("mariadb-0", "x", 980.0, 995.0)], RENEWED_AT)
+    assert judged["failed_before_renewal"] == 1 and judged["failed_outside_restarts"] == 0
+
+
+def test_a_restart_whose_pod_never_got_ready_covers_until_now() -> None:
+    unready = Restart("mariadb-0", "x", 1020.0, None)
+    assert unready.covers(1020.0) and not unready.covers(1019.0)
+
+
+def test_the_summary_line_names_what_was_not_served_and_the_restarts() -> None:
+    line = _rotation_line({
+        "ok": False, "renewed": {"openstack/rabbitmq-internal-tls": False, "openstack/mariadb-client-tls": None,
+                                 "openstack/public-tls": True},
+        "calls": 120, "failed_calls": 4, "failed_outside_restarts": 0,
+        "restarted": {"mariadb-0": {"why": "x", "seconds": 14.2}}, "vm_survived": True,
+    })  # fmt: skip
+    assert line == (
+        "ok False, 3 renewed, not served ['openstack/rabbitmq-internal-tls'], calls 120, failed 4 (0 outside the "
+        "restarts ['mariadb-0']), VM survived True"
+    )
+    assert _rotation_line({"not_run": "plain text"}) == "not run (plain text)"
