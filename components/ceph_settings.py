@@ -62,6 +62,12 @@ def _uuid(value: str) -> str:
     return value
 
 
+# The client names Rook's operator refuses for a CephClient (v1.20.6, pkg/operator/ceph/client/controller.go,
+# ValidateClient: its own daemons' names), as it writes them ('.' unescaped included).
+ROOK_RESERVED_CLIENTS = re.compile(
+    r"^admin$|^rgw.*$|^rbd-mirror$|^osd.[0-9]*$|^bootstrap-(mds|mgr|mon|osd|rgw|rbd-mirror)$|^rbd-mirror-peer$"
+)
+
 CephMonitor = Annotated[Text, AfterValidator(_monitor)]
 CephName = Annotated[Text, AfterValidator(_ceph_name)]
 Uuid = Annotated[Text, AfterValidator(_uuid)]

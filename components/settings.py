@@ -27,7 +27,7 @@ from pydantic import (
 from pydantic.alias_generators import to_camel, to_snake
 
 from components import catalog, cron, gateway_settings, upgrade_settings
-from components.ceph_settings import Ceph
+from components.ceph_settings import ROOK_RESERVED_CLIENTS, Ceph
 from components.gateway_settings import Gateway, Tls
 from components.memory import SHARES as MEMORY_SHARES
 from components.memory import value_of
@@ -852,6 +852,14 @@ class Settings(Model):
             client = getattr(self.ceph.clients, field_name)
             if client is None:
                 continue
+            if ROOK_RESERVED_CLIENTS.match(client.user):
+                yield problem(
+                    ("ceph", "clients", to_camel(field_name), "user"),
+                    client.user,
+                    "is a name Rook keeps for its own daemons (admin, rgw*, rbd-mirror, rbd-mirror-peer, osd.N, "
+                    "bootstrap-*): its operator refuses such a CephClient, which then never becomes Ready; choose "
+                    "another",
+                )
             first = secrets.setdefault(client.keyring_secret, client.user)
             if first != client.user:
                 yield problem(

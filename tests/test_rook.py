@@ -151,6 +151,27 @@ def test_consumers_mount_the_copied_secrets_where_an_external_clusters_are_and_w
             "client.cinder's Secret too",
         ),
         ({"operators": {"rook": {"chartVersion": "1.20.6"}}}, "openstack:operators.rook.chartVersion", "^v[0-9]"),
+        # Rook's operator refuses these CephClients (ValidateClient's reserved names): Pulumi would wait 20 minutes.
+        (
+            {
+                "ceph": {
+                    "rook": {"cluster": {"name": "ceph"}},
+                    "clients": {"glance": {"user": "admin", "keyringSecret": "ceph-client-glance"}},
+                }
+            },
+            "openstack:ceph.clients.glance.user",
+            "Rook keeps for its own daemons",
+        ),
+        (
+            {
+                "ceph": {
+                    "rook": {"cluster": {"name": "ceph"}},
+                    "clients": {"cinderBackup": {"user": "rgw-backup", "keyringSecret": "ceph-client-backup"}},
+                }
+            },
+            "openstack:ceph.clients.cinderBackup.user",
+            "Rook keeps for its own daemons",
+        ),
     ],
 )
 def test_rook_settings_errors_name_the_key(raw: dict[str, Any], key: str, fragment: str) -> None:

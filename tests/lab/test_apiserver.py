@@ -106,3 +106,38 @@ def test_nodes_are_patched_by_merge_patch_with_a_version_precondition(api: LabAp
 def test_set_based_selectors_are_refused_not_misread(api: LabApiServer) -> None:
     maint = token(api, "maint")
     assert api.handle("GET", "/api/v1/nodes?labelSelector=compute%20in%20(yes)", None, maint, None)[0] == 400
+
+
+READER = {
+    "kind": "Role",
+    "metadata": {"name": "reader", "namespace": "rook"},
+    "rules": [
+        {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get"], "resourceNames": ["mons"]},
+        {"apiGroups": ["ceph.rook.io"], "resources": ["cephclusters"], "verbs": ["get"], "resourceNames": ["ceph"]},
+    ],
+}
+READER_BINDING = {"kind": "RoleBinding", "metadata": {"name": "reader", "namespace": "rook"},
+                  "roleRef": {"kind": "Role", "name": "reader"},
+                  "subjects": [{"kind": "ServiceAccount", "name": "keys", "namespace": "os"}]}  # fmt: skip
+
+
+def test_configmaps_and_custom_resources_are_served_by_their_api_group(tmp_path: Path) -> None:
+    api = LabApiServer(World(), [READER, READER_BINDING], tmp_path, ("10.96.0.1",))
+    tmp_path.joinpath("apiserver.crt").write_text("CA")
+    keys = "Bearer " + api.issue("os", "keys")["token"]
+    cluster = "/apis/ceph.rook.io/v1/namespaces/rook/cephclusters/ceph"
+    assert api.handle("GET", "/api/v1/namespaces/rook/configmaps/mons", None, keys, None)[0] == 404  # not yet there
+    api.install_crd("ceph.rook.io", "cephclusters")
+    assert api.handle("GET", cluster, None, keys, None)[0] == 404
+    api.put_object("", "configmaps", {"metadata": {"name": "mons", "namespace": "rook"}, "data": {"data": "a=x"}})
+    api.put_object("ceph.rook.io", "cephclusters", {"metadata": {"name": "ceph", "namespace": "rook"},
+                                                    "status": {"ceph": {"fsid": "f"}}})  # fmt: skip
+    assert api.handle("GET", "/api/v1/namespaces/rook/configmaps/mons", None, keys, None)[1]["data"] == {"data": "a=x"}
+    assert api.handle("GET", cluster, None, keys, None)[1]["status"] == {"ceph": {"fsid": "f"}}
+    # The rule names its group: the same resource name in another group is not granted.
+    api.install_crd("other.io", "cephclusters")
+    api.put_object("other.io", "cephclusters", {"metadata": {"name": "ceph", "namespace": "rook"}})
+    assert api.handle("GET", "/apis/other.io/v1/namespaces/rook/cephclusters/ceph", None, keys, None)[0] == 403
+    assert api.handle("GET", "/api/v1/namespaces/rook/configmaps/other", None, keys, None)[0] == 403
+    with pytest.raises(ValueError, match="install its CRD"):
+        api.put_object("ceph.rook.io", "cephclients", {"metadata": {"name": "c", "namespace": "rook"}})

@@ -13,6 +13,8 @@ server does where its clients depend on it, and it is the cluster's state, not a
 - Secrets: get and update (PUT) with optimistic concurrency; an update reaches the volumes of
   the pods that mount the Secret as the kubelet's sync would (files replaced, subPath mounts not).
 - Events: create, with the API server's rule for events of cluster-scoped objects (`default`).
+- ConfigMaps and custom resources (`/apis/<group>/<version>/...`, e.g. Rook's CephCluster): get, of
+  what a stand-in put there (put_object): what an operator wrote, status included.
 
 Every request is authorised by the plan's own RBAC (Roles, ClusterRoles and their bindings,
 `resourceNames` included): a 403 here is a 403 on a cluster. Tokens are the ServiceAccounts'
@@ -78,6 +80,10 @@ class LabApiServer:
     domain: str = "cluster.local"
     tokens: dict[str, tuple[str, str]] = field(default_factory=dict)  # token → (namespace, account)
     secrets_: dict[tuple[str, str], Manifest] = field(default_factory=dict)  # (ns, name) → Secret
+    # (API group, resource, namespace, name) → a ConfigMap or custom resource, as its writer made it
+    objects_: dict[tuple[str, str, str, str], Manifest] = field(default_factory=dict)
+    # (API group, resource) served from objects_: ConfigMaps, and the custom resources of installed CRDs
+    kinds: set[tuple[str, str]] = field(default_factory=lambda: {("", "configmaps")})
     events: list[Manifest] = field(default_factory=list)
     requests: list[tuple[str, str, str, int]] = field(default_factory=list)  # (who, verb, path, status)
     denied: list[str] = field(default_factory=list)
@@ -115,16 +121,35 @@ class LabApiServer:
         }
         self.secrets_[(namespace, manifest["metadata"]["name"])] = stored
 
+    def install_crd(self, group: str, resource: str) -> None:
+        """Serve a custom resource (what installing its CRD does): a get of one not there is then a 404."""
+        self.kinds.add((group, resource))
+
+    def put_object(self, group: str, resource: str, manifest: Manifest) -> None:
+        """Create or replace a namespaced object served by `get` (an operator stand-in's write)."""
+        if (group, resource) not in self.kinds:
+            raise ValueError(f"{resource}.{group} is not served: install its CRD first")
+        stored = copy.deepcopy(manifest)
+        stored["metadata"]["resourceVersion"] = self._next_version()
+        metadata = stored["metadata"]
+        self.objects_[(group, resource, metadata["namespace"], metadata["name"])] = stored
+
+    def get_object(self, group: str, resource: str, namespace: str, name: str) -> Manifest | None:
+        found = self.objects_.get((group, resource, namespace, name))
+        return copy.deepcopy(found) if found is not None else None
+
     def _next_version(self) -> str:
         self._version += 1
         return str(self._version)
 
-    def _allowed(self, who: tuple[str, str], verb: str, resource: str, namespace: str | None, name: str | None) -> bool:
+    def _allowed(
+        self, who: tuple[str, str], verb: str, group: str, resource: str, namespace: str | None, name: str | None
+    ) -> bool:
         if who == ADMIN:
             return True
         rules = rbac_rules(self.rbac_objects, *who)
         return any(
-            (where is None or where == namespace) and rule.allows("", resource, verb, name) for where, rule in rules
+            (where is None or where == namespace) and rule.allows(group, resource, verb, name) for where, rule in rules
         )
 
     # -- serving -----------------------------------------------------------------------------------
@@ -210,21 +235,29 @@ class LabApiServer:
     ) -> tuple[int, Manifest]:  # fmt: skip
         if who is None:
             return 401, status(401, "Unauthorized", "Unauthorized")
-        if parts[:2] != ["api", "v1"]:
+        # The core group under /api/v1, the others under /apis/<group>/<version> (RBAC names the group).
+        if parts[:2] == ["api", "v1"]:
+            group, rest = "", parts[2:]
+        elif parts[:1] == ["apis"] and len(parts) >= 3:
+            group, rest = parts[1], parts[3:]
+        else:
             return 404, status(404, "NotFound", f"/{'/'.join(parts)} is not served by the lab's API")
-        rest = parts[2:]
         namespace = None
         if rest[:1] == ["namespaces"] and len(rest) >= 3:
             namespace, rest = rest[1], rest[2:]
         resource, name = rest[0] if rest else "", rest[1] if len(rest) > 1 else None
         verb = _VERBS[method] if name or method != "GET" else "list"
-        if not self._allowed(who, verb, resource, namespace, name):
+        if not self._allowed(who, verb, group, resource, namespace, name):
             subject = f"system:serviceaccount:{who[0]}:{who[1]}"
             self.denied.append(f"{subject} {verb} {resource}" + (f"/{name}" if name else "") + (
                 f" in {namespace}" if namespace else ""))  # fmt: skip
             message = f'{resource} is forbidden: User "{subject}" cannot {verb} resource "{resource}"'
             return 403, status(403, "Forbidden", message)
-        handler = getattr(self, f"_{verb}_{resource}", None)
+        handler = getattr(self, f"_{verb}_{resource}", None) if group == "" else None
+        if verb == "get" and namespace and name and (group, resource) in self.kinds:
+            found = self.get_object(group, resource, namespace, name)
+            kind = f"{resource}.{group}" if group else resource
+            return (200, found) if found else (404, status(404, "NotFound", f'{kind} "{name}" not found'))
         if handler is None:
             return 405, status(405, "MethodNotAllowed", f"{verb} {resource} is not served by the lab's API")
         try:

@@ -21,6 +21,10 @@ state directory) is a child of the lab, started inside CEPH_NETNS and in a cgrou
 (lab-nodes/ceph-host), so that stop() ends it and a run killed before its teardown leaves nothing
 the next run's kill_cgroups() does not end. start() returns once `ceph health` says HEALTH_OK, or
 raises CephStartError with what the cluster said and the ends of the daemons' logs.
+
+start_alone() starts the same daemons with no fabric: in a network namespace of its own, on its
+loopback, without pools or clients, for a test whose Rook stand-in (tools/cloud/rook_standin.py)
+makes those as Rook's operator does.
 """
 
 from __future__ import annotations
@@ -70,8 +74,17 @@ class CephStandIn:
     ceph: Ceph  # the stack's settings: its fsid, pools and clients
     state: Path  # everything of the cluster lives here
     log: Callable[[str], None] = print
+    # Where it runs: the lab's Ceph host by default; a test that starts it alone (start_alone) gives its own.
+    address: str = CEPH_ADDRESS
+    netns: str = CEPH_NETNS
+    cgroup: str = CEPH_CGROUP  # under lab-nodes
+    fsid: str | None = None  # the cluster's; None: the stack's (an external cluster's, its settings name it)
     processes: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)  # daemon name → its process
     started_seconds: float | None = None
+
+    @property
+    def cluster_fsid(self) -> str:
+        return self.fsid or self.ceph.fsid
 
     @property
     def conf_path(self) -> Path:
@@ -104,11 +117,11 @@ class CephStandIn:
         """The daemons' ceph.conf: proto/ceph/start.sh's, with the stack's fsid and one copy of everything."""
         d = self.state
         return f"""[global]
-fsid = {self.ceph.fsid}
+fsid = {self.cluster_fsid}
 mon_initial_members = {MON}
-mon_host = [v2:{CEPH_ADDRESS}:3300,v1:{CEPH_ADDRESS}:6789]
-public_addr = {CEPH_ADDRESS}
-cluster_addr = {CEPH_ADDRESS}
+mon_host = [v2:{self.address}:3300,v1:{self.address}:6789]
+public_addr = {self.address}
+cluster_addr = {self.address}
 auth_cluster_required = cephx
 auth_service_required = cephx
 auth_client_required = cephx
@@ -163,8 +176,8 @@ keyring = {d}/ceph.client.admin.keyring
     def client_conf(self) -> str:
         """What a client needs (the stack's services get theirs from the program): the monitors, its keyrings."""
         return f"""[global]
-fsid = {self.ceph.fsid}
-mon_host = [v2:{CEPH_ADDRESS}:3300,v1:{CEPH_ADDRESS}:6789]
+fsid = {self.cluster_fsid}
+mon_host = [v2:{self.address}:3300,v1:{self.address}:6789]
 auth_cluster_required = cephx
 auth_service_required = cephx
 auth_client_required = cephx
@@ -173,15 +186,15 @@ keyring = {self.client_dir}/$cluster.$name.keyring
 
     def network_commands(self, nodes: list[Node], fabric_netns: str) -> list[list[str]]:
         """The Ceph host on the fabric: its namespace, a NIC on the node bridge, routes to the pod ranges."""
-        inside = ["ip", "netns", "exec", CEPH_NETNS]
+        inside = ["ip", "netns", "exec", self.netns]
         prefix = ipaddress.ip_network(NODE_NETWORK).prefixlen
         commands = [
-            ["ip", "netns", "add", CEPH_NETNS],
+            ["ip", "netns", "add", self.netns],
             [*inside, "ip", "link", "set", "lo", "up"],
-            ["ip", "link", "add", "eth0", "netns", CEPH_NETNS, "type", "veth", "peer", "name", "n-ceph",
+            ["ip", "link", "add", "eth0", "netns", self.netns, "type", "veth", "peer", "name", "n-ceph",
              "netns", fabric_netns],
             ["ip", "netns", "exec", fabric_netns, "ip", "link", "set", "n-ceph", "master", "nodes", "up"],
-            [*inside, "ip", "addr", "add", f"{CEPH_ADDRESS}/{prefix}", "dev", "eth0"],
+            [*inside, "ip", "addr", "add", f"{self.address}/{prefix}", "dev", "eth0"],
             [*inside, "ip", "link", "set", "eth0", "up"],
         ]  # fmt: skip
         commands += [[*inside, "ip", "route", "add", str(node.pod_cidr), "via", node.ip] for node in nodes]
@@ -189,12 +202,15 @@ keyring = {self.client_dir}/$cluster.$name.keyring
 
     def ceph_command(self, *args: str) -> list[str]:
         """The admin's `ceph` command, run on the Ceph host (the monitor listens only there)."""
-        return ["ip", "netns", "exec", CEPH_NETNS, "ceph", "-c", str(self.conf_path), "--connect-timeout", "30", *args]
+        return ["ip", "netns", "exec", self.netns, "ceph", "-c", str(self.conf_path), "--connect-timeout", "30", *args]
+
+    def rbd_command(self, *args: str) -> list[str]:
+        """The admin's `rbd` command, run on the Ceph host."""
+        return ["ip", "netns", "exec", self.netns, "rbd", "-c", str(self.conf_path), *args]
 
     def client_commands(self) -> list[list[str]]:
         """Clients of Mimic or later only (so RBD clones are v2), the pools (rbd pool init enables the rbd
         application) and each client's key, written to a keyring: the README's steps for the administrator."""
-        inside = ["ip", "netns", "exec", CEPH_NETNS]
         pools = list(dict.fromkeys(self.ceph.pools.model_dump().values()))
         # librbd clones v2 when the cluster admits no client older than Mimic (rbd_default_clone_format
         # auto): a v2 clone does not pin its parent's snapshot, so Glance can delete an image that VM
@@ -203,7 +219,7 @@ keyring = {self.client_dir}/$cluster.$name.keyring
         commands = [self.ceph_command("osd", "set-require-min-compat-client", "mimic")]
         commands += [self.ceph_command("osd", "pool", "create", pool, str(PG_NUM), str(PG_NUM), "replicated")
                      for pool in pools]  # fmt: skip
-        commands += [[*inside, "rbd", "-c", str(self.conf_path), "pool", "init", pool] for pool in pools]
+        commands += [self.rbd_command("pool", "init", pool) for pool in pools]
         for name, client in self.clients().items():
             keyring = self.client_dir / f"ceph.client.{client.user}.keyring"
             entity = f"client.{client.user}"
@@ -220,9 +236,9 @@ keyring = {self.client_dir}/$cluster.$name.keyring
             ["ceph-authtool", "--create-keyring", str(admin), "--gen-key", "-n", "client.admin", "--cap", "mon",
              "allow *", "--cap", "osd", "allow *", "--cap", "mds", "allow *", "--cap", "mgr", "allow *"],
             ["ceph-authtool", str(tmp / "mon.keyring"), "--import-keyring", str(admin)],
-            ["monmaptool", "--create", "--addv", MON, f"[v2:{CEPH_ADDRESS}:3300,v1:{CEPH_ADDRESS}:6789]",
-             "--fsid", self.ceph.fsid, str(tmp / "monmap")],
-            ["ip", "netns", "exec", CEPH_NETNS, "ceph-mon", "-c", str(self.conf_path), "--mkfs", "-i", MON,
+            ["monmaptool", "--create", "--addv", MON, f"[v2:{self.address}:3300,v1:{self.address}:6789]",
+             "--fsid", self.cluster_fsid, str(tmp / "monmap")],
+            ["ip", "netns", "exec", self.netns, "ceph-mon", "-c", str(self.conf_path), "--mkfs", "-i", MON,
              "--monmap", str(tmp / "monmap"), "--keyring", str(tmp / "mon.keyring")],
         ]  # fmt: skip
 
@@ -233,17 +249,40 @@ keyring = {self.client_dir}/$cluster.$name.keyring
     def launch_script(self, argv: list[str]) -> str:
         """Join the Ceph host's cgroups, then run argv in its network namespace."""
         joins = "".join(f"echo $$ > {shlex.quote(str(c))}/cgroup.procs\n" for c in self.cgroups())
-        return f"{joins}exec ip netns exec {CEPH_NETNS} {shlex.join(argv)}\n"
+        return f"{joins}exec ip netns exec {self.netns} {shlex.join(argv)}\n"
 
-    @staticmethod
-    def cgroups() -> list[Path]:
-        return [controller / LAB_NODES / CEPH_CGROUP for controller in cgroup_controllers()]
+    def cgroups(self) -> list[Path]:
+        return [controller / LAB_NODES / self.cgroup for controller in cgroup_controllers()]
 
     # -- running it --------------------------------------------------------------------------------
 
     def start(self, nodes: list[Node], fabric_netns: str, timeout: float = HEALTH_TIMEOUT) -> None:
         """The cluster, from nothing to HEALTH_OK with the stack's pools and clients (start.sh's steps)."""
         started = time.monotonic()
+        self._prepare()
+        for command in self.network_commands(nodes, fabric_netns):
+            run(*command)
+        # The nodes' NICs compute their own checksums (tools/cloud/node.py): Open vSwitch's userspace
+        # datapath on each node's eth0 passes frames on as they are, unfinished checksums included.
+        tx_checksum_off(self.netns, "eth0")
+        self._daemons(started, timeout)
+        for command in self.client_commands():
+            self._check(command, timeout=120)
+        self.client_conf_path.write_text(self.client_conf())
+        shutil.copy(self.state / "ceph.client.admin.keyring", self.client_dir / "ceph.client.admin.keyring")
+        self._healthy_by(started, timeout)
+
+    def start_alone(self, timeout: float = HEALTH_TIMEOUT) -> None:
+        """The cluster alone in a network namespace of its own, on its loopback (self.address, e.g.
+        127.0.0.1), without pools or clients: for a test whose operator stand-in makes those."""
+        started = time.monotonic()
+        self._prepare()
+        run("ip", "netns", "add", self.netns)
+        run("ip", "netns", "exec", self.netns, "ip", "link", "set", "lo", "up")
+        self._daemons(started, timeout)
+        self._healthy_by(started, timeout)
+
+    def _prepare(self) -> None:
         if self.state.exists():
             shutil.rmtree(self.state)
         for sub in ("run", "log", "data", "tmp", "blk", "crash", "client"):
@@ -251,11 +290,9 @@ keyring = {self.client_dir}/$cluster.$name.keyring
         self.conf_path.write_text(self.conf())
         for cgroup in self.cgroups():
             make_cgroup(cgroup)
-        for command in self.network_commands(nodes, fabric_netns):
-            run(*command)
-        # The nodes' NICs compute their own checksums (tools/cloud/node.py): Open vSwitch's userspace
-        # datapath on each node's eth0 passes frames on as they are, unfinished checksums included.
-        tx_checksum_off(CEPH_NETNS, "eth0")
+
+    def _daemons(self, started: float, timeout: float) -> None:
+        """The monitor, the manager and the OSD running, the OSD up (start.sh's steps)."""
         (self.state / "data" / f"mon.{MON}").mkdir()
         for command in self.mon_mkfs_commands():
             self._check(command)
@@ -268,13 +305,11 @@ keyring = {self.client_dir}/$cluster.$name.keyring
         osd = self._create_osd()
         self._launch(f"osd.{osd}", self.daemon_command("osd", osd))
         self._wait("the OSD up", lambda: self._osds_up() >= 1, timeout, started)
-        for command in self.client_commands():
-            self._check(command, timeout=120)
-        self.client_conf_path.write_text(self.client_conf())
-        shutil.copy(self.state / "ceph.client.admin.keyring", self.client_dir / "ceph.client.admin.keyring")
+
+    def _healthy_by(self, started: float, timeout: float) -> None:
         self._wait("HEALTH_OK", self._healthy, timeout, started)
         self.started_seconds = round(time.monotonic() - started, 1)
-        self.log(f"ceph: HEALTH_OK after {self.started_seconds}s at {CEPH_ADDRESS}")
+        self.log(f"ceph: HEALTH_OK after {self.started_seconds}s at {self.address}")
 
     def _create_osd(self) -> str:
         """`ceph osd new` with a key of its own; the id it prints names the OSD's directory; its mkfs."""
@@ -289,7 +324,7 @@ keyring = {self.client_dir}/$cluster.$name.keyring
         self._check(["ceph-authtool", "--create-keyring", str(data / "keyring"), "--name", f"osd.{ident}",
                      "--add-key", secret])  # fmt: skip
         mkfs = ["ceph-osd", "-c", str(self.conf_path), "-i", ident, "--mkfs", "--osd-uuid", osd_uuid]
-        self._check(["ip", "netns", "exec", CEPH_NETNS, *mkfs], timeout=180)
+        self._check(["ip", "netns", "exec", self.netns, *mkfs], timeout=180)
         return ident
 
     def _launch(self, name: str, argv: list[str]) -> None:
@@ -366,15 +401,15 @@ keyring = {self.client_dir}/$cluster.$name.keyring
                 for pid in (cgroup / "cgroup.procs").read_text().split():
                     with contextlib.suppress(ProcessLookupError):
                         os.kill(int(pid), signal.SIGKILL)
-        if Path(f"/run/netns/{CEPH_NETNS}").exists():
-            run("ip", "netns", "delete", CEPH_NETNS, check=False)
+        if Path(f"/run/netns/{self.netns}").exists():
+            run("ip", "netns", "delete", self.netns, check=False)
         shutil.rmtree(self.state, ignore_errors=True)
 
     def facts(self) -> dict[str, object]:
         """What the report says of the stand-in (report.json's stand_ins.ceph): its daemons count as the
         pods of the other stand-ins do (pods, ready: running), beside where it ran and how soon it was healthy."""
         running = sum(p.poll() is None for p in self.processes.values())
-        return {"kind": "Ceph 16 (Debian 12)", "address": CEPH_ADDRESS, "daemons": sorted(self.processes),
+        return {"kind": "Ceph 16 (Debian 12)", "address": self.address, "daemons": sorted(self.processes),
                 "pods": len(self.processes), "ready": running, "healthy_after_s": self.started_seconds}  # fmt: skip
 
     def keyring_secrets(self) -> dict[str, dict[str, str]]:
