@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from tests.conftest import plan_of
-from tools import diff_report, plan_diff
+from tools import certificate_impact, diff_report, plan_diff
 from tools import plan as plan_tool
 from tools.plan import Plan
 from tools.plan_diff import changed_paths
@@ -304,3 +304,40 @@ def test_a_removed_chart_says_which_children_stay() -> None:
     [removed] = [o for o in diff["removed"] if o["name"] == "mariadb-operator-crds"]
     assert any("retainOnDelete on each CustomResourceDefinition" in does for does in removed["children"])
     assert "its children: retainOnDelete on each CustomResourceDefinition" in diff_report.render(diff, "main")
+
+
+def test_a_certificate_change_names_the_pods_it_restarts_and_those_that_take_it_hot() -> None:
+    """A Certificate cert-manager issues again (tools/certificate_impact.py): Pulumi rolls nothing for it, so
+    what restarts is what its users do; MariaDB's operator replaces its pods, the others reload."""
+    settings = stack_settings("staging")
+    earlier = plan_of("staging")
+    # Another public host for the console: public-tls names it, so cert-manager issues public-tls again.
+    later = plan_of(
+        "staging", endpoints={**settings["endpoints"], "hosts": {"novncproxy": "console.staging.example.com"}}
+    )
+    found = {
+        c["certificate"]: c for c in certificate_impact.reissued(plan_diff.view_of(earlier), plan_diff.view_of(later))
+    }
+    assert set(found) == {"public-tls"}, found
+    public = found["public-tls"]
+    assert public["why"].startswith("spec changed: dnsNames") and public["rolls"] == []
+    # staging attaches to its owner's Gateway: nothing of the plan mounts the Secret, and the diff says who reads it.
+    assert [u["kind"] for u in public["users"]] == ["outside the plan"], public
+    dev = plan_diff.view_of(plan_of("dev"))  # dev creates its Gateway: the listener takes it hot
+    assert [(u["kind"], u["rolls"]) for u in certificate_impact.users(dev, "openstack", "public-tls")] == [
+        ("Gateway", False)
+    ]
+    # The MariaDB server's certificate: the operator's resource names it, so its pods roll; the pods that
+    # mount the CA bundle (every API) reload without a restart.
+    view = plan_diff.view_of(earlier)
+    mariadb = {(u["kind"], u["rolls"]) for u in certificate_impact.users(view, "openstack", "mariadb-internal-tls")}
+    assert mariadb == {("MariaDB", True)}, mariadb
+    bundle = list(certificate_impact.users(view, "openstack", "internal-ca-bundle"))
+    assert ("MariaDB", True) in {(u["kind"], u["rolls"]) for u in bundle}
+    assert ("RabbitmqCluster", False) in {(u["kind"], u["rolls"]) for u in bundle}
+    assert {"keystone-api", "nova-api"} <= {u["name"] for u in bundle if u["kind"] == "Deployment" and not u["rolls"]}
+    # A plan with a new Certificate: issued for the first time; the diff.md section says who restarts.
+    new = certificate_impact.reissued(plan_diff.view_of(plan_of("prod")), plan_diff.view_of(earlier))
+    assert any(c["why"] == "new" for c in new)
+    text = "\n".join(certificate_impact.render(new))
+    assert "**Certificates cert-manager issues again**" in text and "restarts `MariaDB/mariadb`" in text

@@ -198,14 +198,15 @@ def _ref(view_object: dict[str, Any]) -> dict[str, Any]:
     return {k: view_object[k] for k in ("kind", "name", "namespace")}
 
 
-def _template(obj: dict[str, Any]) -> dict[str, Any]:
+def template_of(obj: dict[str, Any]) -> dict[str, Any]:
+    """A workload's, Job's or CronJob's pod template."""
     spec = obj["inputs"].get("spec") or {}
     return (spec.get("jobTemplate") or {}).get("spec", spec).get("template") or {}
 
 
 def _mounted_files(obj: dict[str, Any]) -> set[tuple[str, str]]:
     """(Secret or ConfigMap name, data key) of every file its pods mount with subPath."""
-    pod = _template(obj).get("spec") or {}
+    pod = template_of(obj).get("spec") or {}
     sources = {}
     for volume in pod.get("volumes", []):
         source = (volume.get("secret") or {}).get("secretName") or (volume.get("configMap") or {}).get("name")

@@ -12,7 +12,7 @@ import argparse
 import json
 from pathlib import Path
 
-from tools import diff_report, graph_draw, plan_diff, upgrade_view
+from tools import certificate_impact, diff_report, graph_draw, plan_diff, upgrade_view
 from tools.plan import Plan
 from tools.plan_configs import configs, secret_values
 from tools.plan_graph import DeployGraphView
@@ -60,7 +60,9 @@ def write(plan: Plan, out: Path, against: Path | None = None) -> list[Path]:
         "graph.txt": graph_text(plan),
     }
     if against is not None:
-        result = plan_diff.diff(plan_diff.load(against), plan_diff.view_of(plan))
+        earlier, now = plan_diff.load(against), plan_diff.view_of(plan)
+        result = plan_diff.diff(earlier, now)
+        result["certificates"] = certificate_impact.reissued(earlier, now)
         listed = upgrade_view.steps(plan)
         if listed is not None and plan.settings.upgrade is not None:
             result["upgrade"] = {
