@@ -66,8 +66,9 @@ def local_settings(ctx: RenderContext) -> str:
     return "\n".join(lines) + "\n"
 
 
-def uwsgi_ini() -> str:
-    sections = oslo.uwsgi_ini("openstack_dashboard.wsgi:application", PORT)
+def uwsgi_ini(settings: Settings) -> str:
+    tls = internal_tls.serves_tls(settings, internal_tls.DASHBOARD)
+    sections = oslo.uwsgi_ini("openstack_dashboard.wsgi:application", PORT, tls=tls)
     # Django serves no static files without DEBUG: uWSGI does, from what collectstatic and
     # compress wrote (kolla-ansible's static-map; openstack-helm's Apache alias).
     sections["uwsgi"]["static-map"] = f"{STATIC_URL}={STATIC}"
@@ -75,7 +76,7 @@ def uwsgi_ini() -> str:
 
 
 def render(ctx: RenderContext) -> dict[str, str]:
-    return {"local_settings.py": local_settings(ctx), "horizon-uwsgi.ini": uwsgi_ini()}
+    return {"local_settings.py": local_settings(ctx), "horizon-uwsgi.ini": uwsgi_ini(ctx.settings)}
 
 
 def horizon(settings: Settings) -> ServiceSpec:

@@ -56,11 +56,20 @@ def apis(settings: Settings) -> tuple[str, ...]:
 
 # Every API workload of the catalog, whichever service declares it.
 ALL_APIS = frozenset(api for entry in catalog.SERVICES for api in entry.apis)
+# Horizon too: the gateway hands it users' passwords and session cookies, which must not cross the
+# cluster's network in clear (its uWSGI serves HTTPS as the APIs' do).
+DASHBOARD = "horizon"
+ALL_HTTPS = ALL_APIS | {DASHBOARD}
+
+
+def https_servers(settings: Settings) -> tuple[str, ...]:
+    """The HTTP workloads that serve HTTPS under internal TLS: the deployed APIs, and Horizon."""
+    return (*apis(settings), *((DASHBOARD,) if settings.services.on(DASHBOARD) else ()))
 
 
 def serves_tls(settings: Settings, process: str) -> bool:
-    """Whether this process serves HTTPS inside the cluster: an API's, where tls.internal names a CA."""
-    return settings.tls.internal_enabled and process in ALL_APIS
+    """Whether this process serves HTTPS inside the cluster: an API's or Horizon's, where tls.internal names a CA."""
+    return settings.tls.internal_enabled and process in ALL_HTTPS
 
 
 def dns_names(settings: Settings, service: str) -> list[str]:
@@ -154,7 +163,7 @@ class InternalCertificates(pulumi.ComponentResource):
         if internal.self_signed:
             certificates.self_signed_ca(CA, ns, self, owner=OWNER)
         certificates.cert_manager("Certificate", CA_BUNDLE, ns, bundle_certificate(internal), self, owner=OWNER)
-        for api in apis(settings):
+        for api in https_servers(settings):
             spec = api_certificate(settings, api, internal)
             certificates.cert_manager("Certificate", secret_name(api), ns, spec, self, owner=OWNER)
         for server, names in servers.items():

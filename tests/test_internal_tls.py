@@ -22,6 +22,7 @@ from tools.runtime import Registration
 
 PUBLIC = {"issuer": {"kind": "ClusterIssuer", "name": "letsencrypt"}}
 APIS = sorted(api for entry in SERVICES for api in entry.apis)
+HTTPS_SERVERS = [*APIS, "horizon"]  # Horizon serves TLS too: the gateway hands it passwords and sessions
 CA_FILE = "/etc/openstack-ca/ca.crt"
 
 
@@ -97,7 +98,7 @@ def test_plain_text_has_no_internal_certificates() -> None:
 
 
 def test_an_apis_key_is_mounted_only_into_its_own_pods_and_container() -> None:
-    servers = [*APIS, "memcached"]  # memcached serves its own too (tests/test_memcached_tls.py)
+    servers = [*HTTPS_SERVERS, "memcached"]  # memcached serves its own too (tests/test_memcached_tls.py)
     for name, r in _pods(tls_plan()).items():
         secrets = _secret_volumes(r)
         served = sorted(s for s in secrets.values() if s.endswith("-internal-tls"))
@@ -150,8 +151,13 @@ def test_the_apis_serve_https_from_their_mounted_pair_and_reload_it() -> None:
         assert "http-socket" not in uwsgi, api
         probe = next(c for c in containers(plan.by_name(api, "Deployment")) if c["name"] == api)["readinessProbe"]
         assert probe["httpGet"]["scheme"] == "HTTPS", api
-    # Horizon is behind the gateway only and no API: it keeps http.
-    assert "http-socket" in _ini(plan, "horizon", "horizon-uwsgi.ini")["uwsgi"]
+    # Horizon is behind the gateway only, and serves it HTTPS the same way (its static files too).
+    horizon = _ini(plan, "horizon", "horizon-uwsgi.ini")["uwsgi"]
+    assert horizon["https-socket"] == "0.0.0.0:8080,/etc/openstack-tls/tls.crt,/etc/openstack-tls/tls.key"
+    assert "http-socket" not in horizon and horizon["touch-reload"] == "/etc/openstack-tls/tls.crt"
+    assert horizon["static-map"].startswith("/static=")
+    probe = next(c for c in containers(plan.by_name("horizon", "Deployment")) if c["name"] == "horizon")
+    assert probe["readinessProbe"]["httpGet"]["scheme"] == "HTTPS"
 
 
 def test_plain_text_keeps_http() -> None:
@@ -227,8 +233,8 @@ def test_the_gateway_speaks_tls_to_each_api_backend_verifying_its_name_and_the_c
     plan = tls_plan()
     policies = objects(plan, "BackendTLSPolicy")
     routed = {r.inputs["spec"]["rules"][0]["backendRefs"][0]["name"] for r in objects(plan, "HTTPRoute").values()}
-    assert set(policies) == {f"{b}-backend-tls" for b in routed if b in APIS}
-    assert {"horizon", "nova-novncproxy"} <= routed - set(APIS)  # served in plain http: no policy
+    assert set(policies) == {f"{b}-backend-tls" for b in routed if b in HTTPS_SERVERS}
+    assert routed - set(HTTPS_SERVERS) == {"nova-novncproxy"}  # served in plain http: no policy
     for name, policy in policies.items():
         backend = name.removesuffix("-backend-tls")
         assert policy.inputs["apiVersion"] == "gateway.networking.k8s.io/v1"

@@ -215,7 +215,7 @@ def test_a_capture_on_every_node_sees_what_internal_tls_encrypts(report: dict[st
     assert clear <= set(tls["not_encrypted"]), clear
 
 
-def test_inside_the_cluster_the_apis_rabbitmq_and_mariadb_speak_tls_only(report: dict[str, Any]) -> None:
+def test_inside_the_cluster_the_apis_horizon_and_the_data_stores_speak_tls_only(report: dict[str, Any]) -> None:
     """tools/cloud/endpoint_tls.py from the user's pod, and the gateway's BackendTLSPolicies
     (tools/cloud/backendtls.py): under tls.internal (staging) each API Service, amqps and MariaDB complete a
     handshake verifying the internal CA and the Service's name, refuse a client with only the machine's CA
@@ -243,7 +243,10 @@ def test_inside_the_cluster_the_apis_rabbitmq_and_mariadb_speak_tls_only(report:
     assert set(tls["gateway"]["backend_tls"].values()) == {"Accepted"}, tls["gateway"]["backend_tls"]
     backends = tls["gateway"]["backends"]
     assert backends["openstack/keystone-api:5000"].startswith("TLS, verifying keystone-api.openstack.svc"), backends
-    assert backends["openstack/horizon:8080"].startswith("plain HTTP"), backends
+    # Horizon too (users' passwords and session cookies); only the console proxy stays plain, and says so.
+    assert backends["openstack/horizon:8080"].startswith("TLS, verifying horizon.openstack.svc"), backends
+    assert backends["openstack/nova-novncproxy:6080"].startswith("plain HTTP"), backends
+    assert "horizon" not in tls["not_encrypted"] and "nova-novncproxy" in tls["not_encrypted"]
 
 
 def test_cinder_answers_and_says_why_no_volume(report: dict[str, Any]) -> None:

@@ -19,7 +19,8 @@ from tools.cloud.gateway import backend_tls_of, ca_file_name, haproxy_config, wr
 from tools.cloud.gatewayapi import Programmed, owners_gateway, program
 
 STACK = "staging"  # tls.internal selfSigned: a BackendTLSPolicy per API backend
-APIS = ("keystone-api", "glance-api", "placement-api", "nova-api", "neutron-server", "cinder-api")
+# The routed backends that serve HTTPS inside the cluster: the APIs and Horizon.
+APIS = ("keystone-api", "glance-api", "placement-api", "nova-api", "neutron-server", "cinder-api", "horizon")
 
 
 def _objects(kind: str, stack: str = STACK) -> list[dict[str, Any]]:
@@ -91,10 +92,9 @@ def test_each_api_backend_is_spoken_to_over_tls_verifying_its_service_name_with_
         "sni str(keystone-api.openstack.svc.cluster.local) verifyhost keystone-api.openstack.svc.cluster.local"
     )
     assert "    ssl-default-server-options ssl-min-ver TLSv1.2 ssl-max-ver TLSv1.3" in config  # Envoy Gateway's
-    # No policy targets Horizon or the console proxy: plain HTTP, as the spec says.
-    assert backends["horizon"].tls is None and backends["nova-novncproxy"].tls is None
-    assert _server(config, "horizon") == "server horizon-0 10.96.1.5:8080 weight 1"
-    assert " ssl" not in _server(config, "nova-novncproxy")
+    # Horizon is verified as the APIs are; no policy targets the console proxy: plain HTTP, as the spec says.
+    assert _server(config, "horizon").startswith("server horizon-0 10.96.1.5:8080 weight 1 ssl verify required")
+    assert backends["nova-novncproxy"].tls is None and " ssl" not in _server(config, "nova-novncproxy")
 
 
 def test_a_plain_text_stack_has_no_policy_and_every_backend_is_plain() -> None:
@@ -118,7 +118,7 @@ def test_a_policy_whose_ca_does_not_exist_fails_closed_the_backend_gets_nothing(
     config = _config(programmed)
     assert "backend route-openstack-keystone-route-0\n    http-request return status 500" in config
     assert "server keystone-api" not in config and "ca-file" not in config
-    assert _backends(programmed)["horizon"].tls is None  # what no policy targets still works
+    assert _backends(programmed)["nova-novncproxy"].tls is None  # what no policy targets still works
 
 
 @pytest.mark.parametrize(
@@ -130,7 +130,7 @@ def test_a_policy_whose_ca_does_not_exist_fails_closed_the_backend_gets_nothing(
 )
 def test_a_ca_reference_without_a_usable_ca_fails_closed(data: dict[str, str], why: str) -> None:
     programmed = _program(lookup=_lookup({("Secret", "openstack", "internal-ca-bundle"): data}))
-    assert _backends(programmed).keys() == {"horizon", "nova-novncproxy"}
+    assert _backends(programmed).keys() == {"nova-novncproxy"}
     assert all(why in status for status in programmed.backend_tls.values()), programmed.backend_tls
 
 

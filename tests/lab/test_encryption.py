@@ -15,7 +15,7 @@ import pytest
 from tests.test_internal_tls import plain_plan, tls_plan
 from tools.cloud import encryption
 from tools.cloud.capture import Connection
-from tools.cloud.services import Service, ServiceTable
+from tools.cloud.services import Endpoint, Service, ServiceTable
 from tools.plan import Plan
 
 TLS = b"\x17\x03\x03\x00\x20"  # an application data record, as a pooled TLS connection is first seen
@@ -27,18 +27,35 @@ def _cloud(plan: Plan) -> Any:
     return SimpleNamespace(plan=plan, table=ServiceTable(services, "cluster.local"))
 
 
-def _verdict(monkeypatch: pytest.MonkeyPatch, plan: Plan, sent: dict[int, bytes]) -> dict[str, Any]:
-    seen = [Connection(("10.244.0.9", 40000 + i), port, sent=[data]) for i, (port, data) in enumerate(sent.items())]
+def _verdict(
+    monkeypatch: pytest.MonkeyPatch, plan: Plan, sent: dict[int, bytes], elsewhere: dict[int, bytes] | None = None
+) -> dict[str, Any]:
+    """What encrypted() says of connections to the Service that listens on each port (`sent`), and of
+    connections to another address on the same port (`elsewhere`: another pod's port of that number)."""
+    cloud = _cloud(plan)
+    # Headless Services (memcached) have no address of their own: their pods' stand in.
+    address = {p.port: s.cluster_ip or "10.244.0.50" for s in cloud.table.services for p in s.ports}
+    seen = [Connection(("10.244.0.9", 40000 + i), port, sent=[data], servers={address.get(port, "10.244.0.60")})
+            for i, (port, data) in enumerate(sent.items())]  # fmt: skip
+    seen += [Connection(("10.244.0.9", 50000 + i), port, sent=[data], servers={"10.244.7.7"})
+             for i, (port, data) in enumerate((elsewhere or {}).items())]  # fmt: skip
     monkeypatch.setattr(encryption, "connections", lambda pcaps, ports: seen)
-    return encryption.encrypted(_cloud(plan), SimpleNamespace(pcaps=[Path("x.pcap")], ports=[]))  # type: ignore[arg-type]
+    cloud.table.endpoints = {"memcached": (Endpoint("memcached-0", "10.244.0.50", True, ()),)}
+    return encryption.encrypted(cloud, SimpleNamespace(pcaps=[Path("x.pcap")], ports=[]))  # type: ignore[arg-type]
 
 
 def test_the_verdict_wants_the_data_stores_seen_and_only_what_is_named_in_clear(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     stores = {3306: TLS, 5671: TLS, 11211: TLS, 5000: TLS}
-    ok = _verdict(monkeypatch, tls_plan(), {**stores, 8080: b"GET /healthz HTTP/1.1"})
-    assert ok["capture_ok"] and ok["encrypted"]["horizon"] is False and ok["encrypted"]["glance-api"] is None
+    # The console proxy's page in clear (no BackendTLSPolicy: named in not_encrypted) is no failure ...
+    ok = _verdict(monkeypatch, tls_plan(), {**stores, 6080: b"GET /vnc_lite.html HTTP/1.1"})
+    assert ok["capture_ok"] and ok["encrypted"]["nova-novncproxy"] is False and ok["encrypted"]["glance-api"] is None
+    # ... but Horizon's is: it serves TLS inside the cluster, so plain HTTP to it is a failure,
+    assert not _verdict(monkeypatch, tls_plan(), {**stores, 8080: b"GET /healthz HTTP/1.1"})["capture_ok"]
+    # while plain HTTP to another pod's port 8080 (nova-compute-maintenance's health port) is not Horizon's.
+    other = _verdict(monkeypatch, tls_plan(), {**stores, 8080: TLS}, elsewhere={8080: b"GET /healthz HTTP/1.1"})
+    assert other["capture_ok"] and other["wire"]["horizon"]["connections"] == 1, other["wire"]["horizon"]
     assert not _verdict(monkeypatch, tls_plan(), {**stores, 3306: SQL})["capture_ok"]  # SQL in clear
     unseen = {port: data for port, data in stores.items() if port != 11211}
     assert not _verdict(monkeypatch, tls_plan(), unseen)["capture_ok"]  # memcached not seen: nothing proven

@@ -40,13 +40,20 @@ def test_the_endpoints_are_every_api_service_amqps_and_mariadbs_client_port_by_t
     found = {e["name"]: e for e in endpoint_tls.endpoints(plan_of("staging"))}
     assert set(found) == {
         "keystone-api:5000", "glance-api:9292", "placement-api:8778", "nova-api:8774", "nova-metadata:8775",
-        "neutron-server:9696", "cinder-api:8776", "rabbitmq:5671", "mariadb:3306", "memcached-0:11211",
+        "neutron-server:9696", "cinder-api:8776", "horizon:8080", "rabbitmq:5671", "mariadb:3306",
+        "memcached-0:11211",
     }  # fmt: skip
+    # Each is probed from where its NetworkPolicy admits clients: Horizon only from the gateway's proxy,
+    # memcached only from its clients' pods, the rest from the user's pod.
+    places = {name: e["from"] for name, e in found.items()}
+    assert places.pop("horizon:8080") == "gateway" and places.pop("memcached-0:11211") == "memcached-client"
+    assert set(places.values()) == {"user-pod"}
     # memcached's clients hash keys over the pods by their own names: each is probed by that name.
     assert found["memcached-0:11211"]["host"] == "memcached-0.memcached.openstack.svc.cluster.local"
     assert found["memcached-0:11211"]["protocol"] == "memcached"
     assert found["nova-metadata:8775"] == {"name": "nova-metadata:8775", "port": 8775, "protocol": "https",
-                                           "host": "nova-metadata.openstack.svc.cluster.local"}  # fmt: skip
+                                           "host": "nova-metadata.openstack.svc.cluster.local",
+                                           "from": "user-pod"}  # fmt: skip
     assert found["rabbitmq:5671"]["protocol"] == "amqps" and found["mariadb:3306"]["protocol"] == "mysql"
     # Under ha the clients' database Service is the primary's.
     ha = {e["name"] for e in endpoint_tls.endpoints(plan_of("staging", ha=True))}
@@ -96,13 +103,14 @@ def test_the_verdict_needs_every_endpoint_and_lists_what_stays_in_plain_text() -
 
 def test_what_stays_in_clear_is_the_gateways_plain_backends_and_erlang_distribution() -> None:
     """The gateway's plain backends come from the plan's own rule (no BackendTLSPolicy: front_door.py);
-    memcached, MariaDB and RabbitMQ are on internal TLS and are not named."""
+    memcached, MariaDB, RabbitMQ and Horizon are on internal TLS and are not named."""
     settings = plan_of("staging").settings
     not_encrypted = endpoint_tls.not_encrypted(settings)
-    assert set(not_encrypted) == {"horizon", "nova-novncproxy", "rabbitmq-nodes"}
+    assert set(not_encrypted) == {"nova-novncproxy", "rabbitmq-nodes"}
     assert "25672" in not_encrypted["rabbitmq-nodes"]
     policies = {r.k8s_name for r in plan_of("staging").custom if r.kind == "BackendTLSPolicy"}
-    assert "horizon-backend-tls" not in policies and "keystone-api-backend-tls" in policies
+    assert "nova-novncproxy-backend-tls" not in policies
+    assert {"keystone-api-backend-tls", "horizon-backend-tls"} <= policies
 
 
 def _cloud(stack: str, objects: dict[tuple[str, str], dict[str, str]]) -> Any:
@@ -155,7 +163,7 @@ def test_the_summary_line_says_what_was_captured_which_endpoints_passed_and_what
 def test_the_probe_runs_as_the_pods_run_commands_with_the_credentials_in_their_environment(tmp_path: Path) -> None:
     plan = plan_of("staging")
     wanted = endpoint_tls.endpoints(plan)
-    seen: dict[str, list[dict[str, Any]]] = {"": [], "memcached": []}
+    seen: dict[str, list[dict[str, Any]]] = {"user-pod": [], "memcached-client": [], "gateway": []}
 
     def place(name: str) -> Any:
         def run(argv: list[str], **kwargs: Any) -> subprocess.CompletedProcess[str]:
@@ -170,17 +178,29 @@ def test_the_probe_runs_as_the_pods_run_commands_with_the_credentials_in_their_e
 
     objects = {("Secret", "mariadb-root"): {"password": "root-pw"}}
     cloud = SimpleNamespace(plan=plan, objects=objects, out=tmp_path)
-    runs = {"": place(""), "memcached": place("memcached")}
+    runs = {name: place(name) for name in seen}
     found = endpoint_tls.check(cloud, runs, Path("/venv/bin/python"), tmp_path / "internal-ca.crt")  # type: ignore[arg-type]
     assert found["encrypted_ok"] is True, found
     assert set(found["endpoints"]) == {e["name"] for e in wanted}
-    # One probe in the user's pod for all but memcached, one from memcached's client for memcached.
-    (user,), (client,) = seen[""], seen["memcached"]
+    # One probe from each place, each with its own endpoints.
+    (user,), (client,), (gateway,) = seen["user-pod"], seen["memcached-client"], seen["gateway"]
     assert user["argv"][:4] == ["/venv/bin/python", "-m", "tools.cloud.tls_probe", str(tmp_path / "internal-ca.crt")]
-    assert json.loads(user["argv"][4]) == [e for e in wanted if e["protocol"] != "memcached"]
+    assert json.loads(user["argv"][4]) == [e for e in wanted if e["from"] == "user-pod"]
     assert json.loads(client["argv"][4]) == [e for e in wanted if e["protocol"] == "memcached"]
+    assert [e["name"] for e in json.loads(gateway["argv"][4])] == ["horizon:8080"]
     assert user["env"]["MYSQL_USER"] == "root" and user["env"]["MYSQL_PASSWORD"] == "root-pw"
     assert "root-pw" not in " ".join(user["argv"])  # a password on a command line is every process's to read
-    failing = {"": lambda argv, **kw: subprocess.CompletedProcess(argv, 1, stdout="")}
+    failing = {name: lambda argv, **kw: subprocess.CompletedProcess(argv, 1, stdout="") for name in seen}
     broken = endpoint_tls.check(cloud, failing, Path("/venv/bin/python"), tmp_path / "internal-ca.crt")  # type: ignore[arg-type]
     assert broken["encrypted_ok"] is False and "without facts" in broken["error"]
+
+
+def test_an_endpoint_with_nowhere_to_probe_it_from_is_an_error_not_a_pass(tmp_path: Path) -> None:
+    # A stack without the gateway's proxy cannot have Horizon probed: the verdict says so rather than skip it.
+    cloud = SimpleNamespace(
+        plan=plan_of("staging"), objects={("Secret", "mariadb-root"): {"password": "pw"}}, out=tmp_path
+    )
+    never = {"user-pod": lambda argv, **kw: pytest.fail("not reached"), "memcached-client": lambda argv, **kw: None}
+    found = endpoint_tls.check(cloud, never, Path("/venv/bin/python"), tmp_path / "ca.crt")  # type: ignore[arg-type]
+    assert found["encrypted_ok"] is False
+    assert "nowhere to probe ['horizon:8080'] from: the lab has no gateway" in found["error"]

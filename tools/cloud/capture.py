@@ -76,6 +76,8 @@ class Connection:
     client: tuple[str, int]
     server_port: int
     opened: bool = False  # its SYN is in the capture: seen from its first byte
+    # Every address it was sent to: a Service's cluster address before kube-proxy's DNAT, the pod's after.
+    servers: set[str] = field(default_factory=set)
     sent: list[bytes] = field(default_factory=list)
     _seen: set[int] = field(default_factory=set)  # sequence numbers: a segment seen on two interfaces counts once
 
@@ -139,14 +141,21 @@ def connections(pcaps: Iterable[Path], ports: Iterable[int]) -> list[Connection]
                 key = (_address(ip, ip.src), tcp.sport)
                 connection = found.setdefault(key, Connection(client=key, server_port=tcp.dport))
                 connection.opened |= bool(tcp.flags & dpkt.tcp.TH_SYN)
+                connection.servers.add(_address(ip, ip.dst))
                 connection.add(tcp.seq, bytes(tcp.data))
     return list(found.values())
 
 
-def summarize(found: Iterable[Connection], names: Mapping[str, Iterable[int]]) -> dict[str, dict[str, Any]]:
+def summarize(
+    found: Iterable[Connection],
+    names: Mapping[str, Iterable[int]],
+    addresses: Mapping[str, Iterable[str]] | None = None,
+) -> dict[str, dict[str, Any]]:
     """Per watched name (mariadb, rabbitmq, keystone-api, ...) and its ports (a Service's and its
     target's): connections seen (`opened` of them during the capture), how many TLS and how many plain,
-    the first bytes of up to three plain ones, and `encrypted`: seen and none plain."""
+    the first bytes of up to three plain ones, and `encrypted`: seen and none plain. With `addresses`
+    (a name's Service address and its pods'), only connections to one of them count for the name:
+    two Services may use one port (Horizon's 8080 and another pod's health port)."""
     by_port: dict[int, list[Connection]] = {}
     for connection in found:
         if connection.kind is not None:
@@ -154,6 +163,9 @@ def summarize(found: Iterable[Connection], names: Mapping[str, Iterable[int]]) -
     summary: dict[str, dict[str, Any]] = {}
     for name, ports in sorted(names.items()):
         seen = [c for port in sorted(set(ports)) for c in by_port.get(port, [])]
+        if addresses is not None and name in addresses:
+            mine = set(addresses[name])
+            seen = [c for c in seen if c.servers & mine]
         plain = [c for c in seen if c.kind == "plain"]
         summary[name] = {
             "ports": sorted(set(ports)),

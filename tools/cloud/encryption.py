@@ -11,6 +11,7 @@ why, as left in clear (the report's `tls.not_encrypted`: the gateway's plain bac
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -40,6 +41,20 @@ def watched(cloud: Cloud) -> dict[str, set[int]]:
     return names
 
 
+def addresses(cloud: Cloud, names: Iterable[str]) -> dict[str, set[str]]:
+    """Each watched name's Service address and its ready pods' addresses, as the endpoints have them now
+    (names the Service table does not know are left out: their connections count by port)."""
+    services = {service.name: service for service in cloud.table.services}
+    found = {}
+    for name in names:
+        service = services.get(name)
+        own = {service.cluster_ip} if service is not None and service.cluster_ip else set()
+        mine = own | {endpoint.ip for endpoint in cloud.table.endpoints.get(name, ())}
+        if mine:  # a name the table does not know is judged by its ports alone
+            found[name] = mine
+    return found
+
+
 def capture(cloud: Cloud, directory: Path) -> Capture:
     """A capture on every node of the lab, on every watched port (enter it around what should be seen)."""
     ports = {port for found in watched(cloud).values() for port in found}
@@ -48,7 +63,8 @@ def capture(cloud: Cloud, directory: Path) -> Capture:
 
 def encrypted(cloud: Cloud, done: Capture) -> dict[str, Any]:
     """The `tls` report's `encrypted`, `wire` and `capture_ok` from a finished capture."""
-    wire = summarize(connections(done.pcaps, done.ports), watched(cloud))
+    names = watched(cloud)
+    wire = summarize(connections(done.pcaps, done.ports), names, addresses(cloud, names))
     settings = cloud.plan.settings
     seen = {name: figures for name, figures in wire.items() if figures["connections"]}
     clear = not_encrypted(settings)

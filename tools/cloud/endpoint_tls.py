@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 from components import internal_tls, oslo
 from components.front_door import plain_backends
+from components.public_routes import public_routes
 from tools.cloud.userpod import isolated_command
 from tools.plan import Plan
 from tools.runtime import REPO
@@ -38,6 +39,7 @@ from tools.runtime import REPO
 if TYPE_CHECKING:
     from components.settings import Settings
     from tools.cloud.deploy import Cloud
+    from tools.cloud.userpod import UserPod
 
 PROBE_TIMEOUT = 300
 MEMCACHED_CLIENT = "keystone-api"  # a Deployment whose pods memcached's NetworkPolicy admits
@@ -51,25 +53,31 @@ NOT_ENCRYPTED = {
 PLAIN_BACKEND = "the gateway reaches it in plain HTTP (no BackendTLSPolicy): it serves no internal certificate yet"
 
 
+# Where each endpoint is probed from: a place its NetworkPolicy admits, as its clients are.
+USER_POD, MEMCACHED_CLIENT_POD, GATEWAY = "user-pod", "memcached-client", "gateway"
+
+
 def endpoints(plan: Plan) -> list[dict[str, Any]]:
-    """What must be on TLS inside the cluster: each API's Service port, amqps, MariaDB's clients' port,
-    each memcached server."""
+    """What must be on TLS inside the cluster: each API's and Horizon's Service port, amqps, MariaDB's
+    clients' port, each memcached server; `from`: where its NetworkPolicy lets a probe in."""
     settings = plan.settings
+    gateway_only = {route.backend for route in public_routes(settings) if route.gateway_only}
     found = []
-    for api in internal_tls.apis(settings):
+    for api in internal_tls.https_servers(settings):
         port = int(plan.by_name(api, "Service").revealed["spec"]["ports"][0]["port"])
-        found.append({"name": f"{api}:{port}", "host": settings.service_host(api), "port": port, "protocol": "https"})
+        found.append({"name": f"{api}:{port}", "host": settings.service_host(api), "port": port, "protocol": "https",
+                      "from": GATEWAY if api in gateway_only else USER_POD})  # fmt: skip
     port = oslo.rabbitmq_port(settings)
     found.append({"name": f"{oslo.RABBITMQ}:{port}", "host": settings.service_host(oslo.RABBITMQ), "port": port,
-                  "protocol": "amqps"})  # fmt: skip
+                  "protocol": "amqps", "from": USER_POD})  # fmt: skip
     database = oslo.database_service(settings)
     found.append({"name": f"{database}:{oslo.MARIADB_PORT}", "host": settings.service_host(database),
-                  "port": oslo.MARIADB_PORT, "protocol": "mysql"})  # fmt: skip
+                  "port": oslo.MARIADB_PORT, "protocol": "mysql", "from": USER_POD})  # fmt: skip
     # Each memcached server by the name its clients use (they hash keys over the pods, not the Service).
     for server in oslo.memcached_servers(settings):
         host, number = server.rsplit(":", 1)
         found.append({"name": f"{host.split('.')[0]}:{number}", "host": host, "port": int(number),
-                      "protocol": "memcached"})  # fmt: skip
+                      "protocol": "memcached", "from": MEMCACHED_CLIENT_POD})  # fmt: skip
     return found
 
 
@@ -165,32 +173,42 @@ def _root_credentials(cloud: Cloud) -> dict[str, str]:
     return {"MYSQL_USER": "root", "MYSQL_PASSWORD": cloud.objects[("Secret", ref["name"])][ref["key"]]}
 
 
-def memcached_client(cloud: Cloud, user_state: Path) -> InCluster:
-    """Commands run from a pod of memcached's clients (keystone-api's), with the user pod's resolver:
-    memcached's NetworkPolicy admits its clients only, so the user's pod gets no connection at all."""
+def places(cloud: Cloud, user: UserPod, gateway_netns: str | None) -> dict[str, InCluster]:
+    """How to run a command from each place endpoints() names, with the user pod's resolver: the user's
+    pod; a pod of memcached's clients (keystone-api's: memcached's NetworkPolicy admits no other); the
+    gateway's proxy (Horizon's admits only it), where the stack has one."""
     pods = [p for w in cloud.workloads.values() if w.name == MEMCACHED_CLIENT for p in w.pods]
     pod = next((p for p in pods if p.ready and not p.plan.host_network), None)
     if pod is None:
         raise LookupError(f"no ready pod of {MEMCACHED_CLIENT} to probe memcached from")
 
-    def run(argv: list[str], **kwargs: Any) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(isolated_command(f"pod-{pod.plan.name}", user_state, argv), text=True, **kwargs)
+    def runner(netns: str) -> InCluster:
+        def run(argv: list[str], **kwargs: Any) -> subprocess.CompletedProcess[str]:
+            return subprocess.run(isolated_command(netns, user.state, argv), text=True, **kwargs)
 
-    return run
+        return run
+
+    found = {USER_POD: user.run, MEMCACHED_CLIENT_POD: runner(f"pod-{pod.plan.name}")}
+    if gateway_netns is not None:
+        found[GATEWAY] = runner(gateway_netns)
+    return found
 
 
 def probe(
     cloud: Cloud, runs: Mapping[str, InCluster], python: Path, ca_file: Path, wanted: list[dict[str, Any]], log: Path
 ) -> dict[str, Any]:
-    """The probe's facts for `wanted`, each endpoint probed from where its protocol's clients are
-    (`runs`: protocol → how to run a command there; the user's pod under "")."""
+    """The probe's facts for `wanted`, each endpoint probed from its `from` (`runs`: place → how to run a
+    command there)."""
     # The credentials in the environment, not the command line; PATH also finds the user pod's `ip` and `unshare`.
     path = f"{python.parent}:/usr/sbin:/usr/bin:/sbin:/bin"
     env = {"PATH": path, "PYTHONPATH": str(REPO), **_root_credentials(cloud)}
     facts: dict[str, Any] = {}
     by_place: dict[str, list[dict[str, Any]]] = {}
     for endpoint in wanted:
-        by_place.setdefault(endpoint["protocol"] if endpoint["protocol"] in runs else "", []).append(endpoint)
+        by_place.setdefault(endpoint.get("from", USER_POD), []).append(endpoint)
+    for place, group in by_place.items():
+        if place not in runs:  # before anything runs: a probe that cannot be complete is not started
+            raise ProbeError(f"nowhere to probe {[e['name'] for e in group]} from: the lab has no {place}")
     for place, group in by_place.items():
         command = [str(python), "-m", "tools.cloud.tls_probe", str(ca_file), json.dumps(group)]
         with log.open("a") as output:
@@ -204,7 +222,7 @@ def probe(
 
 
 def check(cloud: Cloud, runs: Mapping[str, InCluster], python: Path, ca_file: Path | None) -> dict[str, Any]:
-    """The proof from the user's pod, memcached's from a client's (report.json's tls.endpoints)."""
+    """The proof from inside the cluster, each endpoint from where its clients are (report.json's tls.endpoints)."""
     plan = cloud.plan
     if ca_file is None:
         return plain_text_stack(plan)

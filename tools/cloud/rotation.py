@@ -42,6 +42,7 @@ from components.oslo import KEYSTONE, public_url
 from components.public_routes import public_routes
 from tools.cloud import endpoint_tls
 from tools.cloud.deploy import KUBELET_SYNC_SECONDS
+from tools.cloud.gateway import PROXY_NETNS
 from tools.cloud.vmsafety import vm_signs
 from tools.runtime import REPO
 
@@ -126,10 +127,12 @@ class Rotation:
     def served(self) -> dict[str, str | None]:
         """Each endpoint's served certificate fingerprint (None: no verified handshake, or no answer)."""
         log = self.cloud.out / "rotation-probe.log"
-        runs = {"": self.user.run, "memcached": endpoint_tls.memcached_client(self.cloud, self.user.state)}
+        gateway = PROXY_NETNS if self.door.proxy is not None else None
+        runs = endpoint_tls.places(self.cloud, self.user, gateway)
         places = [(runs, self.ca_file, self._internal_endpoints())]
         if self.door.laptop is not None:
-            places.append(({"": self.door.laptop.run}, self.door.laptop.ca_file, self._public_endpoints()))
+            laptop = {endpoint_tls.USER_POD: self.door.laptop.run}  # the public endpoint, from outside
+            places.append((laptop, self.door.laptop.ca_file, self._public_endpoints()))
         found: dict[str, str | None] = {}
         for where, ca, wanted in places:
             try:

@@ -22,6 +22,7 @@ from tools.cloud.capture import Capture, CaptureError
 from tools.cloud.ceph import CephStandIn, CephStartError, monitors_override
 from tools.cloud.cluster import FABRIC_NETNS, LAYOUTS, Cluster, provider_counters
 from tools.cloud.deploy import API_SERVER_PORT, Cloud, DeployFailedError, api_server_endpoint
+from tools.cloud.gateway import PROXY_NETNS
 from tools.cloud.guest import BOOTED, Guest, build_guest
 from tools.cloud.images import image_name
 from tools.cloud.isolation import check_isolation
@@ -289,12 +290,17 @@ def prove_public_access(
     return found
 
 
+def gateway_netns(door: FrontDoor) -> str | None:
+    """The gateway proxy's network, where the stack routes through one (Horizon admits only it)."""
+    return PROXY_NETNS if door.proxy is not None else None
+
+
 def prove_endpoints_tls(
-    cloud: Cloud, user: UserPod, venv: Path, ca_file: Path | None, log: Callable[[str], None]
+    cloud: Cloud, user: UserPod, venv: Path, ca_file: Path | None, log: Callable[[str], None], gateway: str | None
 ) -> dict[str, Any]:
-    """What each endpoint inside the cluster accepts, tried from the user's pod (tools/cloud/endpoint_tls.py)."""
+    """What each endpoint inside the cluster accepts, tried from where its clients are (tools/cloud/endpoint_tls.py)."""
     try:
-        runs = {"": user.run, "memcached": endpoint_tls.memcached_client(cloud, user.state)}
+        runs = endpoint_tls.places(cloud, user, gateway) if ca_file is not None else {}
         found = endpoint_tls.check(cloud, runs, venv / "bin" / "python", ca_file)
     except (LookupError, OSError, subprocess.SubprocessError) as error:
         found = {"encrypted_ok": False, "error": f"{type(error).__name__}: {error}"}
@@ -305,12 +311,18 @@ def prove_endpoints_tls(
 
 
 def internal_tls_seen(
-    cloud: Cloud, user: UserPod, venv: Path, ca_file: Path | None, wire: Capture | None, log: Callable[[str], None]
+    cloud: Cloud,
+    user: UserPod,
+    venv: Path,
+    ca_file: Path | None,
+    wire: Capture | None,
+    log: Callable[[str], None],
+    gateway: str | None = None,
 ) -> dict[str, Any]:
     """The `tls` report's part inside the cluster: what the clients sent (the capture's `encrypted`, `wire`),
     what each endpoint accepts (`endpoints`), what stays in clear and why, and `encrypted_ok` for both."""
     seen = encryption_seen(cloud, wire, log)
-    endpoints = prove_endpoints_tls(cloud, user, venv, ca_file, log)
+    endpoints = prove_endpoints_tls(cloud, user, venv, ca_file, log, gateway)
     return {
         **seen,
         "endpoints": endpoints,
@@ -491,7 +503,7 @@ def run(
             since = time.monotonic()
             report.tls = prove_public_access(door, cloud, venv.path, guest, log, ca_file)
             phase("public_access", since)
-            report.tls |= internal_tls_seen(cloud, user, venv.path, ca_file, wire, log)
+            report.tls |= internal_tls_seen(cloud, user, venv.path, ca_file, wire, log, gateway_netns(door))
             server = report.user.get("server", {})
             since = time.monotonic()
             report.tls["rotation"] = prove_rotation(door, cloud, api, user, venv.path, ca_file, server, log)
