@@ -48,9 +48,10 @@ rpc.init(CONF)  # as cinder-backup's service does; the transports connect on fir
 migration.db_sync()
 ctxt = context.RequestContext("a-user", "a-project", is_admin=True)
 volume_types.create(ctxt, CONF.default_volume_type, {"volume_backend_name": CONF.default_volume_type})  # the Job's
-volume = objects.Volume(context=ctxt, user_id=ctxt.user_id, project_id=ctxt.project_id, size=1, status="backing-up", availability_zone="nova")
+owner = {"user_id": ctxt.user_id, "project_id": ctxt.project_id, "availability_zone": "nova"}
+volume = objects.Volume(context=ctxt, size=1, status="backing-up", **owner)
 volume.create()
-backup = objects.Backup(context=ctxt, user_id=ctxt.user_id, project_id=ctxt.project_id, volume_id=volume.id, status="creating", size=1, availability_zone="nova")
+backup = objects.Backup(context=ctxt, volume_id=volume.id, status="creating", size=1, **owner)
 backup.create()
 driver = importutils.import_class(CONF.backup_driver)(context=ctxt)
 driver.check_for_setup_error()
