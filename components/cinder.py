@@ -3,7 +3,8 @@
 The default backend, LVM on a loop file exported over iSCSI (LIO), needs no prepared disk,
 so it works on a plain cluster; NFS shares and Ceph RBD (`ceph`) are the other choices, and
 `cinder.backends` may list several, each its own volume type. With `cinder.backup: ceph`,
-cinder-backup writes backups of rbd volumes to the Ceph cluster.
+cinder-backup writes backups of rbd volumes to the Ceph cluster; with `s3`, to an S3 bucket
+(cinder's S3 driver), its keys given to that one container from the user's Secret.
 
 Several backends: kolla-ansible runs one cinder-volume per storage host with every backend in
 enabled_backends; here each backend has cinder-volume pods of its own, because their needs
@@ -24,15 +25,17 @@ from components.bootstrap import TOOLBOX, admin_env, db_purge, db_sync
 from components.glance import PORT as GLANCE_PORT
 from components.inifile import render_ini
 from components.roles import CINDER_BACKUP_POD, NodePod, cinder_volume_pod
-from components.settings import CinderBackend, Settings
+from components.settings import S3_KEYS, CinderBackend, CinderBackupBucket, Settings
 from components.spec import CatalogEntry, Process, RenderContext, ServiceSpec, Step
-from components.workload import env
+from components.workload import Manifest, Mount, env
 
 CONFIG_DIR = "/etc/cinder"
 PORT = 8776
 CINDER_CONF = ("cinder.conf",)
 MANAGE = ("cinder-manage", "--config-file", f"{CONFIG_DIR}/cinder.conf")
 CELL_NEEDS = ("cinder-db-sync", "cinder-rabbit-init")
+# Where cinder-backup finds the CA of its S3 endpoint (cinder.backupS3.caSecret).
+S3_CA_FILE = f"{CONFIG_DIR}/s3-ca.crt"
 
 
 def _rbd_backend(settings: Settings) -> dict[str, object]:
@@ -70,6 +73,45 @@ def _backup(settings: Settings) -> dict[str, object]:
         "backup_ceph_stripe_count": 0,
         "restore_discard_excess_bytes": True,
     }
+
+
+def _s3_backup(settings: Settings) -> dict[str, object]:
+    """cinder's S3 backup driver (cinder/backup/drivers/s3.py) as kolla-ansible sets it (cinder.conf.j2,
+    cinder_backup_driver s3), without the keys: kolla-ansible writes backup_s3_store_access_key and
+    backup_s3_store_secret_key into cinder.conf; here they are the user's Secret's and reach the
+    cinder-backup container only, as oslo.config environment options (s3_key_env), so neither the
+    rendered config Secret nor any other pod holds them. backup_s3_verify_ssl keeps its default (True);
+    without caSecret boto3 verifies against the CAs botocore ships (cinder logs that no cert file is set).
+    """
+    s3 = settings.cinder.backup_s3
+    if settings.cinder.backup != "s3" or s3 is None:
+        return {}
+    return {
+        "backup_driver": "cinder.backup.drivers.s3.S3BackupDriver",
+        "backup_s3_endpoint_url": f"{'https' if s3.tls else 'http'}://{s3.endpoint}",
+        "backup_s3_store_bucket": s3.bucket,
+        **({"backup_s3_ca_cert_file": S3_CA_FILE} if s3.ca_secret is not None else {}),
+    }
+
+
+def s3_key_env(s3: CinderBackupBucket) -> tuple[Manifest, ...]:
+    """The S3 driver's key options from the user's Secret (secretKeyRef), and the region, which the
+    driver has no option for, as boto3 reads it (AWS_DEFAULT_REGION; unset: us-east-1)."""
+    access, secret = S3_KEYS
+    region = (env("AWS_DEFAULT_REGION", s3.region),) if s3.region else ()
+    return (
+        oslo.option_secret_env("DEFAULT", "backup_s3_store_access_key", s3.credentials, access),
+        oslo.option_secret_env("DEFAULT", "backup_s3_store_secret_key", s3.credentials, secret),
+        *region,
+    )
+
+
+def _s3_ca(s3: CinderBackupBucket) -> tuple[tuple[Manifest, ...], tuple[Mount, ...]]:
+    """The Secret whose ca.crt verifies the endpoint, mounted where backup_s3_ca_cert_file names it."""
+    if s3.ca_secret is None:
+        return (), ()
+    volume = {"name": "s3-ca", "secret": {"secretName": s3.ca_secret, "items": [{"key": "ca.crt", "path": "ca.crt"}]}}
+    return (volume,), (Mount("s3-ca", S3_CA_FILE, sub_path="ca.crt"),)
 
 
 def _backend(settings: Settings, backend: CinderBackend) -> dict[str, object]:
@@ -132,6 +174,7 @@ def render(ctx: RenderContext) -> dict[str, str]:
                 else None,
                 **oslo.ca_file(settings, "glance_ca_certificates_file"),
                 **_backup(settings),
+                **_s3_backup(settings),
             },
             "database": oslo.database(settings, "cinder", secrets["database"], "cinder"),
             "keystone_authtoken": oslo.keystone_authtoken(settings, "cinder", secrets),
@@ -168,12 +211,19 @@ NODE_NAME = {"name": "OS_DEFAULT__HOST", "valueFrom": {"fieldRef": {"fieldPath":
 
 
 def backup_process(settings: Settings) -> Process | None:
-    """cinder-backup on storage nodes (kolla-ansible runs it beside cinder-volume), with client
-    cinder-backup's keyring for the backups pool and cinder's for the volumes it reads."""
-    if settings.cinder.backup != "ceph" or settings.ceph is None:
+    """cinder-backup on storage nodes (kolla-ansible runs it beside cinder-volume), with cinder's
+    keyring for the rbd volumes it reads, and client cinder-backup's for the backups pool or the
+    S3 keys and CA for the bucket."""
+    backup, s3 = settings.cinder.backup, settings.cinder.backup_s3
+    if backup == "none" or settings.ceph is None:  # settings refuse a backup without rbd volumes
         return None
     clients = settings.ceph.clients
-    volumes, mounts = ceph.keyrings(settings.ceph, (clients.cinder_backup, clients.cinder))
+    writer = (clients.cinder_backup,) if backup == "ceph" else ()
+    volumes, mounts = ceph.keyrings(settings.ceph, (*writer, clients.cinder))
+    key_env: tuple[Manifest, ...] = ()
+    if backup == "s3" and s3 is not None:  # None only while settings are being checked: they refuse it
+        ca_volumes, ca_mounts = _s3_ca(s3)
+        volumes, mounts, key_env = (*volumes, *ca_volumes), (*mounts, *ca_mounts), s3_key_env(s3)
     return rpc_daemon(
         "cinder-backup",
         "cinder-backup",
@@ -181,7 +231,7 @@ def backup_process(settings: Settings) -> Process | None:
         (*CELL_NEEDS, *ceph.needs(settings)),
         (*CINDER_CONF, *ceph.conf_entries(settings)),
         node_pod=CINDER_BACKUP_POD,
-        env=(NODE_NAME,),
+        env=(NODE_NAME, *key_env),
         extra_volumes=volumes,
         extra_mounts=mounts,
     )

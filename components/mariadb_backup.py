@@ -18,7 +18,7 @@ import pulumi_kubernetes as k8s
 from components import kube, oslo
 from components.cron import TIME_ZONE
 from components.meta import labels, metadata
-from components.settings import BackupBucket, Settings
+from components.settings import S3_KEYS, BackupBucket, Settings
 from components.workload import resources_manifest
 
 NAME = "mariadb-backup"
@@ -26,8 +26,6 @@ NAME = "mariadb-backup"
 # (components/isolation.py): the operator gives them no label of its own (BuildBackupJob
 # takes the pod's metadata from spec.podMetadata).
 POD_LABELS = labels("mariadb", "backup")
-# mariadb-operator's S3 example Secret keys (docs/logical_backup.md).
-S3_KEYS = ("access-key-id", "secret-access-key")
 
 
 def _bucket(s3: BackupBucket) -> dict[str, Any]:

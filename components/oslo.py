@@ -11,7 +11,7 @@ from typing import Any
 
 from components import internal_tls
 from components.settings import Settings
-from components.workload import Manifest, env
+from components.workload import Manifest, env, secret_env
 
 Section = dict[str, Any]
 
@@ -128,6 +128,12 @@ def option_env(section: str, option: str, value: str) -> Manifest:
     and the command line keeps the one `--config-file` that rootwrap filters expect.
     """
     return env(f"OS_{section.upper()}__{option.upper()}", value)
+
+
+def option_secret_env(section: str, option: str, secret: str, key: str) -> Manifest:
+    """An option given as `OS_<SECTION>__<OPTION>` from a key of a Secret the user made: a credential
+    the program never holds, so no rendered file can carry it (option_env)."""
+    return secret_env(f"OS_{section.upper()}__{option.upper()}", secret, key)
 
 
 def node_address_env(*options: tuple[str, str]) -> tuple[Manifest, ...]:

@@ -245,8 +245,9 @@ CINDER_BACKUP = Role(
     image="cinder-backup",
     # cinder-backup reads a volume through os-brick's connector, and os-brick gathers every
     # connector's properties first, some through its privsep daemon (rootwrap, SYS_ADMIN):
-    # kolla-ansible runs it privileged. It backs up rbd volumes to Ceph only, through librbd and
-    # the rbd command (export-diff | import-diff), so it needs none of the host's paths or network.
+    # kolla-ansible runs it privileged. It backs up rbd volumes only, to Ceph through librbd and
+    # the rbd command (export-diff | import-diff), or to S3 reading them through librbd (os-brick's
+    # RBD connector without a kernel mapping), so it needs none of the host's paths or network.
     privileged=True,
     why="backs volumes up through os-brick, whose connector probes run in its privsep daemon",
 )

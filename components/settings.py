@@ -201,9 +201,12 @@ class Cinder(Model):
         description="each its own volume type and cinder-volume pods, the first the default type; lvm: a volume "
         "group on a loop file per storage node; nfs: nfsShares; rbd: ceph.pools.volumes",
     )
-    backup: Literal["none", "ceph"] = Field(
-        "none", description="cinder-backup and where it writes: ceph: the ceph.pools.backups pool (rbd volumes only)"
+    backup: Literal["none", "ceph", "s3"] = Field(
+        "none",
+        description="cinder-backup and where it writes (rbd volumes only): ceph: the ceph.pools.backups pool; "
+        "s3: the bucket backupS3 names",
     )
+    backup_s3: CinderBackupBucket | None = Field(None, description="with backup s3: the bucket cinder-backup writes to")
     lvm_size: ByteQuantity = "50Gi"
     nfs_shares: tuple[Text, ...] = Field((), description="'host:/export' entries for the nfs backend")
 
@@ -240,6 +243,40 @@ class Cinder(Model):
     def default_backend(self) -> CinderBackend:
         """The backend of default_volume_type: the first listed."""
         return self.backends[0]
+
+    def problems(self) -> Iterator[Problem]:
+        """What cinder's S3 backup driver cannot do with backupS3, said of the key that fixes it."""
+        s3 = self.backup_s3
+        if self.backup == "s3" and s3 is None:
+            yield problem(
+                ("cinder", "backupS3"),
+                None,
+                "backup 's3' writes to a bucket: give bucket, endpoint and credentials (the name of a Secret in the "
+                "stack's namespace with the keys access-key-id and secret-access-key)",
+            )
+        if s3 is None:
+            return
+        if self.backup != "s3":
+            yield problem(
+                ("cinder", "backupS3"),
+                s3.model_dump(by_alias=True, exclude_defaults=True),
+                f"is read only with backup 's3' (backup is {self.backup!r}): set backup: s3 or unset backupS3",
+            )
+        if s3.prefix is not None:
+            # cinder/backup/drivers/s3.py: objects are named volume_<id>/<time>/az_<zone>_backup_<id>..., no option
+            # puts them under a prefix.
+            yield problem(
+                ("cinder", "backupS3", "prefix"),
+                s3.prefix,
+                "cinder's S3 backup driver has no prefix option (it names objects volume_<id>/...): unset prefix, "
+                "and give cinder-backup a bucket of its own",
+            )
+        if s3.ca_secret is not None and not s3.tls:
+            yield problem(
+                ("cinder", "backupS3", "caSecret"),
+                s3.ca_secret,
+                "verifies the endpoint's certificate, and tls is false (http): set tls: true or unset caSecret",
+            )
 
 
 # The OVS agent's VXLAN tunnels listen in the nodes' own network namespace, where the cluster's
@@ -615,6 +652,11 @@ class BackupClaim(Model):
     storage_class: DnsSubdomain | None = Field(None, description="None: the class of storage.classes.backups")
 
 
+# The keys of an S3 credentials Secret: mariadb-operator's example Secret's (docs/logical_backup.md);
+# cinder-backup reads the same, so one Secret may serve both.
+S3_KEYS = ("access-key-id", "secret-access-key")
+
+
 class BackupBucket(Model):
     """An S3 bucket and the Secret (`credentials`, in the stack's namespace) whose keys
     access-key-id and secret-access-key the backup Job authenticates with."""
@@ -625,6 +667,18 @@ class BackupBucket(Model):
     prefix: Text | None = None
     credentials: DnsSubdomain = Field(description="the name of a Secret with access-key-id and secret-access-key")
     tls: bool = True
+
+
+class CinderBackupBucket(BackupBucket):
+    """cinder-backup's bucket: the same Secret keys as mariadb-backup's (one Secret may serve both),
+    and the CA that verifies an https endpoint; region is boto3's (AWS_DEFAULT_REGION), prefix refused
+    (Cinder.problems)."""
+
+    ca_secret: DnsSubdomain | None = Field(
+        None,
+        description="a Secret in the stack's namespace whose key ca.crt verifies the endpoint's certificate; unset: "
+        "the public CAs botocore ships",
+    )
 
 
 class BackupStorage(Model):
@@ -770,6 +824,7 @@ class Settings(Model):
 
         yield from unknown_names(self)
         yield from self.backup.problems()
+        yield from self.cinder.problems()
         yield from upgrade_settings.problems(self)
         for workload, share in MEMORY_SHARES.items():
             limit = self.resources_of(workload).limits_memory
@@ -811,11 +866,13 @@ class Settings(Model):
                 )
         if self.ceph is not None and self.ceph.rook is not None:
             yield from self._rook_problems()
-        if self.services.on("cinder") and self.cinder.backup == "ceph" and "rbd" not in self.cinder.backends:
+        backup = self.cinder.backup
+        if self.services.on("cinder") and backup != "none" and "rbd" not in self.cinder.backends:
+            # The S3 driver reads a volume through os-brick's RBD connector, librbd without a kernel mapping.
             yield problem(
                 ("cinder", "backup"),
-                "ceph",
-                f"backs up rbd volumes only (librbd on both ends); backends {list(self.cinder.backends)} volumes "
+                backup,
+                f"backs up rbd volumes only (read through librbd); backends {list(self.cinder.backends)} volumes "
                 "would have to be attached to the backup pod, which this program does not set up: add 'rbd' to "
                 "cinder.backends or use backup 'none'",
             )
