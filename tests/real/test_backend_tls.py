@@ -169,7 +169,8 @@ def front(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Front]:
         "placement-api": Server("placement-api", pair_of("nova-api-internal-tls")),  # another Service's name
         "neutron-server": Server("neutron-server", None),  # plain HTTP where its policy asks for TLS
         "cinder-api": Server("cinder-api", pair_of("cinder-api-internal-tls")),  # its policy's CA does not exist
-        "horizon": Server("horizon", None),  # no policy: plain HTTP
+        "horizon": Server("horizon", pair_of("horizon-internal-tls")),  # Horizon serves TLS as the APIs do
+        "nova-novncproxy": Server("nova-novncproxy", None),  # no policy: plain HTTP
     }
     for server in servers.values():
         threading.Thread(target=server.serve_forever, daemon=True).start()
@@ -206,7 +207,7 @@ def front(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Front]:
     ca_file = state / "internal-ca.crt"
     ca_file.write_text(issued("internal-ca-bundle").data["ca.crt"])
     hosts = {key: plan.settings.public_host(key) for key in ("keystone", "glance", "placement", "neutron",
-                                                               "cinderv3", "horizon")}  # fmt: skip
+                                                               "cinderv3", "horizon", "novncproxy")}  # fmt: skip
     try:
         with running_haproxy(config, port):
             yield Front(PublicClient(str(anchor), ("127.0.0.1", port)), hosts, servers, certs, ca_file)
@@ -251,9 +252,11 @@ def test_an_upload_passes_whole_to_a_tls_backend(front: Front) -> None:
                                                                 "received": len(body)}  # fmt: skip
 
 
-def test_a_backend_without_a_policy_gets_plain_http(front: Front) -> None:
-    status, body = front.get("horizon")
-    assert status == 200 and body == {"backend": "horizon", "tls": False}
+def test_a_backend_without_a_policy_gets_plain_http_and_horizon_gets_tls(front: Front) -> None:
+    status, body = front.get("novncproxy")
+    assert status == 200 and body == {"backend": "nova-novncproxy", "tls": False}
+    status, body = front.get("horizon")  # its policy verifies horizon.<ns>.svc.<domain> with the internal CA
+    assert status == 200 and body == {"backend": "horizon", "tls": True}
 
 
 def test_the_kubelets_https_probe_does_not_verify_the_certificate(front: Front) -> None:
@@ -277,8 +280,8 @@ def test_the_in_cluster_probe_passes_a_tls_backend_of_the_internal_ca_and_fails_
     assert judged["not_after"]  # recorded as the certificate says
     # The machine's store does not know the internal CA (the server sends its leaf only, as cert-manager's tls.crt).
     assert judged["system_trust_error"] == "unable to get local issuer certificate"
-    horizon = _endpoint("horizon", front.servers["horizon"].port)
-    plain = endpoint_tls.classify(tls_probe.probe(horizon, str(front.ca_file)))
+    console = _endpoint("nova-novncproxy", front.servers["nova-novncproxy"].port)
+    plain = endpoint_tls.classify(tls_probe.probe(console, str(front.ca_file)))
     assert not plain["ok"] and any("plain text answered in http" in f for f in plain["failed"]), plain
     foreign = tls_probe.probe(_endpoint("glance-api", front.servers["glance-api"].port), str(front.ca_file))
     assert not endpoint_tls.classify(foreign)["ok"] and foreign["verified"]["ok"] is False
