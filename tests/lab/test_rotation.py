@@ -37,6 +37,17 @@ def test_failures_before_the_renewal_are_the_clients_own_and_no_restart_excuses_
     assert judged["failed_before_renewal"] == 1 and judged["failed_outside_restarts"] == 0
 
 
+def test_a_call_in_flight_when_the_restart_began_counts_against_it() -> None:
+    # Seen in the lab: nova-api's query began 30 ms before mariadb-operator's stand-in deleted the pod and
+    # lost its connection during it (pymysql 2013). It overlapped the restart; one that ended before did not.
+    restart = Restart("mariadb-0", "x", 1020.0, 1024.0)
+    in_flight = {**_call(1019.97, ok=False), "seconds": 0.05}
+    before = {**_call(1019.0, ok=False), "seconds": 0.5}
+    judged = judge([in_flight, before], [restart], RENEWED_AT)
+    assert judged["failed_calls"] == 2 and judged["failed_outside_restarts"] == 1
+    assert restart.covers(1019.97, 1020.02) and not restart.covers(1019.0, 1019.5)
+
+
 def test_a_restart_whose_pod_never_got_ready_covers_until_now() -> None:
     unready = Restart("mariadb-0", "x", 1020.0, None)
     assert unready.covers(1020.0) and not unready.covers(1019.0)

@@ -57,6 +57,7 @@ SETTLE_SECONDS = 210.0  # Erlang's PEM cache period (120 s) after the kubelet's 
 POLL_SECONDS = 10.0
 AFTER_SECONDS = 10.0  # calls once every endpoint serves its new certificate
 RESTART_GRACE_SECONDS = 10.0  # a failure this long after a restarted pod was ready still counts against it
+# A failed call counts against a restart when it overlapped it: from the call's start to its end (judge).
 READY_TIMEOUT = 300.0
 # The Secrets of a MariaDB's spec.tls, whose hashes mariadb-operator puts on its pods.
 MARIADB_TLS_REFS = ("serverCertSecretRef", "clientCertSecretRef", "serverCASecretRef", "clientCASecretRef")
@@ -69,9 +70,11 @@ class Restart:
     started: float  # wall clock, as the clients stamp their calls
     ready_at: float | None = None
 
-    def covers(self, moment: float) -> bool:
-        end = (self.ready_at or time.time()) + RESTART_GRACE_SECONDS
-        return self.started <= moment <= end
+    def covers(self, start: float, end: float | None = None) -> bool:
+        """Whether a call from `start` to `end` overlapped the restart (a call in flight when the pod
+        went away fails because of it, though it started a moment before)."""
+        until = (self.ready_at or time.time()) + RESTART_GRACE_SECONDS
+        return start <= until and (start if end is None else end) >= self.started
 
 
 @dataclass
@@ -253,7 +256,11 @@ def judge(calls: list[dict[str, Any]], restarts: list[Restart], renewal_started:
     and which of those fell outside every restart a consumer made."""
     failed = [c for c in calls if not c.get("ok")]
     before = [c for c in calls if c["t"] < renewal_started]
-    outside = [c for c in failed if c["t"] >= renewal_started and not any(r.covers(c["t"]) for r in restarts)]
+    outside = [
+        c
+        for c in failed
+        if c["t"] >= renewal_started and not any(r.covers(c["t"], c["t"] + c.get("seconds", 0.0)) for r in restarts)
+    ]
     by_client: dict[str, dict[str, int]] = {}
     for call in calls:
         counts = by_client.setdefault(call["client"], {"calls": 0, "failed": 0})
