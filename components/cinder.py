@@ -34,8 +34,10 @@ PORT = 8776
 CINDER_CONF = ("cinder.conf",)
 MANAGE = ("cinder-manage", "--config-file", f"{CONFIG_DIR}/cinder.conf")
 CELL_NEEDS = ("cinder-db-sync", "cinder-rabbit-init")
-# Where cinder-backup finds the CA of its S3 endpoint (cinder.backupS3.caSecret).
-S3_CA_FILE = f"{CONFIG_DIR}/s3-ca.crt"
+# Where cinder-backup finds the CA of its S3 endpoint (cinder.backupS3.caSecret): a directory mount,
+# not a subPath one, so the kubelet keeps the file current when the Secret changes.
+S3_CA_DIR = f"{CONFIG_DIR}/s3-ca"
+S3_CA_FILE = f"{S3_CA_DIR}/ca.crt"
 
 
 def _rbd_backend(settings: Settings) -> dict[str, object]:
@@ -111,7 +113,7 @@ def _s3_ca(s3: CinderBackupBucket) -> tuple[tuple[Manifest, ...], tuple[Mount, .
     if s3.ca_secret is None:
         return (), ()
     volume = {"name": "s3-ca", "secret": {"secretName": s3.ca_secret, "items": [{"key": "ca.crt", "path": "ca.crt"}]}}
-    return (volume,), (Mount("s3-ca", S3_CA_FILE, sub_path="ca.crt"),)
+    return (volume,), (Mount("s3-ca", S3_CA_DIR),)
 
 
 def _backend(settings: Settings, backend: CinderBackend) -> dict[str, object]:

@@ -67,6 +67,8 @@ def local_settings(ctx: RenderContext) -> str:
 
 
 def uwsgi_ini(settings: Settings) -> str:
+    # Under internal TLS uWSGI serves HTTPS itself, as kolla-ansible's horizon role does with
+    # horizon_enable_tls_backend (tasks/config.yml: service-uwsgi-config's tls_backend, cert and key).
     tls = internal_tls.serves_tls(settings, internal_tls.DASHBOARD)
     sections = oslo.uwsgi_ini("openstack_dashboard.wsgi:application", PORT, tls=tls)
     # Django serves no static files without DEBUG: uWSGI does, from what collectstatic and

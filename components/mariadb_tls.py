@@ -24,6 +24,7 @@ its pods, so it rolls them (README, "What each consumer does when its certificat
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import pulumi
@@ -103,6 +104,17 @@ def tls_spec(settings: Settings) -> dict[str, Any]:
     if settings.ha:
         tls["galeraSSTEnabled"] = True
     return {"tls": tls}
+
+
+# The refs of spec.tls whose Secrets mariadb-operator hashes onto its pods (k8s.mariadb.com/server-cert,
+# .../ca: internal/controller/mariadb_controller_tls.go, 26.6.0): a change of any of them rolls the pods.
+SECRET_REFS = ("serverCertSecretRef", "clientCertSecretRef", "serverCASecretRef", "clientCASecretRef")
+
+
+def secrets_named(spec: Mapping[str, Any]) -> set[str]:
+    """The Secrets a MariaDB resource's spec.tls names (what, when it changes, makes the operator roll)."""
+    tls = spec.get("tls") or {}
+    return {str(tls[ref]["name"]) for ref in SECRET_REFS if (tls.get(ref) or {}).get("name")}
 
 
 def certificates_for(settings: Settings, parent: pulumi.Resource) -> None:

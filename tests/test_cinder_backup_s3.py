@@ -76,10 +76,13 @@ def test_the_region_is_boto3s_and_the_ca_is_mounted_where_the_option_names_it() 
     env = {e["name"]: e.get("value") for e in container["env"]}
     assert env["AWS_DEFAULT_REGION"] == "eu-west-1"
     ca_file = cinder_conf(plan)["DEFAULT"]["backup_s3_ca_cert_file"]
-    [mount] = [m for m in container["volumeMounts"] if m["mountPath"] == ca_file]
+    # The Secret's directory, not a subPath: a renewed CA reaches the file.
+    [mount] = [m for m in container["volumeMounts"] if ca_file.startswith(m["mountPath"] + "/")]
+    assert "subPath" not in mount
     volumes = {v["name"]: v for v in pod_template(objects(plan, "DaemonSet")["cinder-backup"])["spec"]["volumes"]}
     assert volumes[mount["name"]]["secret"]["secretName"] == "minio-ca"
-    assert {"key": "ca.crt", "path": mount["subPath"]} in volumes[mount["name"]]["secret"]["items"]
+    relative = ca_file.removeprefix(mount["mountPath"] + "/")
+    assert {"key": "ca.crt", "path": relative} in volumes[mount["name"]]["secret"]["items"]
 
 
 def test_cinder_backup_reads_rbd_volumes_as_cinder_and_needs_no_backups_pool_client() -> None:

@@ -14,11 +14,10 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
+from components import mariadb_tls
 from tools.plan_diff import PlanView, changed_paths, show, template_of
 
 MOUNTS = ("Deployment", "DaemonSet", "StatefulSet", "Job", "CronJob")
-# mariadb-operator puts the hashes of these Secrets on its pods (mariadb_controller_tls.go, 26.6.0).
-MARIADB_REFS = ("serverCertSecretRef", "clientCertSecretRef", "serverCASecretRef", "clientCASecretRef")
 MOUNTED = (
     "no restart: the kubelet rewrites the mounted files within its sync period; uWSGI reloads on tls.crt "
     "(touch-reload), memcached's readiness probe sends refresh_certs, clients read the CA per connection"
@@ -51,8 +50,7 @@ def _referenced(obj: dict[str, Any]) -> tuple[set[str], str] | None:
     spec = obj["inputs"].get("spec") or {}
     kind = obj["kind"]
     if kind == "MariaDB":
-        tls = spec.get("tls") or {}
-        return {str((tls.get(ref) or {})["name"]) for ref in MARIADB_REFS if (tls.get(ref) or {}).get("name")}, MARIADB
+        return mariadb_tls.secrets_named(spec), MARIADB
     if kind == "RabbitmqCluster":
         tls = spec.get("tls") or {}
         return {str(tls[key]) for key in ("secretName", "caSecretName") if tls.get(key)}, RABBITMQ

@@ -66,6 +66,13 @@ def _outcome(name: str, call: Callable[[], int]) -> dict[str, Any]:
 
 def one_round(server: str) -> list[dict[str, Any]]:
     sess = _session()
+    try:
+        return _calls(sess, server)
+    finally:
+        sess.session.close()  # the round's connections end with it: the next round's handshakes are new
+
+
+def _calls(sess: session.Session, server: str) -> list[dict[str, Any]]:
     where = {"interface": os.environ.get("OS_INTERFACE", "public"), "region_name": os.environ.get("OS_REGION_NAME")}
     results = [_outcome("token", lambda: 200 if sess.get_token() else 401)]
     if not results[0]["ok"]:
@@ -79,7 +86,6 @@ def one_round(server: str) -> list[dict[str, Any]]:
             return int(answer.status_code)
 
         results.append(_outcome(name, call))
-    sess.session.close()
     return results
 
 

@@ -31,7 +31,7 @@ from components.gateway_settings import ENVOY_PROXY_LABELS
 from components.oslo import KEYSTONE, public_url
 from components.public_routes import public_routes
 from tools.cloud.backendtls import BackendTlsPolicies
-from tools.cloud.certmanager import CertManager
+from tools.cloud.certmanager import CertManager, Issued
 from tools.cloud.gateway import LOAD_BALANCER_ADDRESS, PROXY_NETNS, GatewayProxy
 from tools.cloud.gatewayapi import Backend, Gateway, Programmed, owners_gateway, plan_gateway, program
 from tools.cloud.isolation import connects
@@ -97,6 +97,16 @@ class FrontDoor:
             log(f"cert-manager (stand-in): {problem}")
         return door
 
+    def renew(self, api: LabApiServer, namespace: str, certificate: str) -> Issued:
+        """cert-manager renewing one Certificate: its new Secret in the API server, and in the cloud's pods
+        after the kubelet's sync (Cloud.api_update_secret), as issue() put the first one there."""
+        issued = self.certs.renew(namespace, certificate)
+        api.add_secret(namespace, issued.manifest())
+        if namespace == self.cloud.plan.settings.namespace:
+            self.cloud.api_update_secret(namespace, issued.name, issued.data)
+        self.log(f"cert-manager (stand-in): renewed Certificate {namespace}/{certificate} into Secret {issued.name}")
+        return issued
+
     def stand_ins(self) -> list[dict[str, str]]:
         """What plays the cluster's parts here, for the report's not_run."""
         found = [{"what": "cert-manager", "why": "a stand-in issues each Certificate into its Secret as cert-manager "
@@ -121,7 +131,7 @@ class FrontDoor:
                                    (settings.namespace, PUBLIC_TLS))  # fmt: skip
         return found
 
-    def _secret(self, namespace: str, name: str) -> Mapping[str, str]:
+    def secret_data(self, namespace: str, name: str) -> Mapping[str, str]:
         if (namespace, name) in self.certs.secrets:
             return self.certs.secrets[(namespace, name)].data
         if namespace == self.cloud.plan.settings.namespace and ("Secret", name) in self.cloud.objects:
@@ -132,7 +142,7 @@ class FrontDoor:
         """A Secret's or ConfigMap's data as the cluster has it now; None where it does not exist."""
         if kind == "Secret":
             try:
-                return self._secret(namespace, name)
+                return self.secret_data(namespace, name)
             except LookupError:
                 return None
         if namespace == self.cloud.plan.settings.namespace:
@@ -172,7 +182,7 @@ class FrontDoor:
         state = self.cloud.cluster.state / "gateway"
         log_file = self.cloud.out / "logs" / "gateway" / "haproxy.log"
         self.proxy = GatewayProxy(programmed, node, state, log_file, proxies.namespace, labels)
-        self.proxy.write(self._secret, self._address)
+        self.proxy.write(self.secret_data, self._address)
         self.proxy.start()
         self.cloud.network_policies.add(self.proxy.pod_address())
         self.log(f"gateway (stand-in): {self.proxy.pod_name} at {LOAD_BALANCER_ADDRESS}, "
@@ -201,7 +211,7 @@ class FrontDoor:
         listener = self.proxy.programmed.listeners[0]
         namespace, name = listener.certificates[0]
         issued = self.certs.secrets.get((namespace, name))
-        anchor = issued.trust_anchor if issued else self._secret(namespace, name).get("ca.crt", "")
+        anchor = issued.trust_anchor if issued else self.secret_data(namespace, name).get("ca.crt", "")
         self.laptop = Laptop(self.cloud.cluster.state / "laptop", dict.fromkeys(hosts.values(), self.proxy.address),
                              anchor, self.proxy.address, self.proxy.node.ip)  # fmt: skip
         self.laptop.start()

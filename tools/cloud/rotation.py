@@ -38,10 +38,10 @@ from typing import TYPE_CHECKING, Any
 
 from cryptography.hazmat.primitives import hashes
 
+from components import mariadb_tls
 from components.oslo import KEYSTONE, public_url
 from components.public_routes import public_routes
 from tools.cloud import endpoint_tls
-from tools.cloud.deploy import KUBELET_SYNC_SECONDS
 from tools.cloud.gateway import PROXY_NETNS
 from tools.cloud.vmsafety import vm_signs
 from tools.runtime import REPO
@@ -59,8 +59,6 @@ AFTER_SECONDS = 10.0  # calls once every endpoint serves its new certificate
 RESTART_GRACE_SECONDS = 10.0  # a failure this long after a restarted pod was ready still counts against it
 # A failed call counts against a restart when it overlapped it: from the call's start to its end (judge).
 READY_TIMEOUT = 300.0
-# The Secrets of a MariaDB's spec.tls, whose hashes mariadb-operator puts on its pods.
-MARIADB_TLS_REFS = ("serverCertSecretRef", "clientCertSecretRef", "serverCASecretRef", "clientCASecretRef")
 
 
 @dataclass
@@ -176,11 +174,10 @@ class Rotation:
 
     # -- the renewal and what the operators do -------------------------------------------------------
 
-    def renew_all(self) -> tuple[dict[str, str], dict[str, str]]:
-        """Every Certificate that is no CA renewed, its Secret published; returns renewed {namespace/name:
-        leaf fingerprint} and what was not renewed, with why."""
-        renewed, skipped = {}, {}
-        namespace = self.cloud.plan.settings.namespace
+    def renew_all(self) -> tuple[dict[str, str], set[tuple[str, str]], dict[str, str]]:
+        """Every Certificate that is no CA renewed and published (FrontDoor.renew); returns {namespace/name:
+        its new leaf's fingerprint}, the (namespace, Secret) renewed, and what was not renewed, with why."""
+        renewed, secrets, skipped = {}, set(), {}
         for certificate in self.door.certs.certificates:
             meta, spec = certificate["metadata"], certificate["spec"]
             key = f"{meta['namespace']}/{meta['name']}"
@@ -188,31 +185,27 @@ class Rotation:
                 skipped[key] = ("a CA: renewing it replaces the root every bundle trusts at once, with no overlap of "
                                 "old and new (open: CA rotation)")  # fmt: skip
                 continue
-            issued = self.door.certs.renew(meta["namespace"], meta["name"])
-            self.api.add_secret(meta["namespace"], issued.manifest())
-            if meta["namespace"] == namespace:
-                self.cloud.api_update_secret(namespace, issued.name, issued.data)
+            issued = self.door.renew(self.api, meta["namespace"], meta["name"])
             renewed[key] = fingerprint_of(issued.chain[0])
-            self.log(f"cert-manager (stand-in): renewed Certificate {key} into Secret {issued.name}")
-        return renewed, skipped
+            secrets.add((meta["namespace"], issued.name))
+        return renewed, secrets, skipped
 
     def gateway_takes_its_certificate(self, secrets: set[tuple[str, str]]) -> list[str]:
         if self.door.proxy is None:
             return []
-        swapped = self.door.proxy.renew(self.door._secret, secrets)
+        swapped = self.door.proxy.renew(self.door.secret_data, secrets)
         self.log(f"gateway (stand-in): listeners {swapped} took their renewed certificate hot (Envoy's SDS)")
         return swapped
 
     def mariadb_operator_restarts(self, secrets: set[str]) -> None:
-        """mariadb-operator hashes the Secrets of spec.tls into its pods' annotations, so a renewal of any
-        of them replaces its pods, replicas first and the primary last (ReplicasFirstPrimaryLast)."""
+        """mariadb-operator watches the Secrets of spec.tls and hashes them into its pods' annotations, so a
+        renewal of any of them replaces its pods at once, replicas first and the primary last
+        (ReplicasFirstPrimaryLast); the new pods mount the renewed Secrets."""
         for workload in [w for w in self.cloud.workloads.values() if w.kind == "MariaDB"]:
             resource = self.cloud.plan.by_name(workload.name, "MariaDB").revealed
-            names = {(resource["spec"].get("tls") or {}).get(ref, {}).get("name") for ref in MARIADB_TLS_REFS}
-            touched = sorted(secrets & {n for n in names if n})
+            touched = sorted(secrets & mariadb_tls.secrets_named(resource["spec"]))
             if not touched:
                 continue
-            time.sleep(KUBELET_SYNC_SECONDS)  # the operator reconciles once the watched Secrets changed
             for pod in sorted(workload.pods, key=lambda p: p.plan.index, reverse=True):  # the primary (0) last
                 restart = Restart(pod.plan.name, f"mariadb-operator: Secrets {touched} renewed", time.time())
                 self.restarts.append(restart)
@@ -242,13 +235,6 @@ class Rotation:
             if all(v is not None for v in took.values()) or time.monotonic() - started > SETTLE_SECONDS:
                 return served, took
             time.sleep(POLL_SECONDS)
-
-
-def _endpoint_host(rotation: Rotation, name: str) -> str:
-    for endpoint in [*rotation._internal_endpoints(), *rotation._public_endpoints()]:
-        if endpoint["name"] == name:
-            return str(endpoint["host"])
-    raise KeyError(name)
 
 
 def judge(calls: list[dict[str, Any]], restarts: list[Restart], renewal_started: float) -> dict[str, Any]:
@@ -297,23 +283,21 @@ def prove(
     rotation = Rotation(door, cloud, api, user, python, ca_file, log)
     host, instance, server_id = server["host"], server["instance_name"], server["id"]
     pid_before, alive_before = vm_signs(cloud, host, instance, server_id)
+    # Each endpoint and the Certificate it presents (the one whose names include its host).
+    hosts = {e["name"]: e["host"] for e in [*rotation._internal_endpoints(), *rotation._public_endpoints()]}
+    presents = {name: rotation._certificate_of(host) for name, host in hosts.items()}
     before = rotation.served()
     clients = rotation.start_clients(admin, server_id)
     calls: list[dict[str, Any]] = []
     try:
         time.sleep(BASELINE_SECONDS)
         renewal_started, renewed_at = time.time(), time.monotonic()
-        renewed, skipped = rotation.renew_all()
-        secrets = _secret_names(door, renewed)
+        renewed, secrets, skipped = rotation.renew_all()
         swapped = rotation.gateway_takes_its_certificate(secrets)
         rotation.mariadb_operator_restarts(
             {name for namespace, name in secrets if namespace == cloud.plan.settings.namespace}
         )
-        expected = {}
-        for name in before:
-            certificate = rotation._certificate_of(_endpoint_host(rotation, name))
-            if certificate in renewed:
-                expected[name] = renewed[certificate]
+        expected = {name: renewed[c] for name, c in presents.items() if c in renewed}
         served, took = rotation.settle(expected, renewed_at)
         time.sleep(AFTER_SECONDS)
     finally:
@@ -322,7 +306,7 @@ def prove(
     pid_after, alive_after = vm_signs(cloud, host, instance, server_id)
     vm_survived = pid_before is not None and pid_after == pid_before and alive_after > alive_before
     endpoints = {
-        name: {"certificate": rotation._certificate_of(_endpoint_host(rotation, name)),
+        name: {"certificate": presents.get(name),
                "before": (before.get(name) or "")[:16], "after": (served.get(name) or "")[:16],
                "renewed_served": took.get(name) is not None if name in expected else None,
                "seconds": took.get(name)}
@@ -364,13 +348,3 @@ def prove(
             "alive_lines_after": alive_after,
         },
     }
-
-
-def _secret_names(door: FrontDoor, renewed: Mapping[str, str]) -> set[tuple[str, str]]:
-    """(namespace, Secret) of each renewed Certificate."""
-    found = set()
-    for certificate in door.certs.certificates:
-        meta = certificate["metadata"]
-        if f"{meta['namespace']}/{meta['name']}" in renewed:
-            found.add((meta["namespace"], certificate["spec"]["secretName"]))
-    return found
