@@ -46,8 +46,15 @@ def parent_ref(settings: Settings, gateway: Gateway) -> dict[str, str]:
 
 
 def route_spec(route: PublicRoute, parent: dict[str, str]) -> dict[str, Any]:
-    """Every path of the host to the backend. No timeouts here: the implementation's defaults hold
-    (Glance uploads and console websockets outlast short ones: phase 2 of issue 20 measures them)."""
+    """Every path of the host to the backend, with how long the gateway waits for its answer.
+
+    Without `timeouts.request` the implementation's default holds, and Envoy's is 15 s: an API
+    call that waits on a busy database or on an API reloading its renewed certificate (uWSGI's
+    graceful reload, components/oslo.py) gets a 504 from the gateway while the API would still
+    answer. The routes take kolla-ansible's haproxy timeouts instead: 1 min for an API
+    (haproxy_server_timeout), 6 h for Glance's image data. A console's websocket is bounded only
+    until the upgrade's answer (Envoy applies route timeouts to the upgrade request alone), then
+    by the stream's idle timeout, which Envoy Gateway keeps at 1 h or the request timeout if longer."""
     return {
         "parentRefs": [parent],
         "hostnames": [route.hostname],
@@ -55,6 +62,7 @@ def route_spec(route: PublicRoute, parent: dict[str, str]) -> dict[str, Any]:
             {
                 "matches": [{"path": {"type": "PathPrefix", "value": "/"}}],
                 "backendRefs": [{"group": "", "kind": "Service", "name": route.backend, "port": route.port}],
+                "timeouts": {"request": route.request_timeout},
             }
         ],
     }

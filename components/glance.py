@@ -12,6 +12,7 @@ from components.workload import env
 
 CONFIG_DIR = "/etc/glance"
 PORT = 9292
+UPLOAD_TIMEOUT = "6h"  # the gateway's wait for an image upload or download (HTTPRoute timeouts.request)
 IMAGES = "/var/lib/glance/images"
 MANAGE = ("glance-manage", "--config-file", f"{CONFIG_DIR}/glance-api.conf")
 # Image data arrives as a chunked body (Nova's snapshots, glanceclient's uploads); kolla-ansible gives
@@ -146,7 +147,9 @@ def glance(settings: Settings) -> ServiceSpec:
         name="glance",
         config_dir=CONFIG_DIR,
         render=render,
-        catalog=(CatalogEntry("image", "glance", "glance-api", PORT),),
+        # An image upload or download streams through the gateway for as long as the image takes:
+        # kolla-ansible gives Glance's haproxy backend 6 h (haproxy_glance_api_server_timeout).
+        catalog=(CatalogEntry("image", "glance", "glance-api", PORT, request_timeout=UPLOAD_TIMEOUT),),
         steps=(
             db_sync(
                 "glance",

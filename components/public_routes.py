@@ -26,6 +26,7 @@ class PublicRoute:
     port: int
     pods: dict[str, str]  # the labels the backend's Service selects its pods by
     gateway_only: bool  # nothing in the cloud calls it: only the gateway's pods need to reach it
+    request_timeout: str  # how long the gateway waits for the backend's answer (a GEP-2257 duration)
 
     @property
     def route_name(self) -> str:
@@ -49,10 +50,12 @@ def _routes(settings: Settings, spec: ServiceSpec) -> Iterator[PublicRoute]:
             host.port,
             _pods(spec, host.process),
             host.gateway_only,
+            host.request_timeout,
         )
     for entry in spec.catalog:
         hostname = settings.public_host(entry.catalog_name)
-        yield PublicRoute(entry.catalog_name, hostname, entry.process, entry.port, _pods(spec, entry.process), False)
+        pods = _pods(spec, entry.process)
+        yield PublicRoute(entry.catalog_name, hostname, entry.process, entry.port, pods, False, entry.request_timeout)
 
 
 def public_routes(settings: Settings) -> tuple[PublicRoute, ...]:

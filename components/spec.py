@@ -26,6 +26,8 @@ class CatalogEntry:
     port: int
     path: str = ""  # appended to every endpoint URL, e.g. "/v2.1"
     admin: bool = False  # also register an admin endpoint (only where the service still uses it)
+    # How long the gateway waits for the API's answer (HTTPRoute timeouts.request, a GEP-2257 duration).
+    request_timeout: str = "60s"
 
 
 # The scripts' Kubernetes API client (components/scripts/kube_api.py): a script that imports it
@@ -44,6 +46,8 @@ class PublicHost:
     # Reached by users only, through the gateway (a dashboard, a console): nothing in the cloud
     # calls it, so its NetworkPolicy admits the gateway's pods alone (components/isolation.py).
     gateway_only: bool = False
+    # How long the gateway waits for its answer (for a websocket, for the upgrade's answer only).
+    request_timeout: str = "60s"
 
 
 @dataclass(frozen=True)

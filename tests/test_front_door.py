@@ -98,6 +98,17 @@ def test_every_advertised_host_has_a_route_to_the_service_behind_it(stack_plan: 
         _check_against_the_crd(route)
 
 
+def test_every_route_waits_as_kolla_ansibles_haproxy_does_not_envoys_15_s(stack_plan: Plan) -> None:
+    """An API gets a minute (haproxy_server_timeout), Glance's image data six hours
+    (haproxy_glance_api_server_timeout); Envoy's default 15 s would cut them short with a 504."""
+    waits = {
+        route.inputs["spec"]["rules"][0]["backendRefs"][0]["name"]: route.inputs["spec"]["rules"][0]["timeouts"]
+        for route in objects(stack_plan, "HTTPRoute").values()
+    }
+    assert waits.pop("glance-api") == {"request": "6h"}
+    assert waits and all(timeouts == {"request": "60s"} for timeouts in waits.values()), waits
+
+
 def test_the_certificate_names_exactly_the_routed_hosts(stack_plan: Plan) -> None:
     hosts = {h for route in objects(stack_plan, "HTTPRoute").values() for h in route.inputs["spec"]["hostnames"]}
     certificate = stack_plan.by_name("public-tls", "Certificate")

@@ -98,7 +98,7 @@ def test_haproxy_terminates_tls_on_envoys_port_and_routes_each_host_to_its_servi
     keystone = next(line.split()[1] for line in config.splitlines() if "-m str keystone.cloud.example.com" in line)
     assert f"    use_backend route-openstack-keystone-route-0 if {keystone}" in config
     backend = config.split("backend route-openstack-keystone-route-0\n", 1)[1].split("\n\n", 1)[0]
-    assert backend == "    server keystone-api-0 10.96.1.5:5000 weight 1"
+    assert backend.splitlines()[-1] == "    server keystone-api-0 10.96.1.5:5000 weight 1"
     assert "    server nova-novncproxy-0 10.96.1.7:6080 weight 1" in config
     # No route for the host: Envoy's 404.
     assert "    default_backend no-route" in config
@@ -114,6 +114,50 @@ def test_haproxy_adds_envoys_edge_headers_and_timeouts_only() -> None:
     assert "    timeout tunnel 1h" in config  # the console's websocket, once upgraded
     # The host header's port is no part of the match.
     assert "    http-request set-var(txn.host) req.hdr(host),field(1,:),lower" in config
+
+
+def _backend(config: str, name: str) -> list[str]:
+    return config.split(f"backend {name}\n", 1)[1].split("\n\n", 1)[0].splitlines()
+
+
+def test_a_routes_request_timeout_replaces_envoys_15_s_and_raises_the_idle_hour_where_longer() -> None:
+    config = _config()
+    # The plan's routes: kolla-ansible's 1 min for an API, 6 h for Glance's image data.
+    assert _backend(config, "route-openstack-keystone-route-0")[:2] == [
+        "    timeout server 60000ms", "    timeout tunnel 3600000ms"]  # fmt: skip
+    assert _backend(config, "route-openstack-glance-route-0")[:2] == [
+        "    timeout server 21600000ms", "    timeout tunnel 21600000ms"]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("timeouts", "server", "problem"),
+    [
+        ({}, None, None),  # Envoy's default: the defaults section's 15 s
+        ({"request": "1h30m"}, "    timeout server 5400000ms", None),
+        ({"request": "250ms"}, "    timeout server 250ms", None),
+        ({"request": "0s"}, "    timeout server 24d", None),  # no timeout
+        ({"request": "90"}, None, "timeouts.request '90' is no Gateway API duration"),
+        ({"request": "1d"}, None, "timeouts.request '1d' is no Gateway API duration"),
+        (
+            {"request": "10s", "backendRequest": "5s"},
+            "    timeout server 10000ms",
+            "['backendRequest'] not implemented",
+        ),
+    ],
+)
+def test_a_routes_timeouts_as_the_lab_gateway_takes_them(
+    timeouts: dict[str, str], server: str | None, problem: str | None
+) -> None:
+    route = _objects("prod", ROUTE)[0]
+    route["spec"]["rules"][0]["timeouts"] = timeouts
+    programmed = program(_cluster_gateway("prod"), [route], _objects("prod", GRANT))
+    if problem is None:
+        assert programmed.problems == []
+    else:
+        assert len(programmed.problems) == 1 and problem in programmed.problems[0], programmed.problems
+    config = haproxy_config(programmed, lambda b: "10.96.1.5", {"https": Path("/s/https.pem")})
+    lines = _backend(config, f"route-openstack-{route['metadata']['name']}-0")
+    assert [line for line in lines if line.startswith("    timeout server")] == ([server] if server else [])
 
 
 def test_paths_are_matched_exact_first_then_the_longest_prefix() -> None:
@@ -141,4 +185,4 @@ def test_a_service_without_an_address_gets_500() -> None:
         return None
 
     config = haproxy_config(programmed, address, {"https": Path("/s/https.pem")})
-    assert "backend route-openstack-cinderv3-route-0\n    http-request return status 500" in config
+    assert _backend(config, "route-openstack-cinderv3-route-0")[-1] == "    http-request return status 500"

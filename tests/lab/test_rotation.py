@@ -12,8 +12,11 @@ from tools.cloud.rotation import Restart, judge
 RENEWED_AT = 1000.0
 
 
-def _call(t: float, ok: bool = True, client: str = "laptop", call: str = "image list") -> dict[str, Any]:
-    return {"t": t, "ok": ok, "client": client, "call": call, "status": 200 if ok else 503, "error": "" if ok else "x"}
+def _call(
+    t: float, ok: bool = True, client: str = "laptop", call: str = "image list", seconds: float = 0.1
+) -> dict[str, Any]:
+    return {"t": t, "ok": ok, "client": client, "call": call, "status": 200 if ok else 503, "error": "" if ok else "x",
+            "seconds": seconds}  # fmt: skip
 
 
 def test_every_call_counts_and_failures_during_a_restart_are_told_apart() -> None:
@@ -23,12 +26,13 @@ def test_every_call_counts_and_failures_during_a_restart_are_told_apart() -> Non
         _call(1021.0, ok=False),  # while MariaDB restarts
         _call(1035.0 + rotation.RESTART_GRACE_SECONDS - 1, ok=False, client="user-pod"),  # reconnecting after it
         _call(1060.0, ok=False, call="console url"),  # nothing restarted then: the renewal broke something
-        _call(1070.0),
+        _call(1070.0, seconds=21.5),  # slow (an API reloading), not failed
     ]  # fmt: skip
     judged = judge(calls, [restart], RENEWED_AT)
     assert judged["calls"] == 6 and judged["calls_before_renewal"] == 2 and judged["failed_before_renewal"] == 0
     assert judged["failed_calls"] == 3 and judged["failed_outside_restarts"] == 1
-    assert judged["by_client"] == {"laptop": {"calls": 4, "failed": 2}, "user-pod": {"calls": 2, "failed": 1}}
+    assert judged["by_client"] == {"laptop": {"calls": 4, "failed": 2, "slowest_seconds": 21.5},
+                                   "user-pod": {"calls": 2, "failed": 1, "slowest_seconds": 0.1}}  # fmt: skip
     assert [f["call"] for f in judged["failures"]] == ["image list", "image list", "console url"]
 
 
@@ -59,9 +63,10 @@ def test_the_summary_line_names_what_was_not_served_and_the_restarts() -> None:
                                  "openstack/public-tls": True},
         "calls": 120, "failed_calls": 4, "failed_outside_restarts": 0,
         "restarted": {"mariadb-0": {"why": "x", "seconds": 14.2}}, "vm_survived": True,
+        "by_client": {"laptop": {"calls": 60, "failed": 4, "slowest_seconds": 21.5}},
     })  # fmt: skip
     assert line == (
         "ok False, 3 renewed, not served ['openstack/rabbitmq-internal-tls'], calls 120, failed 4 (0 outside the "
-        "restarts ['mariadb-0']), VM survived True"
+        "restarts ['mariadb-0']), slowest call {'laptop': 21.5} s, VM survived True"
     )
     assert _rotation_line({"not_run": "plain text"}) == "not run (plain text)"

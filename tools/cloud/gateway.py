@@ -11,7 +11,8 @@ listener's scheme (a client's own value replaced) and the client's address appen
 `X-Forwarded-For`; Envoy adds no X-Forwarded-Host or -Port, so neither does this proxy, and the
 services must build their links from the Host and the scheme, as behind Envoy. An `Upgrade:
 websocket` request (the console) becomes a tunnel. Timeouts are Envoy's defaults: 10 s to connect
-to a backend, 15 s for its answer (the route timeout), an hour idle for a connection or a tunnel.
+to a backend, 15 s for its answer (the route timeout), an hour idle for a connection or a tunnel;
+a route's `timeouts.request` replaces the 15 s, and the tunnel's hour where it is longer.
 A backend a BackendTLSPolicy targets (tools/cloud/backendtls.py) is spoken to over TLS as Envoy
 speaks to it: TLS 1.2 or 1.3, the policy's hostname as SNI and as the name its certificate must
 carry, the policy's CA certificates as the only trust, verification required; a backend whose
@@ -35,7 +36,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tools.cloud.gatewayapi import AttachedRoute, Backend, Listener, Programmed
+from tools.cloud.gatewayapi import AttachedRoute, Backend, Listener, Programmed, Rule, duration_seconds
 from tools.cloud.netpol import PodAddress
 from tools.cloud.node import Node, run
 
@@ -57,6 +58,8 @@ TIMEOUTS = (
     ("http-request", "5m"),
     ("tunnel", "1h"),  # an upgraded (websocket) connection, idle
 )
+IDLE_SECONDS = 3600.0
+UNLIMITED = "24d"  # haproxy's timeouts stop short of 2^31 ms: a route's "0s" (no timeout) as near as it gets
 
 
 def container_port(port: int) -> int:
@@ -136,10 +139,23 @@ def haproxy_config(
                     lines.append(f"    use_backend {backend} if {path_acl}")
                 else:
                     lines.append(f"    default_backend {backend}")
-                backends += ["", f"backend {backend}", *_servers(rule.backends, address, ca_files or {})]
+                servers = _servers(rule.backends, address, ca_files or {})
+                backends += ["", f"backend {backend}", *_timeouts(rule), *servers]
         lines.append("    default_backend no-route")
     backends += ["", "backend no-route", "    http-request return status 404"]  # no route's host: Envoy's 404
     return "\n".join(lines + backends) + "\n"
+
+
+def _timeouts(rule: Rule) -> list[str]:
+    """A route's `timeouts.request` as Envoy Gateway programs it: the route timeout (0: none), and the
+    stream's idle timeout raised to it when it is longer than the hour (0: none either)."""
+    if rule.request_timeout is None:
+        return []  # the defaults' 15 s route timeout
+    seconds = duration_seconds(rule.request_timeout)
+    assert seconds is not None, rule  # gatewayapi.program refuses what is no duration
+    limit = f"{int(seconds * 1000)}ms" if seconds else UNLIMITED
+    idle = f"{int(max(seconds, IDLE_SECONDS) * 1000)}ms" if seconds else UNLIMITED
+    return [f"    timeout server {limit}", f"    timeout tunnel {idle}"]
 
 
 def _servers(

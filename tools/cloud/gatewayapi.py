@@ -17,6 +17,7 @@ passthrough) is a problem, not silently ignored.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -26,8 +27,12 @@ from tools.cloud.backendtls import BackendTls, BackendTlsPolicies, no_policies
 Manifest = dict[str, Any]
 GROUP = "gateway.networking.k8s.io"
 NAMESPACE_NAME = "kubernetes.io/metadata.name"
-RULE_FIELDS = {"matches", "backendRefs", "name"}
+RULE_FIELDS = {"matches", "backendRefs", "name", "timeouts"}
+TIMEOUT_FIELDS = {"request"}
 MATCH_FIELDS = {"path"}
+DURATION = re.compile(r"([0-9]{1,5}(h|m|s|ms)){1,4}")  # GEP-2257's pattern, as the CRD validates it
+DURATION_PART = re.compile(r"([0-9]{1,5})(ms|h|m|s)")
+DURATION_UNITS = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 0.001}
 
 
 @dataclass(frozen=True)
@@ -65,6 +70,7 @@ class Rule:
     path_type: str  # PathPrefix or Exact
     path: str
     backends: tuple[Backend, ...]
+    request_timeout: str | None = None  # timeouts.request (a GEP-2257 duration); None: the implementation's
 
 
 @dataclass(frozen=True)
@@ -204,8 +210,29 @@ def _rules(
                                 "implemented by the lab's gateway")  # fmt: skip
                 continue
             path = match.get("path") or {"type": "PathPrefix", "value": "/"}
-            found.append(Rule(path.get("type", "PathPrefix"), path.get("value", "/"), tuple(backends)))
+            request_timeout = _request_timeout(meta["name"], rule.get("timeouts") or {}, problems)
+            found.append(Rule(path.get("type", "PathPrefix"), path.get("value", "/"), tuple(backends), request_timeout))
     return tuple(found)
+
+
+def _request_timeout(route: str, timeouts: Mapping[str, str], problems: list[str]) -> str | None:
+    if set(timeouts) - TIMEOUT_FIELDS:
+        problems.append(f"HTTPRoute {route}: timeouts {sorted(set(timeouts) - TIMEOUT_FIELDS)} not implemented by "
+                        "the lab's gateway")  # fmt: skip
+    request = timeouts.get("request")
+    if request is not None and duration_seconds(request) is None:
+        problems.append(f"HTTPRoute {route}: timeouts.request {request!r} is no Gateway API duration (GEP-2257)")
+        return None
+    return request
+
+
+def duration_seconds(duration: str) -> float | None:
+    """A Gateway API duration (GEP-2257: up to four number-unit pairs of h, m, s, ms, e.g. 1h30m) in
+    seconds; None when it is none."""
+    match = DURATION.fullmatch(duration)
+    if match is None:
+        return None
+    return sum(int(number) * DURATION_UNITS[unit] for number, unit in DURATION_PART.findall(duration))
 
 
 def program(

@@ -273,7 +273,9 @@ def _rotation_line(found: dict[str, Any]) -> str:
     return (
         f"ok {found.get('ok')}, {len(renewed)} renewed, not served {not_served}, calls {found.get('calls')}, "
         f"failed {found.get('failed_calls')} ({found.get('failed_outside_restarts')} outside the restarts "
-        f"{sorted(found.get('restarted') or {})}), VM survived {found.get('vm_survived')}"
+        f"{sorted(found.get('restarted') or {})}), slowest call "
+        f"{ {who: c.get('slowest_seconds') for who, c in (found.get('by_client') or {}).items()} } s, "
+        f"VM survived {found.get('vm_survived')}"
     )
 
 

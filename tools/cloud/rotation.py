@@ -247,11 +247,12 @@ def judge(calls: list[dict[str, Any]], restarts: list[Restart], renewal_started:
         for c in failed
         if c["t"] >= renewal_started and not any(r.covers(c["t"], c["t"] + c.get("seconds", 0.0)) for r in restarts)
     ]
-    by_client: dict[str, dict[str, int]] = {}
+    by_client: dict[str, dict[str, Any]] = {}
     for call in calls:
-        counts = by_client.setdefault(call["client"], {"calls": 0, "failed": 0})
+        counts = by_client.setdefault(call["client"], {"calls": 0, "failed": 0, "slowest_seconds": 0.0})
         counts["calls"] += 1
         counts["failed"] += 0 if call.get("ok") else 1
+        counts["slowest_seconds"] = max(counts["slowest_seconds"], call.get("seconds", 0.0))
     return {
         "calls": len(calls),
         "calls_before_renewal": len(before),
