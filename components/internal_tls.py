@@ -59,16 +59,22 @@ ALL_APIS = frozenset(api for entry in catalog.SERVICES for api in entry.apis)
 # Horizon too: the gateway hands it users' passwords and session cookies, which must not cross the
 # cluster's network in clear (its uWSGI serves HTTPS as the APIs' do).
 DASHBOARD = "horizon"
-ALL_HTTPS = ALL_APIS | {DASHBOARD}
+# And Nova's console proxy: the gateway hands it the console token in the websocket's URL and then
+# the console's keystrokes. websockify wraps every new connection with the certificate and key as
+# the files hold them then (nova.conf [DEFAULT] ssl_only, cert, key), so a renewal needs no restart.
+CONSOLE_PROXY = "nova-novncproxy"
+ALL_HTTPS = ALL_APIS | {DASHBOARD, CONSOLE_PROXY}
 
 
 def https_servers(settings: Settings) -> tuple[str, ...]:
-    """The HTTP workloads that serve HTTPS under internal TLS: the deployed APIs, and Horizon."""
-    return (*apis(settings), *((DASHBOARD,) if settings.services.on(DASHBOARD) else ()))
+    """The HTTP workloads that serve HTTPS under internal TLS: the deployed APIs, Horizon and the console proxy."""
+    also = (DASHBOARD,) if settings.services.on(DASHBOARD) else ()
+    return (*apis(settings), *also, *((CONSOLE_PROXY,) if settings.services.on("nova") else ()))
 
 
 def serves_tls(settings: Settings, process: str) -> bool:
-    """Whether this process serves HTTPS inside the cluster: an API's or Horizon's, where tls.internal names a CA."""
+    """Whether this process serves HTTPS inside the cluster: an API, Horizon or the console proxy, where
+    tls.internal names a CA."""
     return settings.tls.internal_enabled and process in ALL_HTTPS
 
 

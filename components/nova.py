@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from components import oslo
+from components import internal_tls, oslo
 from components.api import registered_api_needs, rpc_daemon, uwsgi_file, wsgi_api
 from components.compute_pods import compute_daemonsets
 from components.inifile import render_ini
@@ -31,9 +31,13 @@ def nova_sections(ctx: RenderContext) -> dict[str, dict]:
     """The nova.conf every Nova process shares; compute node groups add to it."""
     settings, secrets = ctx.settings, ctx.secrets
     password = secrets["keystone"]
+    console_tls = internal_tls.serves_tls(settings, internal_tls.CONSOLE_PROXY)
+    console_proxy_tls: dict[str, object] = (
+        {"ssl_only": True, "cert": internal_tls.SERVER_CERT, "key": internal_tls.SERVER_KEY} if console_tls else {}
+    )
     return oslo.merge(
         {
-            "DEFAULT": {**oslo.logging(), "state_path": "/var/lib/nova"},
+            "DEFAULT": {**oslo.logging(), "state_path": "/var/lib/nova", **console_proxy_tls},
             "api_database": oslo.database(settings, "nova", secrets["database"], "nova_api"),
             "database": oslo.database(settings, "nova", secrets["database"], "nova"),
             "keystone_authtoken": oslo.keystone_authtoken(settings, "nova", secrets),
@@ -64,6 +68,11 @@ def nova_sections(ctx: RenderContext) -> dict[str, dict]:
             "cache": oslo.cache(settings),
             "oslo_concurrency": oslo.lock_path("/var/lib/nova/tmp"),
             "oslo_middleware": {"enable_proxy_headers_parsing": True},
+            # The console proxy serves HTTPS under internal TLS (components/internal_tls.py CONSOLE_PROXY):
+            # websockify refuses plain connections (ssl_only) and takes TLS 1.2 at least, as Envoy
+            # Gateway speaks to its backends. nova-novncproxy alone reads these (nova/cmd/baseproxy.py);
+            # only its pod mounts the certificate.
+            **({"console": {"ssl_minimum_version": "tlsv1_2"}} if console_tls else {}),
             "vnc": {
                 "enabled": True,
                 "novncproxy_host": "0.0.0.0",

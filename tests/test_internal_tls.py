@@ -22,7 +22,8 @@ from tools.runtime import Registration
 
 PUBLIC = {"issuer": {"kind": "ClusterIssuer", "name": "letsencrypt"}}
 APIS = sorted(api for entry in SERVICES for api in entry.apis)
-HTTPS_SERVERS = [*APIS, "horizon"]  # Horizon serves TLS too: the gateway hands it passwords and sessions
+# Horizon and the console proxy serve TLS too: the gateway hands them passwords, sessions, console tokens
+HTTPS_SERVERS = [*APIS, "horizon", "nova-novncproxy"]
 CA_FILE = "/etc/openstack-ca/ca.crt"
 
 
@@ -222,6 +223,18 @@ def test_every_client_verifies_with_the_internal_ca(service: str, name: str, sec
     assert section not in plain or option not in plain[section]
 
 
+def test_the_console_proxy_serves_only_tls_from_its_own_certificate() -> None:
+    default = _ini(tls_plan(), "nova", "nova.conf")["DEFAULT"]
+    assert (default["ssl_only"], default["cert"], default["key"]) == (
+        "true", "/etc/openstack-tls/tls.crt", "/etc/openstack-tls/tls.key")  # fmt: skip
+    assert _ini(tls_plan(), "nova", "nova.conf")["console"]["ssl_minimum_version"] == "tlsv1_2"
+    plain = _ini(plain_plan(), "nova", "nova.conf")
+    assert not {"ssl_only", "cert", "key"} & set(plain["DEFAULT"]) and "console" not in plain
+    # Its certificate names its Service as the gateway's BackendTLSPolicy verifies it.
+    spec = objects(tls_plan(), "Certificate")["nova-novncproxy-internal-tls"].inputs["spec"]
+    assert "nova-novncproxy.openstack.svc.cluster.local" in spec["dnsNames"]
+
+
 def test_the_metadata_agent_calls_nova_over_https_and_horizon_verifies_keystone() -> None:
     assert _ini(tls_plan(), "neutron", "metadata_agent.ini")["DEFAULT"]["nova_metadata_protocol"] == "https"
     local = _files(tls_plan(), "horizon")["local_settings.py"]
@@ -234,7 +247,7 @@ def test_the_gateway_speaks_tls_to_each_api_backend_verifying_its_name_and_the_c
     policies = objects(plan, "BackendTLSPolicy")
     routed = {r.inputs["spec"]["rules"][0]["backendRefs"][0]["name"] for r in objects(plan, "HTTPRoute").values()}
     assert set(policies) == {f"{b}-backend-tls" for b in routed if b in HTTPS_SERVERS}
-    assert routed - set(HTTPS_SERVERS) == {"nova-novncproxy"}  # served in plain http: no policy
+    assert routed <= set(HTTPS_SERVERS)  # every public backend on TLS: none left in plain http
     for name, policy in policies.items():
         backend = name.removesuffix("-backend-tls")
         assert policy.inputs["apiVersion"] == "gateway.networking.k8s.io/v1"

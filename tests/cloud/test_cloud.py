@@ -244,10 +244,11 @@ def test_inside_the_cluster_the_apis_horizon_and_the_data_stores_speak_tls_only(
     assert set(tls["gateway"]["backend_tls"].values()) == {"Accepted"}, tls["gateway"]["backend_tls"]
     backends = tls["gateway"]["backends"]
     assert backends["openstack/keystone-api:5000"].startswith("TLS, verifying keystone-api.openstack.svc"), backends
-    # Horizon too (users' passwords and session cookies); only the console proxy stays plain, and says so.
+    # Horizon too (users' passwords and session cookies), and the console proxy (console tokens, keystrokes).
     assert backends["openstack/horizon:8080"].startswith("TLS, verifying horizon.openstack.svc"), backends
-    assert backends["openstack/nova-novncproxy:6080"].startswith("plain HTTP"), backends
-    assert "horizon" not in tls["not_encrypted"] and "nova-novncproxy" in tls["not_encrypted"]
+    assert backends["openstack/nova-novncproxy:6080"].startswith("TLS, verifying nova-novncproxy.openstack.svc")
+    assert not {"horizon", "nova-novncproxy"} & set(tls["not_encrypted"]), tls["not_encrypted"]
+    assert endpoints["nova-novncproxy:6080"]["version"] in ("TLSv1.2", "TLSv1.3")  # probed from the gateway
 
 
 def test_cinder_answers_and_says_why_no_volume(report: dict[str, Any]) -> None:

@@ -19,8 +19,9 @@ from tools.cloud.gateway import backend_tls_of, ca_file_name, haproxy_config, wr
 from tools.cloud.gatewayapi import Programmed, owners_gateway, program
 
 STACK = "staging"  # tls.internal selfSigned: a BackendTLSPolicy per API backend
-# The routed backends that serve HTTPS inside the cluster: the APIs and Horizon.
-APIS = ("keystone-api", "glance-api", "placement-api", "nova-api", "neutron-server", "cinder-api", "horizon")
+# The routed backends that serve HTTPS inside the cluster: the APIs, Horizon and the console proxy.
+APIS = ("keystone-api", "glance-api", "placement-api", "nova-api", "neutron-server", "cinder-api", "horizon",
+        "nova-novncproxy")  # fmt: skip
 
 
 def _objects(kind: str, stack: str = STACK) -> list[dict[str, Any]]:
@@ -62,6 +63,12 @@ def _program(
     return program(gateway, _objects("HTTPRoute", stack), _objects("ReferenceGrant", stack), backend_tls=resolver)
 
 
+def _without_the_consoles_policy() -> list[dict[str, Any]]:
+    """The plan's policies but the console proxy's: a routed backend that no policy targets."""
+    policies = _objects("BackendTLSPolicy")
+    return [p for p in policies if p["spec"]["targetRefs"][0]["name"] != "nova-novncproxy"]
+
+
 def _backends(programmed: Programmed) -> dict[str, Any]:
     return {b.service: b for r in programmed.routes for rule in r.rules for b in rule.backends}
 
@@ -92,9 +99,13 @@ def test_each_api_backend_is_spoken_to_over_tls_verifying_its_service_name_with_
         "sni str(keystone-api.openstack.svc.cluster.local) verifyhost keystone-api.openstack.svc.cluster.local"
     )
     assert "    ssl-default-server-options ssl-min-ver TLSv1.2 ssl-max-ver TLSv1.3" in config  # Envoy Gateway's
-    # Horizon is verified as the APIs are; no policy targets the console proxy: plain HTTP, as the spec says.
-    assert _server(config, "horizon").startswith("server horizon-0 10.96.1.5:8080 weight 1 ssl verify required")
-    assert backends["nova-novncproxy"].tls is None and " ssl" not in _server(config, "nova-novncproxy")
+    # Horizon and the console proxy are verified as the APIs are.
+    for name, port in (("horizon", 8080), ("nova-novncproxy", 6080)):
+        assert _server(config, name).startswith(f"server {name}-0 10.96.1.5:{port} weight 1 ssl verify required")
+    # A backend no policy targets gets plain HTTP, as the spec says.
+    untargeted = _program(policies=_without_the_consoles_policy())
+    assert _backends(untargeted)["nova-novncproxy"].tls is None
+    assert " ssl" not in _server(_config(untargeted), "nova-novncproxy")
 
 
 def test_a_plain_text_stack_has_no_policy_and_every_backend_is_plain() -> None:
@@ -109,7 +120,7 @@ def test_a_policy_whose_ca_does_not_exist_fails_closed_the_backend_gets_nothing(
     def without_bundle(kind: str, namespace: str, name: str) -> Mapping[str, str] | None:
         return None if name == "internal-ca-bundle" else _lookup()(kind, namespace, name)
 
-    programmed = _program(lookup=without_bundle)
+    programmed = _program(policies=_without_the_consoles_policy(), lookup=without_bundle)
     assert "keystone-api" not in _backends(programmed)  # dropped, never sent plain text instead
     status = programmed.backend_tls["openstack/keystone-api-backend-tls"]
     assert status == "Accepted False (NoValidCACertificate): Secret openstack/internal-ca-bundle does not exist"
@@ -130,8 +141,10 @@ def test_a_policy_whose_ca_does_not_exist_fails_closed_the_backend_gets_nothing(
     ],
 )
 def test_a_ca_reference_without_a_usable_ca_fails_closed(data: dict[str, str], why: str) -> None:
-    programmed = _program(lookup=_lookup({("Secret", "openstack", "internal-ca-bundle"): data}))
-    assert _backends(programmed).keys() == {"nova-novncproxy"}
+    lookup = _lookup({("Secret", "openstack", "internal-ca-bundle"): data})
+    assert _backends(_program(lookup=lookup)) == {}  # every routed backend's policy names the CA
+    programmed = _program(policies=_without_the_consoles_policy(), lookup=lookup)
+    assert _backends(programmed).keys() == {"nova-novncproxy"}  # only what no policy targets is served
     assert all(why in status for status in programmed.backend_tls.values()), programmed.backend_tls
 
 

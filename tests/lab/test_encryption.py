@@ -48,10 +48,15 @@ def test_the_verdict_wants_the_data_stores_seen_and_only_what_is_named_in_clear(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     stores = {3306: TLS, 5671: TLS, 11211: TLS, 5000: TLS}
-    # The console proxy's page in clear (no BackendTLSPolicy: named in not_encrypted) is no failure ...
-    ok = _verdict(monkeypatch, tls_plan(), {**stores, 6080: b"GET /vnc_lite.html HTTP/1.1"})
+    console_page = {**stores, 6080: b"GET /vnc_lite.html HTTP/1.1"}
+    # What the plan names as left in clear, with why (endpoint_tls.not_encrypted), is no failure in clear ...
+    with monkeypatch.context() as named:
+        named.setattr(encryption, "not_encrypted", lambda settings: {"nova-novncproxy": "said why"})
+        ok = _verdict(named, tls_plan(), console_page)
     assert ok["capture_ok"] and ok["encrypted"]["nova-novncproxy"] is False and ok["encrypted"]["glance-api"] is None
-    # ... but Horizon's is: it serves TLS inside the cluster, so plain HTTP to it is a failure,
+    # ... but the plan names none of its HTTP servers: the console proxy's page in clear is a failure,
+    assert not _verdict(monkeypatch, tls_plan(), console_page)["capture_ok"]
+    # and so is Horizon's: it serves TLS inside the cluster, so plain HTTP to it is a failure,
     assert not _verdict(monkeypatch, tls_plan(), {**stores, 8080: b"GET /healthz HTTP/1.1"})["capture_ok"]
     # while plain HTTP to another pod's port 8080 (nova-compute-maintenance's health port) is not Horizon's.
     other = _verdict(monkeypatch, tls_plan(), {**stores, 8080: TLS}, elsewhere={8080: b"GET /healthz HTTP/1.1"})

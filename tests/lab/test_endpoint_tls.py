@@ -40,13 +40,14 @@ def test_the_endpoints_are_every_api_service_amqps_and_mariadbs_client_port_by_t
     found = {e["name"]: e for e in endpoint_tls.endpoints(plan_of("staging"))}
     assert set(found) == {
         "keystone-api:5000", "glance-api:9292", "placement-api:8778", "nova-api:8774", "nova-metadata:8775",
-        "neutron-server:9696", "cinder-api:8776", "horizon:8080", "rabbitmq:5671", "mariadb:3306",
-        "memcached-0:11211",
+        "neutron-server:9696", "cinder-api:8776", "horizon:8080", "nova-novncproxy:6080", "rabbitmq:5671",
+        "mariadb:3306", "memcached-0:11211",
     }  # fmt: skip
-    # Each is probed from where its NetworkPolicy admits clients: Horizon only from the gateway's proxy,
-    # memcached only from its clients' pods, the rest from the user's pod.
+    # Each is probed from where its NetworkPolicy admits clients: Horizon and the console proxy only from
+    # the gateway's proxy, memcached only from its clients' pods, the rest from the user's pod.
     places = {name: e["from"] for name, e in found.items()}
-    assert places.pop("horizon:8080") == "gateway" and places.pop("memcached-0:11211") == "memcached-client"
+    assert places.pop("horizon:8080") == "gateway" and places.pop("nova-novncproxy:6080") == "gateway"
+    assert places.pop("memcached-0:11211") == "memcached-client"
     assert set(places.values()) == {"user-pod"}
     # memcached's clients hash keys over the pods by their own names: each is probed by that name.
     assert found["memcached-0:11211"]["host"] == "memcached-0.memcached.openstack.svc.cluster.local"
@@ -102,15 +103,15 @@ def test_the_verdict_needs_every_endpoint_and_lists_what_stays_in_plain_text() -
 
 
 def test_what_stays_in_clear_is_the_gateways_plain_backends_and_erlang_distribution() -> None:
-    """The gateway's plain backends come from the plan's own rule (no BackendTLSPolicy: front_door.py);
-    memcached, MariaDB, RabbitMQ and Horizon are on internal TLS and are not named."""
+    """The gateway's plain backends come from the plan's own rule (no BackendTLSPolicy: front_door.py):
+    none is left; memcached, MariaDB, RabbitMQ, Horizon and the console proxy are on internal TLS and
+    are not named."""
     settings = plan_of("staging").settings
     not_encrypted = endpoint_tls.not_encrypted(settings)
-    assert set(not_encrypted) == {"nova-novncproxy", "rabbitmq-nodes"}
+    assert set(not_encrypted) == {"rabbitmq-nodes"}
     assert "25672" in not_encrypted["rabbitmq-nodes"]
     policies = {r.k8s_name for r in plan_of("staging").custom if r.kind == "BackendTLSPolicy"}
-    assert "nova-novncproxy-backend-tls" not in policies
-    assert {"keystone-api-backend-tls", "horizon-backend-tls"} <= policies
+    assert {"keystone-api-backend-tls", "horizon-backend-tls", "nova-novncproxy-backend-tls"} <= policies
 
 
 def _cloud(stack: str, objects: dict[tuple[str, str], dict[str, str]]) -> Any:
@@ -187,7 +188,7 @@ def test_the_probe_runs_as_the_pods_run_commands_with_the_credentials_in_their_e
     assert user["argv"][:4] == ["/venv/bin/python", "-m", "tools.cloud.tls_probe", str(tmp_path / "internal-ca.crt")]
     assert json.loads(user["argv"][4]) == [e for e in wanted if e["from"] == "user-pod"]
     assert json.loads(client["argv"][4]) == [e for e in wanted if e["protocol"] == "memcached"]
-    assert [e["name"] for e in json.loads(gateway["argv"][4])] == ["horizon:8080"]
+    assert [e["name"] for e in json.loads(gateway["argv"][4])] == ["horizon:8080", "nova-novncproxy:6080"]
     assert user["env"]["MYSQL_USER"] == "root" and user["env"]["MYSQL_PASSWORD"] == "root-pw"
     assert "root-pw" not in " ".join(user["argv"])  # a password on a command line is every process's to read
     failing = {name: lambda argv, **kw: subprocess.CompletedProcess(argv, 1, stdout="") for name in seen}
@@ -196,11 +197,12 @@ def test_the_probe_runs_as_the_pods_run_commands_with_the_credentials_in_their_e
 
 
 def test_an_endpoint_with_nowhere_to_probe_it_from_is_an_error_not_a_pass(tmp_path: Path) -> None:
-    # A stack without the gateway's proxy cannot have Horizon probed: the verdict says so rather than skip it.
+    # A stack without the gateway's proxy cannot have Horizon or the console proxy probed: the verdict
+    # says so rather than skip them.
     cloud = SimpleNamespace(
         plan=plan_of("staging"), objects={("Secret", "mariadb-root"): {"password": "pw"}}, out=tmp_path
     )
     never = {"user-pod": lambda argv, **kw: pytest.fail("not reached"), "memcached-client": lambda argv, **kw: None}
     found = endpoint_tls.check(cloud, never, Path("/venv/bin/python"), tmp_path / "ca.crt")  # type: ignore[arg-type]
     assert found["encrypted_ok"] is False
-    assert "nowhere to probe ['horizon:8080'] from: the lab has no gateway" in found["error"]
+    assert "nowhere to probe ['horizon:8080', 'nova-novncproxy:6080'] from: the lab has no gateway" in found["error"]

@@ -52,6 +52,18 @@ def test_a_call_in_flight_when_the_restart_began_counts_against_it() -> None:
     assert restart.covers(1019.97, 1020.02) and not restart.covers(1019.0, 1019.5)
 
 
+def test_a_call_under_way_when_the_renewal_began_is_judged_with_the_calls_after_it() -> None:
+    # Seen in the lab: keystone's token call began 0.1 s before the renewal, and MariaDB's pod was
+    # replaced before it was answered; it is no failure of the clients' own baseline.
+    restart = Restart("mariadb-0", "x", RENEWED_AT + 0.3, RENEWED_AT + 3.0)
+    under_way = {**_call(RENEWED_AT - 0.1, ok=False), "seconds": 0.5}
+    judged = judge([_call(990.0), under_way], [restart], RENEWED_AT)
+    assert judged["calls_before_renewal"] == 1 and judged["failed_before_renewal"] == 0
+    assert judged["failed_outside_restarts"] == 0  # it overlapped the restart
+    # Without the restart it would have failed outside every restart: still counted, not excused.
+    assert judge([_call(990.0), under_way], [], RENEWED_AT)["failed_outside_restarts"] == 1
+
+
 def test_a_restart_whose_pod_never_got_ready_covers_until_now() -> None:
     unready = Restart("mariadb-0", "x", 1020.0, None)
     assert unready.covers(1020.0) and not unready.covers(1019.0)

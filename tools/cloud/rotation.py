@@ -241,11 +241,17 @@ def judge(calls: list[dict[str, Any]], restarts: list[Restart], renewal_started:
     """The clients' calls: how many failed, before the renewal (the clients themselves) and after,
     and which of those fell outside every restart a consumer made."""
     failed = [c for c in calls if not c.get("ok")]
-    before = [c for c in calls if c["t"] < renewal_started]
+
+    def ended_before(call: dict[str, Any]) -> bool:
+        # The baseline is what had ended when the renewal began: a call under way then meets what
+        # the renewal did (a restart a moment later) and is judged with the calls after it.
+        return call["t"] + call.get("seconds", 0.0) < renewal_started
+
+    before = [c for c in calls if ended_before(c)]
     outside = [
         c
         for c in failed
-        if c["t"] >= renewal_started and not any(r.covers(c["t"], c["t"] + c.get("seconds", 0.0)) for r in restarts)
+        if not ended_before(c) and not any(r.covers(c["t"], c["t"] + c.get("seconds", 0.0)) for r in restarts)
     ]
     by_client: dict[str, dict[str, Any]] = {}
     for call in calls:
