@@ -23,6 +23,7 @@ VNC_PORT = 6080
 VNC_PUBLIC_HOST = "novncproxy"  # the console proxy's public host (endpoints.hosts.novncproxy)
 NOVA_CONF = ("nova.conf",)
 CELL0_CONF = "nova-cell0.conf"
+CONSOLE_PROXY_CONF = "nova-novncproxy.conf"
 # Every Nova process talks to its cell database and over RPC.
 CELL_NEEDS = ("nova-db-sync", "nova-rabbit-init")
 
@@ -31,13 +32,9 @@ def nova_sections(ctx: RenderContext) -> dict[str, dict]:
     """The nova.conf every Nova process shares; compute node groups add to it."""
     settings, secrets = ctx.settings, ctx.secrets
     password = secrets["keystone"]
-    console_tls = internal_tls.serves_tls(settings, internal_tls.CONSOLE_PROXY)
-    console_proxy_tls: dict[str, object] = (
-        {"ssl_only": True, "cert": internal_tls.SERVER_CERT, "key": internal_tls.SERVER_KEY} if console_tls else {}
-    )
     return oslo.merge(
         {
-            "DEFAULT": {**oslo.logging(), "state_path": "/var/lib/nova", **console_proxy_tls},
+            "DEFAULT": {**oslo.logging(), "state_path": "/var/lib/nova"},
             "api_database": oslo.database(settings, "nova", secrets["database"], "nova_api"),
             "database": oslo.database(settings, "nova", secrets["database"], "nova"),
             "keystone_authtoken": oslo.keystone_authtoken(settings, "nova", secrets),
@@ -68,11 +65,6 @@ def nova_sections(ctx: RenderContext) -> dict[str, dict]:
             "cache": oslo.cache(settings),
             "oslo_concurrency": oslo.lock_path("/var/lib/nova/tmp"),
             "oslo_middleware": {"enable_proxy_headers_parsing": True},
-            # The console proxy serves HTTPS under internal TLS (components/internal_tls.py CONSOLE_PROXY):
-            # websockify refuses plain connections (ssl_only) and takes TLS 1.2 at least, as Envoy
-            # Gateway speaks to its backends. nova-novncproxy alone reads these (nova/cmd/baseproxy.py);
-            # only its pod mounts the certificate.
-            **({"console": {"ssl_minimum_version": "tlsv1_2"}} if console_tls else {}),
             "vnc": {
                 "enabled": True,
                 "novncproxy_host": "0.0.0.0",
@@ -96,10 +88,25 @@ def nova_sections(ctx: RenderContext) -> dict[str, dict]:
     )
 
 
+def console_proxy_sections(settings: Settings) -> dict[str, dict]:
+    """`nova-novncproxy.conf`, read by the console proxy after nova.conf: under internal TLS
+    (components/internal_tls.py CONSOLE_PROXY) it serves HTTPS from its own certificate, refuses
+    plain connections (ssl_only) and takes TLS 1.2 at least, as Envoy Gateway speaks to its
+    backends (nova/cmd/baseproxy.py). A file of its own, not nova.conf: only its container mounts
+    the certificate these name, and every other Nova container would name a file it lacks."""
+    if not internal_tls.serves_tls(settings, internal_tls.CONSOLE_PROXY):
+        return {}
+    return {
+        "DEFAULT": {"ssl_only": True, "cert": internal_tls.SERVER_CERT, "key": internal_tls.SERVER_KEY},
+        "console": {"ssl_minimum_version": "tlsv1_2"},
+    }
+
+
 def render(ctx: RenderContext) -> dict[str, str]:
     cell0 = oslo.database(ctx.settings, "nova", ctx.secrets["database"], "nova_cell0")["connection"]
     return {
         "nova.conf": render_ini(nova_sections(ctx)),
+        CONSOLE_PROXY_CONF: render_ini(console_proxy_sections(ctx.settings)),
         # Read after nova.conf by nova-db-sync to keep cell0's mapping current (update_cell).
         CELL0_CONF: render_ini({"database": {"connection": cell0}}),
         **uwsgi_file(ctx.settings, "nova-api", "nova.wsgi.osapi_compute:application", API_PORT),
@@ -189,9 +196,15 @@ def nova(settings: Settings) -> ServiceSpec:
             Process(
                 name="nova-novncproxy",
                 image="nova-novncproxy",
-                command=("nova-novncproxy", "--config-file", f"{CONFIG_DIR}/nova.conf"),
+                command=(
+                    "nova-novncproxy",
+                    "--config-file",
+                    f"{CONFIG_DIR}/nova.conf",
+                    "--config-file",
+                    f"{CONFIG_DIR}/{CONSOLE_PROXY_CONF}",
+                ),
                 needs=("nova-db-sync",),
-                config_files=NOVA_CONF,
+                config_files=(*NOVA_CONF, CONSOLE_PROXY_CONF),
                 port=VNC_PORT,
                 probe=Probe(VNC_PORT),
             ),

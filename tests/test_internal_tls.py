@@ -224,12 +224,17 @@ def test_every_client_verifies_with_the_internal_ca(service: str, name: str, sec
 
 
 def test_the_console_proxy_serves_only_tls_from_its_own_certificate() -> None:
-    default = _ini(tls_plan(), "nova", "nova.conf")["DEFAULT"]
-    assert (default["ssl_only"], default["cert"], default["key"]) == (
+    proxy = _ini(tls_plan(), "nova", "nova-novncproxy.conf")
+    assert (proxy["DEFAULT"]["ssl_only"], proxy["DEFAULT"]["cert"], proxy["DEFAULT"]["key"]) == (
         "true", "/etc/openstack-tls/tls.crt", "/etc/openstack-tls/tls.key")  # fmt: skip
-    assert _ini(tls_plan(), "nova", "nova.conf")["console"]["ssl_minimum_version"] == "tlsv1_2"
-    plain = _ini(plain_plan(), "nova", "nova.conf")
-    assert not {"ssl_only", "cert", "key"} & set(plain["DEFAULT"]) and "console" not in plain
+    assert proxy["console"]["ssl_minimum_version"] == "tlsv1_2"
+    # In a file of its own, read by the console proxy alone: nova.conf names no file other containers lack.
+    nova = _ini(tls_plan(), "nova", "nova.conf")
+    assert not {"ssl_only", "cert", "key"} & set(nova["DEFAULT"]) and "console" not in nova
+    [deployment] = [d for d in objects(tls_plan(), "Deployment").values() if d.k8s_name == "nova-novncproxy"]
+    [container] = containers(deployment)
+    assert container["args"][-2:] == ["--config-file", "/etc/nova/nova-novncproxy.conf"]
+    assert _files(plain_plan(), "nova")["nova-novncproxy.conf"] == ""  # plain text: nothing to add
     # Its certificate names its Service as the gateway's BackendTLSPolicy verifies it.
     spec = objects(tls_plan(), "Certificate")["nova-novncproxy-internal-tls"].inputs["spec"]
     assert "nova-novncproxy.openstack.svc.cluster.local" in spec["dnsNames"]

@@ -206,3 +206,18 @@ def test_an_endpoint_with_nowhere_to_probe_it_from_is_an_error_not_a_pass(tmp_pa
     found = endpoint_tls.check(cloud, never, Path("/venv/bin/python"), tmp_path / "ca.crt")  # type: ignore[arg-type]
     assert found["encrypted_ok"] is False
     assert "nowhere to probe ['horizon:8080', 'nova-novncproxy:6080'] from: the lab has no gateway" in found["error"]
+
+
+def test_memcached_is_probed_from_a_pod_its_network_policy_admits_whatever_the_policy_says(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The probe's place for memcached comes from memcached's own NetworkPolicy (components/isolation.py),
+    not a workload named in the lab: the cloud's pods by their labels, any pod where it admits every source."""
+    settings = plan_of("staging").settings
+    assert endpoint_tls.memcached_clients(settings) == {"app.kubernetes.io/part-of": "openstack"}
+    rules: dict[str, Any] = {"memcached": {"ingress": [{"ports": [{"port": 11211}]}]}}
+    monkeypatch.setattr(endpoint_tls.isolation, "policies", lambda s: rules)
+    assert endpoint_tls.memcached_clients(settings) == {}  # every source: any pod will do
+    rules["memcached"]["ingress"][0]["from"] = [{"ipBlock": {"cidr": "10.0.0.0/8"}}]
+    with pytest.raises(LookupError, match="admits no pods by their labels"):
+        endpoint_tls.memcached_clients(settings)

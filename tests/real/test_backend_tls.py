@@ -7,7 +7,8 @@ What the lab's proof relies on, checked here: the gateway reaches a backend serv
 certificate of the internal CA over TLS, with the Service's name as SNI; it refuses (503) a backend whose
 certificate another CA signed, one whose certificate names another Service, and one that speaks plain
 HTTP where its policy asks for TLS; a backend whose policy names a CA that does not exist is sent
-nothing (500, not one connection); a backend without a policy (Horizon) gets plain HTTP. The probe's
+nothing (500, not one connection); a backend without a policy (the console proxy's, left out here) gets
+plain HTTP. The probe's
 facts, judged by tools/cloud/endpoint_tls.py, pass the TLS backend and fail a plain one, and MariaDB under
 require_secure_transport passes where the same server without it fails.
 """
@@ -170,7 +171,8 @@ def front(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Front]:
         "neutron-server": Server("neutron-server", None),  # plain HTTP where its policy asks for TLS
         "cinder-api": Server("cinder-api", pair_of("cinder-api-internal-tls")),  # its policy's CA does not exist
         "horizon": Server("horizon", pair_of("horizon-internal-tls")),  # Horizon serves TLS as the APIs do
-        "nova-novncproxy": Server("nova-novncproxy", None),  # no policy: plain HTTP
+        # Its policy is left out below: a backend no policy targets gets plain HTTP.
+        "nova-novncproxy": Server("nova-novncproxy", None),
     }
     for server in servers.values():
         threading.Thread(target=server.serve_forever, daemon=True).start()
@@ -180,6 +182,10 @@ def front(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Front]:
             if ref["name"] in servers:
                 ref["port"] = servers[ref["name"]].port
     policies = [r for r in resources if r.get("kind") == "BackendTLSPolicy"]
+    # The plan gives the console proxy a policy too (it serves TLS under internal TLS); without it here,
+    # it stands for a backend that no policy targets.
+    assert any(p["metadata"]["name"] == "nova-novncproxy-backend-tls" for p in policies)
+    policies = [p for p in policies if p["metadata"]["name"] != "nova-novncproxy-backend-tls"]
     cinder = next(p for p in policies if p["metadata"]["name"] == "cinder-api-backend-tls")
     cinder["spec"]["validation"]["caCertificateRefs"][0]["name"] = "no-such-ca"
 

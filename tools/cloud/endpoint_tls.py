@@ -29,7 +29,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from components import internal_tls, oslo
+from components import internal_tls, isolation, oslo
 from components.front_door import plain_backends
 from components.public_routes import public_routes
 from tools.cloud.userpod import isolated_command
@@ -42,7 +42,6 @@ if TYPE_CHECKING:
     from tools.cloud.userpod import UserPod
 
 PROBE_TIMEOUT = 300
-MEMCACHED_CLIENT = "keystone-api"  # a Deployment whose pods memcached's NetworkPolicy admits
 InCluster = Callable[..., subprocess.CompletedProcess[str]]  # UserPod.run: argv, then subprocess.run's keywords
 # What the plan leaves in plain text inside the cluster besides the gateway's plain backends
 # (components/front_door.py plain_backends), and why.
@@ -173,14 +172,30 @@ def _root_credentials(cloud: Cloud) -> dict[str, str]:
     return {"MYSQL_USER": "root", "MYSQL_PASSWORD": cloud.objects[("Secret", ref["name"])][ref["key"]]}
 
 
+def memcached_clients(settings: Settings) -> dict[str, str]:
+    """The labels of the pods memcached's NetworkPolicy admits to its client port (components/isolation.py)."""
+    [rule] = isolation.policies(settings)["memcached"]["ingress"]
+    if "from" not in rule:
+        return {}  # every source (host-network clients the plugin cannot tell apart): any pod
+    selectors = [peer["podSelector"]["matchLabels"] for peer in rule["from"] if "podSelector" in peer]
+    if not selectors:
+        raise LookupError("memcached's NetworkPolicy admits no pods by their labels: nowhere to probe it from")
+    return dict(selectors[0])
+
+
 def places(cloud: Cloud, user: UserPod, gateway_netns: str | None) -> dict[str, InCluster]:
     """How to run a command from each place endpoints() names, with the user pod's resolver: the user's
-    pod; a pod of memcached's clients (keystone-api's: memcached's NetworkPolicy admits no other); the
+    pod; a pod of a Deployment that memcached's NetworkPolicy admits (it admits no other); the
     gateway's proxy (Horizon's admits only it), where the stack has one."""
-    pods = [p for w in cloud.workloads.values() if w.name == MEMCACHED_CLIENT for p in w.pods]
-    pod = next((p for p in pods if p.ready and not p.plan.host_network), None)
+    admitted = memcached_clients(cloud.plan.settings)
+    pods = sorted(
+        (p for w in cloud.workloads.values() if w.kind == "Deployment" for p in w.pods),
+        key=lambda p: p.plan.name,
+    )
+    pod = next((p for p in pods if p.ready and not p.plan.host_network and admitted.items() <= p.plan.labels.items()),
+               None)  # fmt: skip
     if pod is None:
-        raise LookupError(f"no ready pod of {MEMCACHED_CLIENT} to probe memcached from")
+        raise LookupError(f"no ready pod of a Deployment labelled {admitted} to probe memcached from")
 
     def runner(netns: str) -> InCluster:
         def run(argv: list[str], **kwargs: Any) -> subprocess.CompletedProcess[str]:
