@@ -76,6 +76,7 @@ class Connection:
     client: tuple[str, int]
     server_port: int
     opened: bool = False  # its SYN is in the capture: seen from its first byte
+    initial_sequence: int | None = None  # its SYN's sequence number (None: opened before the capture)
     # Every address it was sent to: a Service's cluster address before kube-proxy's DNAT, the pod's after.
     servers: set[str] = field(default_factory=set)
     sent: list[bytes] = field(default_factory=list)
@@ -116,7 +117,7 @@ def _address(ip: Any, raw: bytes) -> str:
 def connections(pcaps: Iterable[Path], ports: Iterable[int]) -> list[Connection]:
     """Every TCP connection to one of `ports` in the captures, with what its client sent."""
     watched = set(ports)
-    found: dict[tuple[str, int], Connection] = {}
+    found: dict[tuple[str, int], list[Connection]] = {}
     for path in pcaps:
         with path.open("rb") as stream:
             try:
@@ -139,11 +140,44 @@ def connections(pcaps: Iterable[Path], ports: Iterable[int]) -> list[Connection]
                 if tcp.dport not in watched:
                     continue  # server to client: what the server says is not what this classes
                 key = (_address(ip, ip.src), tcp.sport)
-                connection = found.setdefault(key, Connection(client=key, server_port=tcp.dport))
-                connection.opened |= bool(tcp.flags & dpkt.tcp.TH_SYN)
+                connection = _connection_of(found.setdefault(key, []), key, tcp)
                 connection.servers.add(_address(ip, ip.dst))
                 connection.add(tcp.seq, bytes(tcp.data))
-    return list(found.values())
+    return [connection for same_client in found.values() for connection in same_client]
+
+
+def _connection_of(same_client: list[Connection], client: tuple[str, int], tcp: Any) -> Connection:
+    """The connection a client's segment belongs to. A client address and port is no connection's own:
+    a node's kubelet probes two pods from one source port (Linux reuses it towards another address),
+    and a port comes back after TIME_WAIT. Each SYN's sequence number tells them apart (the same SYN
+    seen on two interfaces, before and after kube-proxy's DNAT, is one connection); a later segment
+    belongs to the connection whose initial sequence number it follows most closely."""
+    if tcp.flags & dpkt.tcp.TH_SYN:
+        known = next((c for c in same_client if c.initial_sequence == tcp.seq), None)
+        if known is not None:
+            return known
+        opened = Connection(client=client, server_port=tcp.dport, opened=True, initial_sequence=tcp.seq)
+        same_client.append(opened)
+        return opened
+    after = [(_distance(c.initial_sequence, tcp.seq), c) for c in same_client if c.initial_sequence is not None]
+    following = [(distance, c) for distance, c in after if distance < FOLLOWING_LIMIT]
+    if following:
+        return min(following, key=lambda pair: pair[0])[1]
+    # Opened before the capture began (a pooled connection, first seen mid-stream): one per client port.
+    midstream = next((c for c in same_client if c.initial_sequence is None), None)
+    if midstream is None:
+        midstream = Connection(client=client, server_port=tcp.dport)
+        same_client.append(midstream)
+    return midstream
+
+
+# How far past its SYN a segment of the connection may be: more than the lab's clients send on one
+# connection (256 MiB), a sixteenth of TCP's 2^32 sequence space (compared modulo it).
+FOLLOWING_LIMIT = 1 << 28
+
+
+def _distance(initial: int, sequence: int) -> int:
+    return (sequence - initial) % (1 << 32)
 
 
 def summarize(
