@@ -106,7 +106,7 @@ def render(ctx: RenderContext) -> dict[str, str]:
     cell0 = oslo.database(ctx.settings, "nova", ctx.secrets["database"], "nova_cell0")["connection"]
     return {
         "nova.conf": render_ini(nova_sections(ctx)),
-        CONSOLE_PROXY_CONF: render_ini(console_proxy_sections(ctx.settings)),
+        **({CONSOLE_PROXY_CONF: render_ini(proxy)} if (proxy := console_proxy_sections(ctx.settings)) else {}),
         # Read after nova.conf by nova-db-sync to keep cell0's mapping current (update_cell).
         CELL0_CONF: render_ini({"database": {"connection": cell0}}),
         **uwsgi_file(ctx.settings, "nova-api", "nova.wsgi.osapi_compute:application", API_PORT),
@@ -166,6 +166,8 @@ def housekeeping(settings: Settings) -> tuple[Step, ...]:
 
 
 def nova(settings: Settings) -> ServiceSpec:
+    # The console proxy reads its own file after nova.conf only where it has options (internal TLS).
+    proxy_files = (*NOVA_CONF, *((CONSOLE_PROXY_CONF,) if console_proxy_sections(settings) else ()))
     # The compute API and the metadata API read the same databases and send the same RPCs,
     # so they wait for the same Jobs. Calls to Placement, Glance, Neutron and Cinder happen
     # per request and are retried by Nova, so those APIs are no start-up edges.
@@ -196,15 +198,9 @@ def nova(settings: Settings) -> ServiceSpec:
             Process(
                 name="nova-novncproxy",
                 image="nova-novncproxy",
-                command=(
-                    "nova-novncproxy",
-                    "--config-file",
-                    f"{CONFIG_DIR}/nova.conf",
-                    "--config-file",
-                    f"{CONFIG_DIR}/{CONSOLE_PROXY_CONF}",
-                ),
+                command=("nova-novncproxy", *(a for f in proxy_files for a in ("--config-file", f"{CONFIG_DIR}/{f}"))),
                 needs=("nova-db-sync",),
-                config_files=(*NOVA_CONF, CONSOLE_PROXY_CONF),
+                config_files=proxy_files,
                 port=VNC_PORT,
                 probe=Probe(VNC_PORT),
             ),
