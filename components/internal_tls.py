@@ -61,15 +61,16 @@ ALL_APIS = frozenset(api for entry in catalog.SERVICES for api in entry.apis)
 DASHBOARD = "horizon"
 # And Nova's console proxy: the gateway hands it the console token in the websocket's URL and then
 # the console's keystrokes. websockify wraps every new connection with the certificate and key as
-# the files hold them then (nova.conf [DEFAULT] ssl_only, cert, key), so a renewal needs no restart.
+# the files hold them then (components/nova.py console_proxy_sections), so a renewal needs no restart.
 CONSOLE_PROXY = "nova-novncproxy"
 ALL_HTTPS = ALL_APIS | {DASHBOARD, CONSOLE_PROXY}
 
 
 def https_servers(settings: Settings) -> tuple[str, ...]:
     """The HTTP workloads that serve HTTPS under internal TLS: the deployed APIs, Horizon and the console proxy."""
-    also = (DASHBOARD,) if settings.services.on(DASHBOARD) else ()
-    return (*apis(settings), *also, *((CONSOLE_PROXY,) if settings.services.on("nova") else ()))
+    dashboard = (DASHBOARD,) if settings.services.on(DASHBOARD) else ()
+    console = (CONSOLE_PROXY,) if settings.services.on("nova") else ()
+    return (*apis(settings), *dashboard, *console)
 
 
 def serves_tls(settings: Settings, process: str) -> bool:

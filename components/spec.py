@@ -15,6 +15,10 @@ from components.roles import NodeKind, NodePod
 from components.settings import Settings, StorageUse
 from components.workload import Manifest, Mount, Probe
 
+# How long the gateway waits for a public host's answer unless its service says otherwise:
+# kolla-ansible's haproxy_server_timeout (1 min), not Envoy's 15 s (components/front_door.py).
+API_REQUEST_TIMEOUT = "60s"
+
 
 @dataclass(frozen=True)
 class CatalogEntry:
@@ -27,7 +31,7 @@ class CatalogEntry:
     path: str = ""  # appended to every endpoint URL, e.g. "/v2.1"
     admin: bool = False  # also register an admin endpoint (only where the service still uses it)
     # How long the gateway waits for the API's answer (HTTPRoute timeouts.request, a GEP-2257 duration).
-    request_timeout: str = "60s"
+    request_timeout: str = API_REQUEST_TIMEOUT
 
 
 # The scripts' Kubernetes API client (components/scripts/kube_api.py): a script that imports it
@@ -47,7 +51,7 @@ class PublicHost:
     # calls it, so its NetworkPolicy admits the gateway's pods alone (components/isolation.py).
     gateway_only: bool = False
     # How long the gateway waits for its answer (for a websocket, for the upgrade's answer only).
-    request_timeout: str = "60s"
+    request_timeout: str = API_REQUEST_TIMEOUT
 
 
 @dataclass(frozen=True)
