@@ -87,6 +87,10 @@ def _emit(
     opts: pulumi.ResourceOptions,
 ) -> None:
     if node.owner == INFRASTRUCTURE:
-        infrastructure[node.name](ctx, opts)  # registers itself in ctx.graph under node.name
+        # A data store waits for what its pods mount (the CA bundle); the backup resolves its own needs.
+        waits = ctx.graph.resolve((need.name for need in node.needs), waiter=node.key) if node.kind in (
+            "MariaDB", "RabbitmqCluster") else []  # fmt: skip
+        inside = pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=waits)) if waits else opts
+        infrastructure[node.name](ctx, inside)  # registers itself in ctx.graph under node.name
     else:
         services[node.owner].emit(node)

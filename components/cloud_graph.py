@@ -18,7 +18,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 
-from components import maintenance, oslo, rook, upgrade
+from components import ca_rotation, maintenance, oslo, rook, upgrade
 from components.bootstrap import standard_steps
 from components.service_configs import ConfigObject, config_objects
 from components.services import service_specs
@@ -205,10 +205,16 @@ class CloudGraph:
                     yield f"    <- {need.name}: {need.reason}"
 
 
+def _ca_bundle(settings: Settings) -> tuple[str, ...]:
+    """What mounts the internal CA bundle waits for the Job that writes it (components/ca_rotation.py)."""
+    return (ca_rotation.BUNDLE_JOB,) if settings.tls.internal_enabled else ()
+
+
 def _infrastructure(settings: Settings, specs: tuple[ServiceSpec, ...]) -> Iterator[tuple[Node, tuple[str, ...]]]:
     """The nodes no service spec declares, each with the names it waits for."""
-    yield Node(oslo.MARIADB, "MariaDB", "mariadb", INFRASTRUCTURE), ()
-    yield Node(oslo.RABBITMQ, "RabbitmqCluster", "rabbitmq", INFRASTRUCTURE), ()
+    # Their operators verify with the bundle (caSecretName, serverCASecretRef), which their pods mount.
+    yield Node(oslo.MARIADB, "MariaDB", "mariadb", INFRASTRUCTURE), _ca_bundle(settings)
+    yield Node(oslo.RABBITMQ, "RabbitmqCluster", "rabbitmq", INFRASTRUCTURE), _ca_bundle(settings)
     if settings.services.on("nova") and maintenance.enabled(settings):
         yield Node(maintenance.cluster_name(settings), "ClusterRoleBinding", maintenance.SERVICE, INFRASTRUCTURE), ()
     if rook.rook_of(settings) is not None:
@@ -231,13 +237,15 @@ def _service_nodes(spec: ServiceSpec, settings: Settings) -> Iterator[tuple[Node
     for config in configs:
         yield Node(config.name, config.kind, spec.name, spec.name, source=config), ()
     config_names = tuple(c.name for c in configs)
+    bundle = _ca_bundle(settings)
     for step in steps:
         kind = "CronJob" if step.schedule else "Job"
-        yield Node(step.name, kind, step.service or spec.name, spec.name, source=step), step.needs + config_names
+        needs = step.needs + config_names + (bundle if step.trusts_internal_ca else ())
+        yield Node(step.name, kind, step.service or spec.name, spec.name, source=step), needs
     for process in spec.processes:
         kind = "DaemonSet" if process.node_pod else "StatefulSet" if process.stateful else "Deployment"
         node = Node(process.object_name, kind, process.service or spec.name, spec.name, source=process)
-        yield node, process.needs + config_names
+        yield node, process.needs + config_names + bundle
 
 
 def cloud_graph(settings: Settings) -> CloudGraph:

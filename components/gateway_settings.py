@@ -11,6 +11,7 @@ Separate CAs for public, internal and libvirt traffic: `tls.internal` names the 
 certificates the APIs serve inside the cluster (or `plainText: true`, said in the stack file,
 keeps them on http: dev), required with a gateway, which reaches them too; `tls.libvirt` the
 CA of the hypervisors' migrations and consoles. The settings refuse one issuer for two of them.
+`tls.internal.rotation` replaces the internal CA in phases (components/ca_rotation.py).
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from typing import TYPE_CHECKING, Literal
 from pydantic import Field, model_validator
 
 from components.setting_model import Model
-from components.setting_types import DnsLabel, DnsSubdomain, LabelMap, TaggedChartVersion
+from components.setting_types import Count, DnsLabel, DnsSubdomain, LabelMap, TaggedChartVersion
 
 if TYPE_CHECKING:
     from components.settings import Problem, Settings
@@ -133,6 +134,19 @@ class PublicTls(IssuedCa):
         return "public certificate"
 
 
+class CaRotation(Model):
+    """A replacement of the internal CA under way: the CA being replaced stays in every bundle beside
+    the new one (`issuer`, or `generation` of the program's own) until this is removed."""
+
+    phase: Literal["trust", "issue"] = Field(
+        description="trust: every bundle holds both CAs, the previous one still issues; issue: the new CA issues "
+        "every certificate again, both stay trusted; remove rotation once every server serves the new ones"
+    )
+    previous_issuer: IssuerRef | None = Field(
+        None, description="with issuer: the issuer of the CA being replaced (selfSigned: the previous generation)"
+    )
+
+
 class InternalTls(Model):
     """The internal CA: it signs the certificate each API serves inside the cluster (to the gateway
     and to the other services), and every client verifies with it. A CA apart from the public one:
@@ -142,6 +156,12 @@ class InternalTls(Model):
     self_signed: bool = Field(False, description="a self-signed internal CA of the program's own (internal-ca)")
     plain_text: bool = Field(
         False, description="no internal TLS: the APIs, RabbitMQ, MariaDB and memcached speak plain text in the cluster"
+    )
+    generation: Count = Field(
+        1, ge=1, description="selfSigned: the program's CA in use, internal-ca (1), internal-ca-2, ... (a rotation's)"
+    )
+    rotation: CaRotation | None = Field(
+        None, description="a CA rotation under way: its phase (components/ca_rotation.py); unset: none"
     )
 
     @model_validator(mode="after")
@@ -235,6 +255,9 @@ def problems(settings: Settings) -> Iterator[Problem]:
             "is the public certificate's issuer: the internal CA must be another one (separate CAs for public and "
             "internal traffic; a public issuer such as ACME signs no Service's cluster names)",
         )
+    from components import ca_rotation  # it reads these settings' models
+
+    yield from ca_rotation.problems(settings)
     if libvirt is not None:
         for other, key in ((internal, "internal"), (public, "public")):
             if _same_issuer(libvirt, other):

@@ -7,13 +7,15 @@ kubelet of a node reads whole every Secret its pods name: a key goes only where 
 memcached serves `memcached-internal-tls` the same way, naming each of its pods too
 (components/memcached.py).
 
-Every OpenStack pod and Job verifies with the CA's certificate, from the Secret
-`internal-ca-bundle`: a Certificate of the same issuer that cert-manager writes with that CA as
-`ca.crt`. The issuer's own Secret (with `tls.selfSigned`, the root `internal-ca`) holds the CA's
-key and is mounted nowhere. The bundle's own key pair is good for no TLS peer: its only extended
-usage is e-mail protection, which a TLS client refuses from a server and a TLS server from a
-client. cert-manager writes `ca.crt` for CA and Vault issuers; an ACME issuer writes none, so
-`tls.internal.issuer` must be a CA of that kind (README, "Public endpoints and certificates").
+Every OpenStack pod and Job verifies with the CA certificates in `ca.crt` of the Secret
+`internal-ca-bundle`, which a Job writes from the trusted CAs (components/ca_rotation.py): one
+CA, or two while the CA is being replaced (components/internal_ca.py). Each trusted CA reaches it
+through a Certificate of its issuer (`<root>-trust`) whose Secret cert-manager writes with that CA
+as `ca.crt`. The issuer's own Secret (with `tls.selfSigned`, the root `internal-ca`) holds the
+CA's key and is mounted nowhere. The trust Certificates' own key pairs are good for no TLS peer:
+their only extended usage is e-mail protection, which a TLS client refuses from a server and a TLS
+server from a client. cert-manager writes `ca.crt` for CA and Vault issuers; an ACME issuer writes
+none, so `tls.internal.issuer` must be a CA of that kind (README, "Public endpoints and certificates").
 
 kolla-ansible's backend TLS (`kolla_enable_tls_backend`) gives each host one certificate for all
 its services, and every client `openstack_cacert`; here each API has its own, as each has its Service.
@@ -27,11 +29,12 @@ import pulumi
 
 from components import catalog, certificates
 from components.gateway_settings import InternalTls
+from components.internal_ca import ROOT, Ca, ca_phase
 from components.settings import Settings
 from components.workload import Manifest, Mount
 
-CA = "internal-ca"  # the self-signed root (tls.internal.selfSigned) and the CA Issuer it backs
-CA_BUNDLE = "internal-ca-bundle"  # the Certificate and Secret whose ca.crt every client trusts
+CA = ROOT  # the self-signed root (tls.internal.selfSigned) and the CA Issuer it backs
+CA_BUNDLE = "internal-ca-bundle"  # the Secret whose ca.crt every client trusts, and the Job that writes it
 # Directories, not files (subPath): the kubelet updates a mounted Secret in place, but never a subPath.
 CA_DIR = "/etc/openstack-ca"
 CA_FILE = f"{CA_DIR}/ca.crt"
@@ -104,9 +107,8 @@ def rabbitmq_dns_names(settings: Settings, cluster: str, replicas: int) -> list[
 
 
 def issuer(internal: InternalTls) -> dict[str, str]:
-    if internal.issuer is not None:
-        return certificates.issuer(internal.issuer.kind, internal.issuer.name)
-    return certificates.issuer("Issuer", CA)
+    """The issuer of every certificate served inside the cluster: during a CA rotation, the phase's."""
+    return ca_phase(internal).signer.issuer
 
 
 def api_certificate(settings: Settings, api: str, internal: InternalTls) -> Manifest:
@@ -125,18 +127,16 @@ def server_certificate(secret: str, names: list[str], internal: InternalTls) -> 
     }
 
 
-def bundle_certificate(internal: InternalTls) -> Manifest:
+def trust_certificate(ca: Ca) -> Manifest:
+    """A certificate of the CA's issuer kept for its Secret's ca.crt only: that CA's certificate."""
     return {
-        "secretName": CA_BUNDLE,
-        "commonName": CA_BUNDLE,
+        "secretName": ca.trust,
+        "commonName": ca.trust,
         "duration": certificates.DURATION,
         "renewBefore": certificates.RENEW_BEFORE,
         "privateKey": certificates.PRIVATE_KEY,
         "usages": ["email protection"],
-        "issuerRef": issuer(internal),
-        # mariadb-operator reacts to a change of a CA Secret it is given only when it carries this
-        # label (api/v1alpha1/mariadb_indexes.go): a new CA then reaches its bundle and its pods.
-        "secretTemplate": {"labels": MARIADB_OPERATOR_WATCH},
+        "issuerRef": ca.issuer,
     }
 
 
@@ -156,9 +156,9 @@ SERVER_MOUNT = Mount(SERVER_VOLUME, SERVER_DIR)
 
 
 class InternalCertificates(pulumi.ComponentResource):
-    """The internal CA (when the program makes it), the clients' bundle, each API's certificate and
-    those of `servers`: the program's other workloads that serve TLS (memcached), each with the
-    names its module declares, as `<workload>-internal-tls`."""
+    """The internal CAs (the roots the program makes), a trust Certificate per trusted CA (what the
+    bundle Job reads), each API's certificate and those of `servers`: the program's other workloads
+    that serve TLS (memcached), each with the names its module declares, as `<workload>-internal-tls`."""
 
     def __init__(
         self, settings: Settings, servers: Mapping[str, list[str]], opts: pulumi.ResourceOptions | None = None
@@ -166,10 +166,11 @@ class InternalCertificates(pulumi.ComponentResource):
         super().__init__("openstack:infra:InternalCertificates", "internal-certificates", None, opts)
         internal = settings.tls.internal
         assert internal is not None and internal.enabled, "built only where tls.internal names a CA"
-        ns = settings.namespace
-        if internal.self_signed:
-            certificates.self_signed_ca(CA, ns, self, owner=OWNER)
-        certificates.cert_manager("Certificate", CA_BUNDLE, ns, bundle_certificate(internal), self, owner=OWNER)
+        ns, cas = settings.namespace, ca_phase(internal)
+        for root in cas.roots:
+            certificates.self_signed_ca(root, ns, self, owner=OWNER)
+        for ca in cas.trusted:
+            certificates.cert_manager("Certificate", ca.trust, ns, trust_certificate(ca), self, owner=OWNER)
         for api in https_servers(settings):
             spec = api_certificate(settings, api, internal)
             certificates.cert_manager("Certificate", secret_name(api), ns, spec, self, owner=OWNER)

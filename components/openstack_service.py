@@ -17,7 +17,7 @@ from typing import Any
 
 import pulumi
 
-from components import internal_tls, kube, oslo
+from components import ca_rotation, internal_tls, kube, oslo
 from components.api import probe_on_stack
 from components.cloud_graph import Node, steps_of
 from components.credentials import Credentials
@@ -122,16 +122,17 @@ class OpenStackService(pulumi.ComponentResource):
     def _config_path(self, entry: str) -> tuple[str, str]:
         return config_path(self.spec, entry)
 
-    def _mounts(self, config_files: tuple[str, ...], scripts: tuple[str, ...]) -> tuple[Mount, ...]:
+    def _mounts(self, config_files: tuple[str, ...], scripts: tuple[str, ...], ca: bool = True) -> tuple[Mount, ...]:
         config = tuple(Mount("etc", path, sub_path=key) for key, path in map(self._config_path, config_files))
-        return config + tuple(Mount("bin", f"{SCRIPTS_DIR}/{s}", sub_path=s) for s in scripts) + self._ca_mount()
+        scripts_mounted = tuple(Mount("bin", f"{SCRIPTS_DIR}/{s}", sub_path=s) for s in scripts)
+        return config + scripts_mounted + (self._ca_mount() if ca else ())
 
     def _ca_mount(self) -> tuple[Mount, ...]:
         """Every container of the service verifies the internal APIs with the internal CA."""
         return (internal_tls.CA_MOUNT,) if self.ctx.settings.tls.internal_enabled else ()
 
-    def _ca_volume(self) -> tuple[dict[str, Any], ...]:
-        return (internal_tls.ca_volume(),) if self.ctx.settings.tls.internal_enabled else ()
+    def _ca_volume(self, ca: bool = True) -> tuple[dict[str, Any], ...]:
+        return (internal_tls.ca_volume(),) if ca and self.ctx.settings.tls.internal_enabled else ()
 
     def _volumes(
         self, config_files: tuple[str, ...], scripts: tuple[str, ...], node: bool = False
@@ -157,7 +158,7 @@ class OpenStackService(pulumi.ComponentResource):
             image=settings.image(step.image, step.release),
             command=step.command,
             env=step.env,
-            mounts=self._mounts(step.config_files, step.scripts) + step.extra_mounts,
+            mounts=self._mounts(step.config_files, step.scripts, step.trusts_internal_ca) + step.extra_mounts,
             resources=settings.resources_of(step.name),
         )
         service = step.service or self.spec.name
@@ -171,7 +172,9 @@ class OpenStackService(pulumi.ComponentResource):
             service=service,
             component=component,
             containers=(container,),
-            volumes=self._volumes(step.config_files, step.scripts) + step.extra_volumes + self._ca_volume(),
+            volumes=self._volumes(step.config_files, step.scripts)
+            + step.extra_volumes
+            + self._ca_volume(step.trusts_internal_ca),
             uid=profile(step.image).uid,
             # A failed run keeps its pod and its logs; the Job controller starts a new pod
             # per retry (backoffLimit), where OnFailure would restart the same one in place.
@@ -242,6 +245,8 @@ class OpenStackService(pulumi.ComponentResource):
             annotations={
                 **({CHECKSUM_ANNOTATION: self._checksum(config_files, scripts)} if config_files or scripts else {}),
                 **process.pod_annotations,
+                # A process that reads the CA file once restarts when the trusted CAs change.
+                **ca_rotation.restart_annotation(settings, self.spec, process),
             },
             extra_labels=dict(process.extra_labels),
             termination_grace=process.termination_grace,

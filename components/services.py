@@ -12,7 +12,7 @@ import importlib
 from collections.abc import Callable
 from functools import cache
 
-from components import catalog, rook
+from components import ca_rotation, catalog, rook
 from components.settings import Settings
 from components.spec import ServiceSpec
 
@@ -31,8 +31,11 @@ def spec_builder(name: str) -> SpecBuilder:
 
 def service_specs(settings: Settings) -> tuple[ServiceSpec, ...]:
     """The specs of the services this stack deploys, in the catalog's order; then, on `ceph.rook`,
-    the keys Job's (no service of the catalog: infrastructure, as Rook's objects are)."""
+    the keys Job's, and under internal TLS the CA bundle Job's (no service of the catalog:
+    infrastructure, as Rook's objects are)."""
     specs = tuple(spec_builder(name)(settings) for name in catalog.deployed(settings.services.enabled()))
     if settings.ceph is not None and settings.ceph.rook is not None:
         specs += (rook.ceph(settings),)
+    if settings.tls.internal_enabled:
+        specs += (ca_rotation.bundle_spec(settings),)
     return specs

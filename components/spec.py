@@ -59,7 +59,8 @@ class ApiAccess:
     """What a step's pod may do in the Kubernetes API: verbs on named objects of one core resource.
 
     A step with access runs as a ServiceAccount of its own name, bound to a Role of exactly
-    these rules (resourceNames), and gets its token mounted; every other pod gets none.
+    these rules (resourceNames), and gets its token mounted; every other pod gets none. No
+    names is for `create` alone, which RBAC cannot limit to a name.
     """
 
     resource: str  # a resource of the core API group, e.g. "secrets"
@@ -68,7 +69,9 @@ class ApiAccess:
 
     def rule(self) -> Manifest:
         names, verbs = list(self.names), list(self.verbs)
-        return {"apiGroups": [""], "resources": [self.resource], "resourceNames": names, "verbs": verbs}
+        assert names or verbs == ["create"], "name the objects of every verb but create"
+        return {"apiGroups": [""], "resources": [self.resource], **({"resourceNames": names} if names else {}),
+                "verbs": verbs}  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -95,6 +98,8 @@ class Step:
     release: str | None = None
     # Why what names it in `needs` waits for it, where its name does not say (components/cloud_graph.py).
     purpose: str | None = None
+    # Under internal TLS its pod mounts the CA bundle, and waits for the Job that writes it (all but that Job).
+    trusts_internal_ca: bool = True
 
 
 @dataclass(frozen=True)
@@ -172,8 +177,10 @@ class RenderContext:
     secrets: Mapping[str, str]
 
 
-# The one spec of no catalog service: the Job that copies Rook's keys (components/rook.py).
+# The specs of no catalog service: the Job that copies Rook's keys (components/rook.py), and the one
+# that writes the internal CA bundle (components/ca_rotation.py).
 ROOK_SPEC = "ceph"
+CA_BUNDLE_SPEC = "internal-tls"
 
 
 @dataclass(frozen=True)
@@ -201,5 +208,5 @@ class ServiceSpec:
     @property
     def databases(self) -> tuple[str, ...]:
         """The schemas its db-init Job creates: the service catalog's (components/catalog.py)."""
-        # The Rook keys Job's spec (components/rook.py) is infrastructure, in no catalog entry.
-        return () if self.name == ROOK_SPEC else catalog.entry(self.name).databases
+        # The Rook keys Job's spec and the CA bundle's are infrastructure, in no catalog entry.
+        return () if self.name in (ROOK_SPEC, CA_BUNDLE_SPEC) else catalog.entry(self.name).databases

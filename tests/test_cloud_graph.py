@@ -44,9 +44,9 @@ def test_the_engine_waits_exactly_along_the_graphs_edges(stack: str) -> None:
         assert r.kind == node.kind, key
         if node.kind in CONFIG_KINDS:
             continue  # a config object waits for the passwords it holds, which are no graph node
-        deps = [by_urn[d] for d in r.dependencies if d in by_urn]
+        # As the engine orders them: an edge declared on a component (a data store's) holds for what is inside.
+        deps = [by_urn[d] for d in plan.dependencies[r.urn] if d in by_urn]
         engine = {d.k8s_name for d in deps if (d.kind, d.k8s_name) in nodes}
-        # Its parent's edges (a data store's operator) are no graph edge; infrastructure needs nothing.
         assert engine == {need.name for need in node.needs}, key
 
 

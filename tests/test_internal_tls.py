@@ -79,10 +79,13 @@ def test_the_internal_ca_is_the_programs_own_and_no_public_issuer_signs_internal
     certificates = objects(tls_plan(), "Certificate")
     assert certificates["internal-ca"].inputs["spec"]["isCA"] is True
     assert certificates["public-tls"].inputs["spec"]["issuerRef"]["name"] == "letsencrypt"
-    bundle = certificates["internal-ca-bundle"].inputs["spec"]
-    _check_against_the_crd(certificates["internal-ca-bundle"])
-    # The bundle's key pair must be no TLS server's or client's: only e-mail protection.
-    assert bundle["usages"] == ["email protection"] and "dnsNames" not in bundle
+    trust = certificates["internal-ca-trust"].inputs["spec"]
+    _check_against_the_crd(certificates["internal-ca-trust"])
+    # Kept for its ca.crt (the CA), which the bundle Job reads: its key pair must be no TLS server's or
+    # client's, only e-mail protection; it is issued by the CA it carries.
+    assert trust["usages"] == ["email protection"] and "dnsNames" not in trust
+    assert trust["issuerRef"] == {"group": "cert-manager.io", "kind": "Issuer", "name": "internal-ca"}
+    assert "internal-ca-bundle" not in certificates  # the bundle is the Job's (tests/test_ca_rotation.py)
 
 
 def test_a_stack_issuer_signs_every_internal_certificate() -> None:

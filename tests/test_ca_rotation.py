@@ -1,0 +1,243 @@
+"""Rotating the internal CA (tls.internal.generation and .rotation): the settings, and each phase's plan.
+
+Read from what the plan registers: the Certificates each phase asks cert-manager for, the Job that
+writes the bundle (its environment and rights), what waits for it, and which pod templates carry
+the trusted CAs (a change of them rolls those pods).
+"""
+
+from __future__ import annotations
+
+import json
+from functools import cache
+from typing import Any
+
+import pytest
+
+from components.settings import Settings, SettingsError
+from tests.conftest import plan_of
+from tests.helpers import containers, objects, pod_template
+from tests.test_front_door import _check_against_the_crd
+from tools.plan import Plan
+from tools.runtime import Registration
+
+PUBLIC = {"issuer": {"kind": "ClusterIssuer", "name": "letsencrypt-staging"}}
+OLD_ISSUER = {"kind": "ClusterIssuer", "name": "vault-2025"}
+NEW_ISSUER = {"kind": "ClusterIssuer", "name": "vault-2026"}
+ANNOTATION = "openstack.org/trusted-cas"
+WORKLOADS = ("Deployment", "StatefulSet", "DaemonSet")
+# The processes that build a TLS context from the CA file once, when they start: memcached's clients.
+# keystonemiddleware's token cache in each API (auth_token/__init__.py), oslo.cache's region where
+# [cache] is on (keystone, nova's control plane: oslo_cache/core.py), Horizon's sessions (local_settings.py).
+READ_ONCE = {
+    "keystone-api", "glance-api", "placement-api", "nova-api", "nova-metadata", "neutron-server", "cinder-api",
+    "nova-scheduler", "nova-conductor", "nova-novncproxy", "horizon",
+}  # fmt: skip
+
+
+def _tls(internal: dict[str, Any]) -> dict[str, Any]:
+    return {"tls": {"public": PUBLIC, "internal": internal}}
+
+
+@cache
+def _plan(phase: str | None, generation: int = 2) -> Plan:
+    internal: dict[str, Any] = {"selfSigned": True, "generation": generation}
+    if phase:
+        internal["rotation"] = {"phase": phase}
+    return plan_of("staging", **_tls(internal))
+
+
+@cache
+def _issuer_plan(phase: str | None) -> Plan:
+    internal: dict[str, Any] = {"issuer": NEW_ISSUER}
+    if phase:
+        internal["rotation"] = {"phase": phase, "previousIssuer": OLD_ISSUER}
+    return plan_of("staging", **_tls(internal))
+
+
+def _staging_settings(internal: dict[str, Any]) -> dict[str, Any]:
+    return {"gateway": {"className": "envoy"}, "endpoints": {"scheme": "https"}, **_tls(internal)}
+
+
+# (tls.internal, the key the error names, what it says)
+REFUSED: list[tuple[dict[str, Any], str, str]] = [
+    ({"plainText": True, "rotation": {"phase": "trust"}}, "tls.internal.rotation", "no CA to rotate"),
+    ({"selfSigned": True, "rotation": {"phase": "trust"}}, "tls.internal.generation", "2 or more"),
+    ({"selfSigned": True, "generation": 2, "rotation": {"phase": "drop"}}, "tls.internal.rotation.phase", "'trust'"),
+    ({"selfSigned": True, "generation": 0}, "tls.internal.generation", "greater than or equal to 1"),
+    ({"issuer": NEW_ISSUER, "generation": 2}, "tls.internal.generation", "selfSigned: true"),
+    ({"issuer": NEW_ISSUER, "rotation": {"phase": "trust"}}, "tls.internal.rotation.previousIssuer", "name the issuer"),
+    (
+        {"selfSigned": True, "generation": 3, "rotation": {"phase": "issue", "previousIssuer": OLD_ISSUER}},
+        "tls.internal.rotation.previousIssuer",
+        "the previous generation",
+    ),
+    (
+        {"issuer": NEW_ISSUER, "rotation": {"phase": "issue", "previousIssuer": {**NEW_ISSUER, "kind": "Issuer"}}},
+        "tls.internal.rotation.previousIssuer",
+        "from one issuer to another",
+    ),
+    (
+        {"issuer": NEW_ISSUER, "rotation": {"phase": "trust", "previousIssuer": PUBLIC["issuer"]}},
+        "tls.internal.rotation.previousIssuer",
+        "public certificate's issuer",
+    ),
+]
+
+
+@pytest.mark.parametrize(("internal", "key", "says"), REFUSED, ids=[f"{r[1]}-{r[2][:12]}" for r in REFUSED])
+def test_bad_rotation_settings_name_their_key(internal: dict[str, Any], key: str, says: str) -> None:
+    with pytest.raises(SettingsError) as caught:
+        Settings.parse(_staging_settings(internal))
+    assert [p for p in caught.value.problems if p.startswith(f"openstack:{key}:") and says in p], caught.value.problems
+
+
+@pytest.mark.parametrize(
+    "internal",
+    [
+        {"selfSigned": True, "generation": 2, "rotation": {"phase": "trust"}},
+        {"selfSigned": True, "generation": 7},
+        {"issuer": NEW_ISSUER, "rotation": {"phase": "issue", "previousIssuer": OLD_ISSUER}},
+    ],
+)
+def test_rotation_settings_are_accepted(internal: dict[str, Any]) -> None:
+    assert Settings.parse(_staging_settings(internal)).tls.internal_enabled
+
+
+def _certificates(plan: Plan) -> dict[str, dict[str, Any]]:
+    return {name: r.inputs["spec"] for name, r in objects(plan, "Certificate").items()}
+
+
+def _leaf_issuers(plan: Plan) -> set[str]:
+    """The issuers of the certificates the cluster serves (no CA, no trust certificate, not the public one)."""
+    return {
+        spec["issuerRef"]["name"]
+        for name, spec in _certificates(plan).items()
+        if not spec.get("isCA") and not name.endswith("-trust") and name != "public-tls"
+        and "-trust-" not in name
+    }  # fmt: skip
+
+
+def _env(job: Registration) -> dict[str, str]:
+    return {e["name"]: e["value"] for c in containers(job) for e in c.get("env", [])}
+
+
+def _trusted(plan: Plan) -> list[str]:
+    return _env(plan.by_name("internal-ca-bundle", "Job"))["TRUSTED_CAS"].split()
+
+
+@pytest.mark.parametrize(
+    ("phase", "roots", "issues", "trusted"),
+    [
+        # trust: the new root and its trust Certificate; the bundle holds both, the old CA first; it still issues.
+        ("trust", {"internal-ca", "internal-ca-2"}, {"internal-ca"},
+         ["internal-ca-trust=Issuer/internal-ca", "internal-ca-2-trust=Issuer/internal-ca-2"]),
+        # issue: every certificate names the new CA's Issuer (cert-manager issues each again); both trusted.
+        ("issue", {"internal-ca", "internal-ca-2"}, {"internal-ca-2"},
+         ["internal-ca-trust=Issuer/internal-ca", "internal-ca-2-trust=Issuer/internal-ca-2"]),
+        # done: only the new CA, in the bundle and as the program's root; the old one's objects go.
+        (None, {"internal-ca-2"}, {"internal-ca-2"}, ["internal-ca-2-trust=Issuer/internal-ca-2"]),
+    ],
+)  # fmt: skip
+def test_each_phase_of_a_self_signed_rotation(phase: str | None, roots: set[str], issues: set[str],
+                                              trusted: list[str]) -> None:  # fmt: skip
+    plan = _plan(phase)
+    certificates = _certificates(plan)
+    assert {name for name, spec in certificates.items() if spec.get("isCA")} == roots
+    issuers = {name for name, r in objects(plan, "Issuer").items() if "ca" in r.inputs["spec"]}
+    assert issuers == roots  # a CA Issuer per root, nothing signs with a root that is gone
+    assert _leaf_issuers(plan) == issues
+    assert _trusted(plan) == trusted
+    for entry in trusted:
+        trust, _, issuer = entry.partition("=")
+        spec = certificates[trust]
+        _check_against_the_crd(objects(plan, "Certificate")[trust])
+        assert spec["usages"] == ["email protection"] and spec["issuerRef"]["name"] == issuer.split("/")[1]
+
+
+def test_a_rotation_of_the_stacks_issuer_trusts_both_issuers_and_moves_the_certificates_at_issue() -> None:
+    trust, issue, done = _issuer_plan("trust"), _issuer_plan("issue"), _issuer_plan(None)
+    both = [
+        "internal-ca-trust-vault-2025=ClusterIssuer/vault-2025",
+        "internal-ca-trust-vault-2026=ClusterIssuer/vault-2026",
+    ]
+    assert _trusted(trust) == _trusted(issue) == both
+    assert _leaf_issuers(trust) == {"vault-2025"} and _leaf_issuers(issue) == {"vault-2026"}
+    assert _trusted(done) == ["internal-ca-trust-vault-2026=ClusterIssuer/vault-2026"]
+    assert not [name for name, spec in _certificates(trust).items() if spec.get("isCA")]  # no CA of the program
+
+
+def test_the_bundle_job_reads_only_the_trust_secrets_and_writes_only_the_bundle() -> None:
+    plan = _plan("trust")
+    job = plan.by_name("internal-ca-bundle", "Job")
+    rules = plan.by_name("internal-ca-bundle", "Role").inputs["rules"]
+    assert rules == [
+        {"apiGroups": [""], "resources": ["secrets"], "resourceNames": ["internal-ca-trust", "internal-ca-2-trust"],
+         "verbs": ["get"]},
+        {"apiGroups": [""], "resources": ["secrets"], "resourceNames": ["internal-ca-bundle"],
+         "verbs": ["get", "update"]},
+        # A new stack has no bundle yet; RBAC cannot limit a create to a name.
+        {"apiGroups": [""], "resources": ["secrets"], "verbs": ["create"]},
+    ]  # fmt: skip
+    spec = pod_template(job)["spec"]
+    secrets = {v["secret"]["secretName"] for v in spec.get("volumes", []) if "secret" in v}
+    assert secrets == set()  # it mounts no CA (it writes the bundle) and no root's key
+    assert spec["serviceAccountName"] == "internal-ca-bundle"
+    assert _env(job)["BUNDLE_NAME"] == "internal-ca-bundle"
+
+
+@pytest.mark.parametrize("phase", ["trust", None])
+def test_everything_that_mounts_the_bundle_waits_for_the_job_that_writes_it(phase: str | None) -> None:
+    plan = _plan(phase)
+    graph = plan.graph
+    mounts = set()
+    for kind in (*WORKLOADS, "Job", "CronJob"):
+        for name, r in objects(plan, kind).items():
+            volumes = pod_template(r)["spec"].get("volumes", [])
+            if any((v.get("secret") or {}).get("secretName") == "internal-ca-bundle" for v in volumes):
+                mounts.add(name if kind != "CronJob" else f"{name} (CronJob)")
+    assert len(mounts) > 30
+    for key in mounts | {"mariadb", "rabbitmq"}:  # the data stores' pods mount it too (their operators)
+        assert "internal-ca-bundle" in {n.name for n in graph[key].needs}, key
+    assert graph["internal-ca-bundle"].needs == tuple(n for n in graph["internal-ca-bundle"].needs
+                                                     if n.name == "internal-tls-bin")  # fmt: skip
+
+
+def _marked(plan: Plan) -> dict[str, str]:
+    found = {}
+    for kind in WORKLOADS:
+        for name, r in objects(plan, kind).items():
+            annotations = pod_template(r).get("metadata", {}).get("annotations", {})
+            if ANNOTATION in annotations:
+                found[name] = annotations[ANNOTATION]
+    return found
+
+
+def test_what_reads_the_ca_once_rolls_when_the_trusted_cas_change_and_only_then() -> None:
+    trust, issue, done = _marked(_plan("trust")), _marked(_plan("issue")), _marked(_plan(None))
+    assert set(trust) == set(issue) == set(done) == READ_ONCE
+    assert set(trust.values()) == {"internal-ca-trust,internal-ca-2-trust"}
+    assert trust == issue  # issuing again changes no trusted CA: no restart for it
+    assert set(done.values()) == {"internal-ca-2-trust"}  # dropping the old CA restarts them again
+    # Only the marker differs: the pods of a phase roll for that, not for something else.
+    for name in READ_ONCE:
+        kind = next(k for k in WORKLOADS if name in objects(_plan("trust"), k))
+        before, after = (pod_template(objects(_plan(p), kind)[name]) for p in ("trust", None))
+        before["metadata"]["annotations"].pop(ANNOTATION)
+        after["metadata"]["annotations"].pop(ANNOTATION)
+        assert before == after, name
+
+
+def test_a_stack_that_never_rotated_keeps_its_templates_and_one_ca() -> None:
+    staging = plan_of("staging")
+    assert _marked(staging) == {}
+    assert _trusted(staging) == ["internal-ca-trust=Issuer/internal-ca"]
+    assert _marked(_issuer_plan(None)) == {}  # the stack's own issuer, no rotation: as before
+    assert (
+        json.loads(_env(staging.by_name("internal-ca-bundle", "Job"))["CA_BUNDLE_LABELS"])["k8s.mariadb.com/watch"]
+        == ""
+    )
+
+
+def test_plain_text_has_no_bundle_job() -> None:
+    dev = plan_of("dev")
+    assert "internal-ca-bundle" not in objects(dev, "Job")
