@@ -7,6 +7,7 @@ the trusted CAs (a change of them rolls those pods).
 
 from __future__ import annotations
 
+import copy
 import json
 from functools import cache
 from typing import Any
@@ -17,6 +18,7 @@ from components.settings import Settings, SettingsError
 from tests.conftest import plan_of
 from tests.helpers import containers, objects, pod_template
 from tests.test_front_door import _check_against_the_crd
+from tools import ca_rotation_view, diff_report, plan_diff
 from tools.plan import Plan
 from tools.runtime import Registration
 
@@ -221,7 +223,7 @@ def test_what_reads_the_ca_once_rolls_when_the_trusted_cas_change_and_only_then(
     # Only the marker differs: the pods of a phase roll for that, not for something else.
     for name in READ_ONCE:
         kind = next(k for k in WORKLOADS if name in objects(_plan("trust"), k))
-        before, after = (pod_template(objects(_plan(p), kind)[name]) for p in ("trust", None))
+        before, after = (copy.deepcopy(pod_template(objects(_plan(p), kind)[name])) for p in ("trust", None))
         before["metadata"]["annotations"].pop(ANNOTATION)
         after["metadata"]["annotations"].pop(ANNOTATION)
         assert before == after, name
@@ -241,3 +243,44 @@ def test_a_stack_that_never_rotated_keeps_its_templates_and_one_ca() -> None:
 def test_plain_text_has_no_bundle_job() -> None:
     dev = plan_of("dev")
     assert "internal-ca-bundle" not in objects(dev, "Job")
+
+
+def _change(before: Plan, after: Plan) -> dict[str, Any]:
+    found = ca_rotation_view.change(plan_diff.view_of(before), plan_diff.view_of(after))
+    assert found is not None
+    return found
+
+
+def test_against_says_what_each_phase_does_and_which_pods_it_restarts() -> None:
+    rolled = {f"Deployment/{name}" for name in READ_ONCE}
+    trust = _change(plan_of("staging"), _plan("trust"))
+    assert trust["warnings"] == [] and set(trust["restarted"]) == rolled
+    assert trust["trusted"] == {"before": ["internal-ca"], "after": ["internal-ca", "internal-ca-2"]}
+    said = "\n".join(trust["steps"])
+    assert "Job `internal-ca-bundle` runs again" in said and "MariaDB `mariadb`: rolls" in said
+    assert "RabbitmqCluster `rabbitmq`: no restart" in said and "BackendTLSPolicy" in said
+    issue = _change(_plan("trust"), _plan("issue"))
+    assert issue["warnings"] == [] and issue["restarted"] == []  # issuing again restarts nothing of the program's
+    assert issue["issuer"] == {"before": "internal-ca", "after": "internal-ca-2"}
+    done = _change(_plan("issue"), _plan(None))
+    assert done["warnings"] == [] and set(done["restarted"]) == rolled
+    assert any("deletes the root(s) internal-ca" in s and "kubectl delete secret" in s for s in done["steps"])
+    assert ca_rotation_view.change(plan_diff.view_of(plan_of("staging")), plan_diff.view_of(plan_of("staging"))) is None
+    # Rendered where a pull request shows it.
+    old, new = plan_diff.view_of(_plan("trust")), plan_diff.view_of(_plan("issue"))
+    result = {**plan_diff.diff(old, new), "ca_rotation": ca_rotation_view.change(old, new)}
+    assert "**Internal CA** (rotation phase `issue`)" in diff_report.render(result, "main")
+
+
+@pytest.mark.parametrize(
+    ("before", "after", "warning"),
+    [
+        ((None, 1), ("issue", 2), "internal-ca-2 issues before every bundle trusts it"),
+        ((None, 1), (None, 2), "internal-ca-2 issues before every bundle trusts it"),
+        (("trust", 2), (None, 2), "drops internal-ca, which issued the certificates"),
+    ],
+)
+def test_against_warns_of_a_skipped_phase(before: tuple[str | None, int], after: tuple[str | None, int],
+                                          warning: str) -> None:  # fmt: skip
+    found = _change(_plan(*before), _plan(*after))
+    assert [w for w in found["warnings"] if w.startswith(warning)], found["warnings"]

@@ -31,6 +31,11 @@ OUTSIDE = (
     "e.g. Envoy Gateway's own certificates, as that chart does)"
 )
 BACKEND_TLS = "no restart: the gateway verifies backends with the new CA from its next connection"
+CA_ISSUER = "signs with it: the certificates cert-manager issues from now on (those issued before are unchanged)"
+BUNDLE_JOB = (
+    "reads its ca.crt when it runs, into the bundle every pod trusts: the bundle changes only with the trusted CAs "
+    "(tools/ca_rotation_view.py)"
+)
 
 
 def _mounted(obj: dict[str, Any]) -> set[str]:
@@ -61,6 +66,13 @@ def _referenced(obj: dict[str, Any]) -> tuple[set[str], str] | None:
     if kind == "BackendTLSPolicy":
         refs = (spec.get("validation") or {}).get("caCertificateRefs") or []
         return {r["name"] for r in refs if r.get("kind") == "Secret"}, BACKEND_TLS
+    if kind == "Issuer" and "ca" in spec:
+        return {str(spec["ca"].get("secretName"))}, CA_ISSUER
+    if kind == "Job":  # the bundle's writer reads the trust Secrets through the API (components/ca_rotation.py)
+        env = {e.get("name"): e.get("value") for c in (template_of(obj).get("spec") or {}).get("containers") or []
+               for e in c.get("env") or []}  # fmt: skip
+        trusted = str(env.get("TRUSTED_CAS") or "").split()
+        return ({item.partition("=")[0] for item in trusted}, BUNDLE_JOB) if trusted else None
     return None
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from tools import certificate_impact, upgrade_view
+from tools import ca_rotation_view, certificate_impact, upgrade_view
 
 # GitHub refuses longer comments; config diffs past this are left to diff.json.
 MAX_CHARS = 60_000
@@ -91,7 +91,8 @@ def render(diff: dict[str, Any], against: str) -> str:
         out.append("")
     out += ["**Pods that roll**", ""]
     out += [f"- {_ref(r)}: {r['how']}; {'; '.join(r['why'])}" for r in diff["rolls"]] or ["- none"]
-    out += ["", *certificate_impact.render(diff.get("certificates") or [])]
+    out += ["", *ca_rotation_view.render(diff.get("ca_rotation"))]
+    out += certificate_impact.render(diff.get("certificates") or [])
     out += ["", "**Jobs that run**", ""]
     out += [f"- {_ref(j)} {j['runs']}" + (f": {'; '.join(j['why'])}" if j["why"] else "") for j in diff["jobs"]]
     if not diff["jobs"]:

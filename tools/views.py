@@ -12,7 +12,7 @@ import argparse
 import json
 from pathlib import Path
 
-from tools import certificate_impact, diff_report, graph_draw, plan_diff, upgrade_view
+from tools import ca_rotation_view, certificate_impact, diff_report, graph_draw, plan_diff, upgrade_view
 from tools.plan import Plan
 from tools.plan_configs import configs, secret_values
 from tools.plan_graph import DeployGraphView
@@ -63,6 +63,7 @@ def write(plan: Plan, out: Path, against: Path | None = None) -> list[Path]:
         earlier, now = plan_diff.load(against), plan_diff.view_of(plan)
         result = plan_diff.diff(earlier, now)
         result["certificates"] = certificate_impact.reissued(earlier, now)
+        result["ca_rotation"] = ca_rotation_view.change(earlier, now)
         listed = upgrade_view.steps(plan)
         if listed is not None and plan.settings.upgrade is not None:
             result["upgrade"] = {
