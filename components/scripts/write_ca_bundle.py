@@ -130,8 +130,8 @@ def updated(current: dict[str, Any], encoded: str, wanted_labels: dict[str, str]
     return {**current, "metadata": {**metadata, **changed}, "data": data}
 
 
-def main() -> None:
-    api = KubeApi.in_cluster()
+def main(api: KubeApi | None = None) -> None:
+    api = api or KubeApi.in_cluster()
     name = os.environ["BUNDLE_NAME"]
     wanted_labels = dict(json.loads(os.environ.get("CA_BUNDLE_LABELS") or "{}"))
     bundle = wait_for_cas(api, trusted_cas(os.environ["TRUSTED_CAS"]))

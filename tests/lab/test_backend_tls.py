@@ -35,10 +35,17 @@ def _issued() -> CertManager:
     return certs
 
 
+def _bundle() -> dict[str, str]:
+    """What the Job internal-ca-bundle writes from staging's one trusted CA (components/ca_rotation.py)."""
+    return {"ca.crt": _issued().secrets[("openstack", "internal-ca-trust")].data["ca.crt"]}
+
+
 def _lookup(extra: Mapping[tuple[str, str, str], Mapping[str, str]] | None = None) -> Any:
     def lookup(kind: str, namespace: str, name: str) -> Mapping[str, str] | None:
         if extra and (kind, namespace, name) in extra:
             return extra[(kind, namespace, name)]
+        if (kind, namespace, name) == ("Secret", "openstack", "internal-ca-bundle"):
+            return _bundle()
         issued = _issued().secrets.get((namespace, name)) if kind == "Secret" else None
         return issued.data if issued else None
 
@@ -87,7 +94,7 @@ def test_each_api_backend_is_spoken_to_over_tls_verifying_its_service_name_with_
     assert programmed.problems == []
     assert programmed.backend_tls == {f"openstack/{api}-backend-tls": "Accepted" for api in APIS}
     backends = _backends(programmed)
-    ca = _issued().secrets[("openstack", "internal-ca-bundle")].data["ca.crt"]
+    ca = _bundle()["ca.crt"]
     for api in APIS:
         tls = backends[api].tls
         assert tls is not None and tls.hostname == f"{api}.openstack.svc.cluster.local" and tls.ca == ca
@@ -149,7 +156,7 @@ def test_a_ca_reference_without_a_usable_ca_fails_closed(data: dict[str, str], w
 
 
 def test_a_configmaps_ca_crt_is_trusted_as_the_core_api_says_and_tls_crt_is_envoy_gateways_fallback() -> None:
-    ca = _issued().secrets[("openstack", "internal-ca-bundle")].data["ca.crt"]
+    ca = _bundle()["ca.crt"]
     policy = _objects("BackendTLSPolicy")[0]
     policy["spec"]["validation"]["caCertificateRefs"] = [{"group": "", "kind": "ConfigMap", "name": "ca"}]
     found = _backends(_program([policy], _lookup({("ConfigMap", "openstack", "ca"): {"ca.crt": ca}})))
@@ -208,7 +215,7 @@ def test_the_proxy_files_hold_each_policys_ca_for_haproxy(tmp_path: Path) -> Non
     public = _issued().secrets.get(("openstack", PUBLIC_TLS))
     assert public is not None
     config = write_files(programmed, tmp_path, lambda namespace, name: public.data, lambda b: "10.96.1.5")
-    ca = _issued().secrets[("openstack", "internal-ca-bundle")].data["ca.crt"]
+    ca = _bundle()["ca.crt"]
     for api in APIS:
         written = tmp_path / ca_file_name(f"openstack/{api}-backend-tls")
         assert written.read_text() == ca

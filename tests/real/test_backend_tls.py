@@ -189,7 +189,12 @@ def front(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Front]:
     cinder = next(p for p in policies if p["metadata"]["name"] == "cinder-api-backend-tls")
     cinder["spec"]["validation"]["caCertificateRefs"][0]["name"] = "no-such-ca"
 
+    # What the Job internal-ca-bundle writes from staging's one trusted CA (components/ca_rotation.py).
+    bundle = {"ca.crt": issued("internal-ca-trust").data["ca.crt"]}
+
     def lookup(kind: str, namespace: str, name: str) -> dict[str, str] | None:
+        if (kind, namespace, name) == ("Secret", NAMESPACE, "internal-ca-bundle"):
+            return bundle
         found = certs.secrets.get((namespace, name)) if kind == "Secret" else None
         return dict(found.data) if found else None
 
@@ -211,7 +216,7 @@ def front(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Front]:
     anchor = state / "public-root.pem"
     anchor.write_text(public.trust_anchor)
     ca_file = state / "internal-ca.crt"
-    ca_file.write_text(issued("internal-ca-bundle").data["ca.crt"])
+    ca_file.write_text(bundle["ca.crt"])
     hosts = {key: plan.settings.public_host(key) for key in ("keystone", "glance", "placement", "neutron",
                                                                "cinderv3", "horizon", "novncproxy")}  # fmt: skip
     try:

@@ -10,8 +10,9 @@ server does where its clients depend on it, and it is the cluster's state, not a
   what is patched is what the lab's scheduler reads (a cordon keeps new pods off the node).
 - Pods: list (label and `spec.nodeName` field selectors), get, delete (with a uid precondition):
   the kubelet stops the pod, its DaemonSet or ReplicaSet starts a successor (tools/cloud/deploy.py).
-- Secrets: get and update (PUT) with optimistic concurrency; an update reaches the volumes of
-  the pods that mount the Secret as the kubelet's sync would (files replaced, subPath mounts not).
+- Secrets: get, create (POST) and update (PUT) with optimistic concurrency; a write reaches the
+  volumes of the pods that mount the Secret as the kubelet's sync would (files replaced, subPath
+  mounts not).
 - Events: create, with the API server's rule for events of cluster-scoped objects (`default`).
 - ConfigMaps and custom resources (`/apis/<group>/<version>/...`, e.g. Rook's CephCluster): get, of
   what a stand-in put there (put_object): what an operator wrote, status included.
@@ -370,9 +371,27 @@ class LabApiServer:
         stored["data"] = dict(body.get("data") or {})
         for key in ("labels", "annotations"):
             stored["metadata"][key] = dict(metadata.get(key) or {})
+        stored["metadata"]["ownerReferences"] = list(metadata.get("ownerReferences") or [])
         stored["metadata"]["resourceVersion"] = self._next_version()
         self.world.api_update_secret(namespace, name, decoded)
         return 200, copy.deepcopy(stored)
+
+    def _create_secrets(self, namespace: str, name: str | None, body: Any, **_: Any) -> tuple[int, Manifest]:
+        metadata = (body or {}).get("metadata") or {}
+        name = name or metadata.get("name")
+        if not name or metadata.get("namespace", namespace) != namespace:
+            return 400, status(400, "BadRequest", "metadata.name is required, in the namespace of the URL")
+        if (namespace, name) in self.secrets_:
+            return 409, status(409, "AlreadyExists", f'secrets "{name}" already exists')
+        try:
+            decoded = {k: base64.b64decode(v, validate=True).decode() for k, v in (body.get("data") or {}).items()}
+        except (binascii.Error, ValueError):
+            return 400, status(400, "BadRequest", "data: illegal base64 data")
+        stored = {**copy.deepcopy(body), "type": body.get("type") or "Opaque"}
+        stored["metadata"] = {**metadata, "name": name, "namespace": namespace, "resourceVersion": self._next_version()}
+        self.secrets_[(namespace, name)] = stored
+        self.world.api_update_secret(namespace, name, decoded)
+        return 201, copy.deepcopy(stored)
 
     # events
 
