@@ -8,6 +8,11 @@ configuration lists. `client` is one of
 - `django`: Django's default cache from `file`, Horizon's local_settings.py, run as Django runs it.
 Each stores a value and reads it back, and prints as JSON what it read, and each TLS handshake its
 process made or failed (observed, not changed: the clients swallow their connection errors).
+
+`... <file> rounds <host>` then keeps the process running: for each line read on stdin it opens a
+new connection to `host` with each TLS context the client made when it was set up (each one the
+client's pool would wrap a new connection in), and prints whether its handshake passed: what a
+running process verifies a server with after its CA file changed on disk (tests/real/test_ca_rotation.py).
 """
 
 from __future__ import annotations
@@ -94,13 +99,40 @@ def _django(path: str) -> Any:
 CLIENTS = {"oslo.cache": _oslo_cache, "keystonemiddleware": _keystonemiddleware, "django": _django}
 
 
+def _record_contexts(made: list[ssl.SSLContext]) -> None:
+    create = ssl.create_default_context
+
+    def recorded(*args: Any, **kwargs: Any) -> ssl.SSLContext:
+        context = create(*args, **kwargs)
+        if kwargs.get("cafile"):  # the client's, from its CA option (not a library's of the system's CAs)
+            made.append(context)
+        return context
+
+    ssl.create_default_context = recorded  # type: ignore[assignment]
+
+
+def _handshake(context: ssl.SSLContext, host: str) -> str | None:
+    """A new connection to `host` wrapped in `context`: None if its handshake passed, else why not."""
+    try:
+        with socket.create_connection((host, 11211), timeout=10) as raw, context.wrap_socket(raw, server_hostname=host):
+            return None
+    except (OSError, ssl.SSLError) as error:
+        return str(error)
+
+
 def main(argv: list[str]) -> None:
     _resolve_locally(json.loads(argv[1]))
     seen: dict[str, list[str]] = {"done": [], "failed": []}
     _observe_handshakes(seen)
+    made: list[ssl.SSLContext] = []
+    _record_contexts(made)
     os.environ.setdefault("POD_IP", "127.0.0.1")  # Horizon's settings add it to ALLOWED_HOSTS
     read = CLIENTS[argv[2]](argv[3])
-    print(json.dumps({"read": read, "handshakes": seen["done"], "handshake_failures": seen["failed"]}))
+    print(json.dumps({"read": read, "handshakes": seen["done"], "handshake_failures": seen["failed"]}), flush=True)
+    if argv[4:5] != ["rounds"]:
+        return
+    for _ in sys.stdin:
+        print(json.dumps({"contexts": len(made), "failures": [_handshake(c, argv[5]) for c in made]}), flush=True)
 
 
 if __name__ == "__main__":

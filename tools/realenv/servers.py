@@ -220,8 +220,9 @@ def _amqp_answers(port: int) -> bool:
 
 
 @contextmanager
-def run_rabbitmq(workdir: Path, timeout: float = 90, extra_conf: str = "") -> Iterator[RabbitMQ]:
-    """`extra_conf`: rabbitmq.conf lines besides the plain listeners (a TLS listener, say)."""
+def run_rabbitmq(workdir: Path, timeout: float = 90, extra_conf: str = "", erl_args: str = "") -> Iterator[RabbitMQ]:
+    """`extra_conf`: rabbitmq.conf lines besides the plain listeners (a TLS listener, say); `erl_args`: more
+    of the Erlang VM's arguments (an application's environment, `-ssl ssl_pem_cache_clean 1000`)."""
     server = require_binary("rabbitmq-server", "rabbitmq-server", RABBITMQ_SCRIPTS)
     epmd = require_binary("epmd", "erlang-base (a dependency of rabbitmq-server)")
     port, management_port, dist_port, epmd_port = (free_port() for _ in range(4))
@@ -243,7 +244,7 @@ def run_rabbitmq(workdir: Path, timeout: float = 90, extra_conf: str = "") -> It
         RABBITMQ_PID_FILE=str(workdir / "rabbitmq.pid"),
         RABBITMQ_NODENAME=f"rabbit-{secrets.token_hex(4)}@localhost",
         RABBITMQ_DIST_PORT=str(dist_port),
-        RABBITMQ_SERVER_ADDITIONAL_ERL_ARGS="-kernel inet_dist_use_interface {127,0,0,1}",
+        RABBITMQ_SERVER_ADDITIONAL_ERL_ARGS=f"-kernel inet_dist_use_interface {{127,0,0,1}} {erl_args}".strip(),
         # A private epmd, so that nothing lingers on the shared port 4369 afterwards.
         ERL_EPMD_PORT=str(epmd_port),
         ERL_EPMD_ADDRESS=HOST,
