@@ -180,3 +180,30 @@ def test_every_certificate_of_the_stacks_is_issued(stack: str) -> None:
     )
     # staging and prod name the cluster's ClusterIssuers; dev's issuers are its own.
     assert bool(manager.stand_ins) is (stack != "dev")
+
+
+def test_after_a_later_plan_only_new_and_changed_certificates_are_issued_in_their_issuers_order() -> None:
+    """A `pulumi up` that adds a second root and moves the leaf to it (a CA rotation's phases): the new root is
+    issued first (its CA Issuer needs its Secret), the leaf again from it; a Certificate left as it was keeps
+    its Secret; one removed leaves its Secret, as cert-manager does."""
+    manager = CertManager([LEAF, *SELF_SIGNED_CA])
+    assert manager.issue_all() == []
+    first_root = manager.secrets[(NS, "public-ca")]
+    second_root = _object("Certificate", "public-ca-2", {**ROOT_SPEC, "commonName": "public-ca-2",
+                                                         "secretName": "public-ca-2"})  # fmt: skip
+    moved = _object("Certificate", "public-tls", {**LEAF["spec"], "issuerRef": _issuer("Issuer", "public-ca-2")})
+    later = [
+        moved,
+        *SELF_SIGNED_CA,
+        second_root,
+        _object("Issuer", "public-ca-2", {"ca": {"secretName": "public-ca-2"}}),
+    ]
+    issued = manager.apply(later)
+    assert [i.certificate for i in issued] == ["public-ca-2", "public-tls"]
+    assert manager.secrets[(NS, "public-ca")] is first_root  # unchanged: not issued again
+    leaf = manager.secrets[(NS, "public-tls")]
+    assert leaf.annotations["cert-manager.io/issuer-name"] == "public-ca-2"
+    assert leaf.leaf.issuer == manager.secrets[(NS, "public-ca-2")].leaf.subject
+    assert manager.apply(later) == []  # nothing changed since
+    assert manager.apply([moved, *SELF_SIGNED_CA[:1], second_root, later[-1]]) == []  # public-ca removed
+    assert (NS, "public-ca") in manager.secrets

@@ -5,9 +5,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from tests.conftest import plan_of
 from tools.cloud import rotation
+from tools.cloud.ca_rotation import changed, phases
 from tools.cloud.report import _rotation_line
-from tools.cloud.rotation import Restart, judge
+from tools.cloud.rotation import Restart, ca_verdict, judge
 
 RENEWED_AT = 1000.0
 
@@ -74,7 +76,7 @@ def test_the_summary_line_names_what_was_not_served_and_the_restarts() -> None:
         "ok": False, "renewed": {"openstack/rabbitmq-internal-tls": False, "openstack/mariadb-client-tls": None,
                                  "openstack/public-tls": True},
         "calls": 120, "failed_calls": 4, "failed_outside_restarts": 0,
-        "restarted": {"mariadb-0": {"why": "x", "seconds": 14.2}}, "vm_survived": True,
+        "restarted": [{"pod": "mariadb-0", "why": "x", "seconds": 14.2}], "vm_survived": True,
         "by_client": {"laptop": {"calls": 60, "failed": 4, "slowest_seconds": 21.5}},
     })  # fmt: skip
     assert line == (
@@ -82,3 +84,61 @@ def test_the_summary_line_names_what_was_not_served_and_the_restarts() -> None:
         "restarts ['mariadb-0']), slowest call {'laptop': 21.5} s, VM survived True"
     )
     assert _rotation_line({"not_run": "plain text"}) == "not run (plain text)"
+
+
+def _later(changed: dict[str, Any]) -> Any:
+    return plan_of("staging", **changed)
+
+
+def _steps(staging: Any, found: list[Any], kind: str) -> list[set[str]]:
+    """What each phase's `pulumi up` changes the pod template of, against the plan before it."""
+    before = [staging, *(p.plan for p in found[:-1])]
+    return [{str(r.k8s_name) for r in changed(b, p.plan, kind)} for b, p in zip(before, found, strict=True)]
+
+
+def test_the_lab_rotates_stagings_own_ca_through_the_three_phases_and_rolls_what_the_plan_rolls() -> None:
+    staging = plan_of("staging")
+    found = phases(staging, _later)
+    assert found is not None and [p.name for p in found] == ["trust", "issue", "done"]
+    internal = [p.plan.settings.tls.internal for p in found]
+    assert [(i.generation, i.rotation.phase if i.rotation else None) for i in internal if i] == [
+        (2, "trust"), (2, "issue"), (2, None)]  # fmt: skip
+    assert all(p.plan.settings.tls.public == staging.settings.tls.public for p in found)  # only the internal CA
+    # What `pulumi up` of each phase replaces or rolls, read from the plans as the lab applies them.
+    assert _steps(staging, found, "Job") == [{"internal-ca-bundle"}, set(), {"internal-ca-bundle"}]
+    read_once = {"keystone-api", "glance-api", "placement-api", "nova-api", "nova-metadata", "neutron-server",
+                 "cinder-api", "nova-scheduler", "nova-conductor", "nova-novncproxy", "horizon"}  # fmt: skip
+    assert _steps(staging, found, "Deployment") == [read_once, set(), read_once]
+    assert _steps(staging, found, "StatefulSet") == _steps(staging, found, "DaemonSet") == [set(), set(), set()]
+    # A stack on another issuer's CA, or in a rotation already: none here.
+    vault = {**_tls(staging), "internal": {"issuer": {"kind": "ClusterIssuer", "name": "vault"}}}
+    assert phases(_later({"tls": vault}), _later) is None
+    assert phases(found[0].plan, _later) is None
+
+
+def _tls(plan: Any) -> dict[str, Any]:
+    return dict(plan.settings.tls.model_dump(mode="json", by_alias=True, exclude_none=True))
+
+
+def _phase(**facts: Any) -> dict[str, Any]:
+    return {"verified_ok": True, "bundle": ["CN=internal-ca"], "rolled": {}, **facts}
+
+
+def test_the_ca_rotation_is_ok_only_with_both_cas_then_the_new_one_the_rolls_and_no_failed_call() -> None:
+    plans = phases(plan_of("staging"), _later)
+    assert plans is not None
+    calls = {"calls": 300, "failed_calls": 2, "failed_outside_restarts": 0}
+    good = {
+        "trust": _phase(bundle=["CN=internal-ca", "CN=internal-ca-2"], rolled={"keystone-api": 40.0}),
+        "issue": _phase(),
+        "done": _phase(bundle=["CN=internal-ca-2"], rolled={"keystone-api": 38.0}),
+    }
+    verdict = ca_verdict(good, calls, True, plan_of("staging"), plans)
+    assert verdict["ok"] and (verdict["from"], verdict["to"]) == (1, 2)
+    assert not ca_verdict({**good, "done": {**good["done"], "verified_ok": False}}, calls, True, plan_of("staging"),
+                          plans)["ok"]  # an endpoint still presenting the old CA's certificate  # fmt: skip
+    assert not ca_verdict({**good, "trust": {**good["trust"], "rolled": {}}}, calls, True, plan_of("staging"),
+                          plans)["ok"]  # the processes that read the CA once were not restarted  # fmt: skip
+    assert not ca_verdict(good, {**calls, "failed_outside_restarts": 1}, True, plan_of("staging"), plans)["ok"]
+    assert not ca_verdict(good, calls, False, plan_of("staging"), plans)["ok"]
+    assert "not_run" in ca_verdict({}, calls, True, plan_of("staging"), None)

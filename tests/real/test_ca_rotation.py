@@ -19,11 +19,15 @@ the phases change it: the old CA only, then both (phase trust), then the new one
 
 from __future__ import annotations
 
+import http.client
 import json
+import ssl
 import subprocess
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import IO, Any
 
@@ -33,10 +37,12 @@ from cryptography.hazmat.primitives import hashes
 
 from components.inifile import parse_ini, render_ini
 from tests.real import pki
+from tests.real.haproxy import running_haproxy
 from tests.real.test_mariadb_tls import _keystone_url, _pointed_at
 from tests.real.test_memcached_tls import _probe, _start
 from tests.test_ca_rotation import _plan
 from tools.cloud import tls_probe
+from tools.cloud.gateway import soft_reload
 from tools.cloud.standins import MARIADB_CA_DIR, MARIADB_TLS_DIR, mariadb_tls, mariadb_tls_conf
 from tools.realenv.openstack_venv import OpenStackVenv
 from tools.realenv.servers import free_port, run_mariadb, run_rabbitmq
@@ -331,3 +337,84 @@ def test_memcacheds_clients_keep_the_cas_they_started_with_until_restarted(
         finally:
             for client in running.values():
                 client.close()
+
+
+def _https_backend(pair: dict[str, bytes], directory: Path) -> ThreadingHTTPServer:
+    """A backend that answers 200 over TLS with `pair`, as an API's uWSGI does."""
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            self.send_response(200)
+            self.send_header("Content-Length", "2")
+            self.end_headers()
+            self.wfile.write(b"ok")
+
+        def log_message(self, format: str, *args: Any) -> None:
+            pass
+
+    directory.mkdir()
+    (directory / "tls.crt").write_bytes(pair["tls.crt"])
+    (directory / "tls.key").write_bytes(pair["tls.key"])
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(directory / "tls.crt", directory / "tls.key")
+    server.socket = context.wrap_socket(server.socket, server_side=True)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server
+
+
+def _status(port: int, path: str) -> int | None:
+    try:
+        connection = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+        connection.request("GET", path, headers={"Connection": "close"})
+        return connection.getresponse().status
+    except OSError:
+        return None  # refused or cut: what a reload must not do
+
+
+def test_the_labs_gateway_takes_a_new_bundle_by_a_soft_reload_with_no_call_refused(tmp_path: Path) -> None:
+    """The lab's gateway stand-in (tools/cloud/gateway.py soft_reload) when a BackendTLSPolicy's bundle gains the
+    new CA: a backend presenting the new CA's certificate is refused (503) before and served after, while calls
+    to one presenting the old CA's go on through the reload without one refused."""
+    cas, name = Cas(), "keystone-api.openstack.svc.cluster.local"
+    old = _https_backend(pki.leaf(cas.old, [name]), tmp_path / "old")
+    new = _https_backend(pki.leaf(cas.new, [name]), tmp_path / "new")
+    ca_file, admin, port = tmp_path / "backend-ca.pem", tmp_path / "admin.sock", free_port()
+    ca_file.write_bytes(cas.bundle("old"))
+    server = f"ssl verify required ca-file {ca_file} sni str({name}) verifyhost {name}"
+    config = tmp_path / "haproxy.cfg"
+    config.write_text(
+        f"global\n    stats socket {admin} level admin\ndefaults\n    mode http\n    timeout connect 5s\n"
+        "    timeout client 30s\n    timeout server 30s\n"
+        f"frontend public\n    bind 127.0.0.1:{port}\n    use_backend new if {{ path_beg /new }}\n"
+        "    default_backend old\n"
+        f"backend old\n    server old 127.0.0.1:{old.server_address[1]} {server}\n"
+        f"backend new\n    server new 127.0.0.1:{new.server_address[1]} {server}\n"
+    )
+    statuses: list[int | None] = []
+    stop = threading.Event()
+
+    def calls() -> None:
+        while not stop.is_set():
+            statuses.append(_status(port, "/old"))
+            time.sleep(0.02)
+
+    with running_haproxy(config, port) as first, (tmp_path / "haproxy.log").open("wb") as log:
+        assert _status(port, "/new") == 503  # the new CA is not in the bundle yet
+        loop = threading.Thread(target=calls)
+        loop.start()
+        time.sleep(0.5)
+        ca_file.write_bytes(cas.bundle("old", "new"))  # phase trust: the bundle holds both
+        second = soft_reload(config, admin, first, log)
+        try:
+            time.sleep(0.5)
+            stop.set()
+            loop.join()
+            assert _status(port, "/new") == 200
+            assert len(statuses) > 20 and statuses.count(200) == len(statuses), statuses
+            first.wait(timeout=10)  # the retired process leaves once its connections are done
+        finally:
+            second.terminate()
+            second.wait(timeout=10)
+    old.shutdown()
+    new.shutdown()

@@ -398,6 +398,29 @@ class CertManager:
                 problems.append(f"Certificate {certificate['metadata']['name']}: {error}")
         return problems
 
+    def apply(self, resources: list[Manifest]) -> list[Issued]:
+        """What cert-manager does after a `pulumi up` changed the plan's objects: each Certificate that is new
+        or whose spec changed (its issuerRef among it: cert-manager's trigger sees the Secret no longer
+        matches) is issued again, in the order its issuer allows; a removed one leaves its Secret."""
+        before = {(c["metadata"]["namespace"], c["metadata"]["name"]): c["spec"] for c in self.certificates}
+        self.resources = resources
+        pending = [c for c in self.certificates if before.get((c["metadata"]["namespace"], c["metadata"]["name"]))
+                   != c["spec"]]  # fmt: skip
+        issued: list[Issued] = []
+        while pending:
+            waiting, why = [], ""
+            for certificate in pending:
+                namespace, secret = certificate["metadata"]["namespace"], certificate["spec"]["secretName"]
+                try:
+                    issued.append(self.issue(certificate, self.secrets.get((namespace, secret))))
+                except IssuingError as error:
+                    waiting.append(certificate)
+                    why = str(error)
+            if len(waiting) == len(pending):
+                raise IssuingError(f"Certificates {[c['metadata']['name'] for c in waiting]} stay unissued: {why}")
+            pending = waiting
+        return issued
+
     def renew(self, namespace: str, certificate_name: str) -> Issued:
         """What cert-manager does when the Certificate is due (or `cmctl renew`): issue it again."""
         certificate = next(

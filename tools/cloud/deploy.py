@@ -45,6 +45,9 @@ SYNC_SECONDS = 1.0
 # How soon a changed Secret reaches the pods that mount it: the kubelet syncs each pod about
 # every minute (syncFrequency) and reads Secrets through a cache; here a little sooner.
 KUBELET_SYNC_SECONDS = 15.0
+# A replaced pod leaves the Service's endpoints this long before it is stopped: kube-proxy's rules follow,
+# and calls under way finish (the Deployment controller deletes it while the endpoints controller drops it).
+DRAIN_SECONDS = 5.0
 
 
 class DeployFailedError(RuntimeError):
@@ -394,6 +397,48 @@ class Cloud:
                 self.sync()
                 return True
         return False
+
+    # -- a later `pulumi up` (tools/cloud/ca_rotation.py) ------------------------------------------------
+
+    def replace_job(self, r: Registration, timeout: float) -> Workload:
+        """A Job whose template the later plan changed: pulumi-kubernetes deletes it and creates it again
+        (delete_before_replace), so it runs again; returns it done, or raises as `pulumi up` fails."""
+        self._add(r)
+        workload = self.workloads[r.urn]
+        self.start(r.urn)
+        deadline = time.monotonic() + timeout
+        while not workload.done and not workload.failed and time.monotonic() < deadline:
+            time.sleep(0.5)
+        if not workload.done:
+            raise DeployFailedError(workload.failed or f"Job {workload.name}: not complete after {timeout:.0f}s")
+        return workload
+
+    def roll(self, r: Registration, timeout: float) -> float:
+        """A Deployment's rolling update to the later plan's template, as its strategy has it (maxSurge 1): a
+        pod of the new template first and, once it is ready, the old one out of the Service's endpoints and
+        deleted after DRAIN_SECONDS (kube-proxy's turn, the calls under way); returns the seconds it took."""
+        workload = self.workloads[r.urn]
+        if workload.kind != "Deployment":
+            raise DeployFailedError(f"{workload.kind} {workload.name}: the lab rolls Deployments only")
+        workload.template = r.revealed["spec"]["template"]
+        started = time.monotonic()
+        for old in list(workload.pods):
+            workload.restarts += 1
+            new = self._start_pod(workload, self._schedule(workload), old.plan.index, attempt=workload.restarts)
+            deadline = time.monotonic() + timeout
+            while not new.ready:
+                if new.phase == "Failed" or time.monotonic() > deadline:
+                    raise DeployFailedError(f"Deployment {workload.name}: pod {new.plan.name} not ready: {new.failure}")
+                time.sleep(0.5)
+            workload.pods.remove(old)
+            self.sync()
+            time.sleep(DRAIN_SECONDS)
+            old.stop()
+            self.network_policies.remove(old.plan.name)
+            if not old.plan.host_network:
+                old.node.delete_pod_network(f"pod-{old.plan.name}")
+            self.log(f"Deployment {workload.name}: pod {old.plan.name} replaced by {new.plan.name}")
+        return time.monotonic() - started
 
     def all_pods(self) -> list[PodRuntime]:
         pods = [p for w in [*self.workloads.values(), *self.cron_jobs] for p in w.pods]

@@ -157,7 +157,7 @@ def write_internal_ca(cloud: Cloud, directory: Path) -> Path | None:
         return None
     data = cloud.objects.get(("Secret", internal_tls.CA_BUNDLE)) or {}
     if not data.get("ca.crt"):
-        why = "cert-manager issued no internal CA"
+        why = "the Job internal-ca-bundle wrote no bundle (components/ca_rotation.py)"
         raise InternalCaMissingError(f"Secret {internal_tls.CA_BUNDLE} has no ca.crt: {why}")
     directory.mkdir(parents=True, exist_ok=True)
     path = directory / "internal-ca.crt"

@@ -35,6 +35,7 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import IO
 
 from tools.cloud.gatewayapi import AttachedRoute, Backend, Listener, Programmed, Rule, duration_seconds
 from tools.cloud.netpol import PodAddress
@@ -251,6 +252,28 @@ def swap_certificate(admin_socket: Path, pem_file: Path, pem: str) -> None:
     pem_file.write_text(pem)
 
 
+def soft_reload(
+    config: Path, admin_socket: Path, old: subprocess.Popen[bytes], log: IO[bytes], netns: str | None = None
+) -> subprocess.Popen[bytes]:
+    """haproxy's soft reload: a new process reads the files as they are now and binds beside the old one
+    (SO_REUSEPORT), which stops listening and finishes the connections it has (-sf); returned once the new
+    one answers on the admin socket. How the lab's gateway takes a BackendTLSPolicy's changed CA: Envoy
+    Gateway hands Envoy one over xDS without a restart, and haproxy 2.6 updates a CA file at run time for
+    its listeners only (after `commit ssl ca-file`, `show ssl ca-file` lists one that server lines use as
+    Unused), so a soft reload is this stand-in's way to take it with no connection refused."""
+    command = ["haproxy", "-db", "-f", str(config), "-sf", str(old.pid)]
+    new = subprocess.Popen(["ip", "netns", "exec", netns, *command] if netns else command, stdout=log,
+                           stderr=subprocess.STDOUT)  # fmt: skip
+    deadline = time.monotonic() + START_SECONDS
+    while True:  # `ip netns exec` execs haproxy: the process's pid is haproxy's
+        with contextlib.suppress(OSError):
+            if f"Pid: {new.pid}\n" in runtime_command(admin_socket, "show info\n"):
+                return new
+        if new.poll() is not None or time.monotonic() > deadline:
+            raise RuntimeError(f"haproxy's soft reload of {config} did not come up (exit {new.poll()})")
+        time.sleep(0.2)
+
+
 @dataclass
 class GatewayProxy:
     """The proxy pod of the Gateway: haproxy in a network namespace of its own on a node."""
@@ -265,6 +288,7 @@ class GatewayProxy:
     ip: str = ""
     process: subprocess.Popen[bytes] | None = None
     _exposed: list[list[str]] = field(default_factory=list)
+    _reloaded: list[subprocess.Popen[bytes]] = field(default_factory=list)  # processes a soft reload retired
 
     @property
     def pod_name(self) -> str:
@@ -291,6 +315,20 @@ class GatewayProxy:
                 pem = data["tls.crt"] + data["tls.key"]
                 swap_certificate(self.admin_socket, listener_file(self.state, listener), pem)
                 swapped.append(listener.name)
+        return swapped
+
+    def swap_backend_cas(self, programmed: Programmed) -> list[str]:
+        """The same routes as now resolved (`programmed`): each BackendTLSPolicy whose CA certificates changed
+        (a new bundle in its Secret) gets them, by a soft reload (soft_reload); returns those policies."""
+        before, after = backend_tls_of(self.programmed), backend_tls_of(programmed)
+        swapped = [policy for policy, pem in sorted(after.items()) if before.get(policy) not in (None, pem)]
+        self.programmed = programmed
+        if swapped and self.process is not None:
+            for policy in swapped:
+                (self.state / ca_file_name(policy)).write_text(after[policy])
+            self._reloaded.append(self.process)
+            with self.log_file.open("ab") as log:
+                self.process = soft_reload(self.config_file, self.admin_socket, self.process, log, PROXY_NETNS)
         return swapped
 
     def pod_address(self) -> PodAddress:
@@ -333,10 +371,11 @@ class GatewayProxy:
         for rule in self._exposed:
             run("iptables", "-t", "nat", "-D", *rule, netns=self.node.netns, check=False)
         self._exposed.clear()
-        if self.process is not None and self.process.poll() is None:
-            self.process.terminate()
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                self.process.wait(timeout=10)
+        for process in [*self._reloaded, self.process]:
+            if process is not None and process.poll() is None:
+                process.terminate()
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    process.wait(timeout=10)
         self.node.delete_pod_network(PROXY_NETNS)
         with contextlib.suppress(FileNotFoundError):
             os.unlink(self.admin_socket)

@@ -100,12 +100,29 @@ class FrontDoor:
     def renew(self, api: LabApiServer, namespace: str, certificate: str) -> Issued:
         """cert-manager renewing one Certificate: its new Secret in the API server, and in the cloud's pods
         after the kubelet's sync (Cloud.api_update_secret), as issue() put the first one there."""
-        issued = self.certs.renew(namespace, certificate)
-        api.add_secret(namespace, issued.manifest())
-        if namespace == self.cloud.plan.settings.namespace:
-            self.cloud.api_update_secret(namespace, issued.name, issued.data)
+        issued = self._publish(api, self.certs.renew(namespace, certificate))
         self.log(f"cert-manager (stand-in): renewed Certificate {namespace}/{certificate} into Secret {issued.name}")
         return issued
+
+    def apply(self, api: LabApiServer, resources: list[dict[str, Any]]) -> list[Issued]:
+        """cert-manager after a `pulumi up` of a later plan: the Certificates it added or changed issued, published."""
+        issued = [self._publish(api, i) for i in self.certs.apply(resources)]
+        for i in issued:
+            by = f"{i.annotations['cert-manager.io/issuer-kind']} {i.annotations['cert-manager.io/issuer-name']}"
+            self.log(f"cert-manager (stand-in): issued Certificate {i.namespace}/{i.certificate} by {by}")
+        return issued
+
+    def _publish(self, api: LabApiServer, issued: Issued) -> Issued:
+        api.add_secret(issued.namespace, issued.manifest())
+        if issued.namespace == self.cloud.plan.settings.namespace:
+            self.cloud.api_update_secret(issued.namespace, issued.name, issued.data)
+        return issued
+
+    def backend_cas_changed(self) -> list[str]:
+        """The gateway takes a changed CA of its BackendTLSPolicies hot (Envoy Gateway watches their Secrets)."""
+        if self.proxy is None or self.gateway is None:
+            return []
+        return self.proxy.swap_backend_cas(self._program(self.gateway))
 
     def stand_ins(self) -> list[dict[str, str]]:
         """What plays the cluster's parts here, for the report's not_run."""
@@ -160,18 +177,22 @@ class FrontDoor:
                         if (s.namespace, s.name) == (backend.namespace, backend.service)), None)  # fmt: skip
         return service.cluster_ip if service is not None else None
 
+    def _program(self, gateway: Gateway) -> Programmed:
+        """The plan's routes on the Gateway, each backend's TLS resolved from the objects as they are now."""
+        kinds: dict[str, list[dict[str, Any]]] = {"HTTPRoute": [], "ReferenceGrant": [], "BackendTLSPolicy": []}
+        for r in self.cloud.plan.custom:
+            if r.kind in kinds:
+                kinds[r.kind].append(r.revealed)
+        policies = BackendTlsPolicies(kinds["BackendTLSPolicy"], self._object, self._port_name)
+        return program(gateway, kinds["HTTPRoute"], kinds["ReferenceGrant"], backend_tls=policies)
+
     def open_gateway(self) -> None:
         """The Gateway's proxy pod, programmed from the plan's routes, on the control-plane node."""
         settings = self.cloud.plan.settings
         self.gateway = self._gateway()
         if self.gateway is None or settings.gateway is None:
             return
-        kinds: dict[str, list[dict[str, Any]]] = {"HTTPRoute": [], "ReferenceGrant": [], "BackendTLSPolicy": []}
-        for r in self.cloud.plan.custom:
-            if r.kind in kinds:
-                kinds[r.kind].append(r.revealed)
-        policies = BackendTlsPolicies(kinds["BackendTLSPolicy"], self._object, self._port_name)
-        programmed = program(self.gateway, kinds["HTTPRoute"], kinds["ReferenceGrant"], backend_tls=policies)
+        programmed = self._program(self.gateway)
         proxies = settings.gateway.proxies
         labels = {
             **(dict(proxies.labels) or ENVOY_PROXY_LABELS),

@@ -220,6 +220,7 @@ class Report:
             f"  public endpoints from outside through the gateway: {_tls_line(d['tls'])}",
             f"  TLS inside the cluster: {_encrypted_line(d['tls'])}",
             f"  certificates renewed under load: {_rotation_line(d['tls'].get('rotation') or {})}",
+            f"  internal CA rotated under load: {_ca_rotation_line(d['tls'].get('ca_rotation') or {})}",
             f"  ceph: {_ceph_line(d['ceph'])}",
             f"  libvirt pod restart: {restart}",
             f"  libvirt for migrations: {d['libvirt_listener']}",
@@ -273,9 +274,24 @@ def _rotation_line(found: dict[str, Any]) -> str:
     return (
         f"ok {found.get('ok')}, {len(renewed)} renewed, not served {not_served}, calls {found.get('calls')}, "
         f"failed {found.get('failed_calls')} ({found.get('failed_outside_restarts')} outside the restarts "
-        f"{sorted(found.get('restarted') or {})}), slowest call "
+        f"{sorted({r['pod'] for r in found.get('restarted') or []})}), slowest call "
         f"{ {who: c.get('slowest_seconds') for who, c in (found.get('by_client') or {}).items()} } s, "
         f"VM survived {found.get('vm_survived')}"
+    )
+
+
+def _ca_rotation_line(found: dict[str, Any]) -> str:
+    if "not_run" in found or "error" in found:
+        return f"not run ({found.get('not_run') or found.get('error')})"
+    phases = {
+        name: f"{p.get('seconds')}s, bundle {len(p.get('bundle') or [])} CA(s), rolled {len(p.get('rolled') or {})}, "
+        f"restarted {[r['pod'] for r in p.get('restarted') or []]}, unverified {p.get('unverified')}"
+        for name, p in (found.get("phases") or {}).items()
+    }
+    return (
+        f"ok {found.get('ok')}, generation {found.get('from')} → {found.get('to')}, {phases}, failed calls "
+        f"{found.get('failed_calls')} ({found.get('failed_outside_restarts')} outside restarts), VM survived "
+        f"{found.get('vm_survived')}"
     )
 
 

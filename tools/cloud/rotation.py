@@ -1,17 +1,22 @@
 """Certificate renewal under load: every certificate of the plan renewed while clients call the APIs.
 
-The issue's proof (report.json's `tls.rotation`), on a stack with internal TLS, after the user's
-scenario left a VM running:
+The issue's proof (report.json's `tls.rotation`, and `tls.ca_rotation`), on a stack with internal TLS,
+after the user's scenario left a VM running:
 1. Two clients call the APIs once a second (tools/cloud/api_loop.py): the laptop through the
    gateway and the user's pod on the internal endpoints.
-2. The cert-manager stand-in renews every Certificate that is no CA, as cert-manager does when one
-   is due: a new key and certificate in the same Secret. Then each consumer does what it does on
-   a real cluster (README, "What each consumer does when its certificate renews"): the lab's
-   API server and kubelet see the new Secret (the kubelet rewrites the pods' volumes after its
-   sync period, subPath mounts excepted), the gateway's proxy takes its certificate hot as Envoy
-   takes one over SDS (tools/cloud/gateway.py), and mariadb-operator, whose pods carry the hashes
-   of the Secrets its MariaDB names in `spec.tls`, replaces them one at a time. uWSGI, memcached
-   and RabbitMQ are left to do what they do by themselves (touch-reload, the readiness probe's
+2. On a stack of the program's own CA (staging), the CA is rotated to its next generation in the
+   phases a platform engineer goes through (tools/cloud/ca_rotation.py): trust (the new CA in every
+   bundle, the processes that read it once restarted), issue, and the rotation removed (the old CA
+   dropped). The issue phase is the renewal: cert-manager issues every Certificate again, from the
+   new CA, and renews the ones whose issuer did not change (the public one, the trust Certificates),
+   as when they are due. Elsewhere the cert-manager stand-in renews every Certificate that is no CA.
+   Either way a new key and certificate in the same Secret; then each consumer does what it does on
+   a real cluster (README, "What each consumer does when its certificate renews"): the lab's API
+   server and kubelet see the new Secret (the kubelet rewrites the pods' volumes after its sync
+   period, subPath mounts excepted), the gateway's proxy takes its certificate hot as Envoy takes one
+   over SDS (tools/cloud/gateway.py), and mariadb-operator, whose pods carry the hashes of the
+   Secrets its MariaDB names in `spec.tls`, replaces them one at a time. uWSGI, memcached and
+   RabbitMQ are left to do what they do by themselves (touch-reload, the readiness probe's
    refresh_certs, Erlang's PEM cache): nothing of the lab plays them.
 3. Every endpoint is probed until it serves its renewed certificate (its SHA-256 fingerprint), or
    until SETTLE_SECONDS, which is longer than the slowest consumer's own period (Erlang checks
@@ -20,9 +25,8 @@ scenario left a VM running:
    (a single MariaDB server is down while the operator replaces its pod). The VM survived when its
    QEMU process is the same and its console kept printing.
 
-CA Certificates are not renewed here: a CA renewal replaces the root that every bundle trusts, at
-once, with no overlap of old and new (README: CA rotation is open), so it would break every
-client by design rather than show what a renewal does.
+A root is not renewed here: cert-manager renews one after two thirds of its ten years, with a new key
+that no bundle holds yet; the rotation is how it is replaced (README, "Rotating the internal CA").
 """
 
 from __future__ import annotations
@@ -42,15 +46,18 @@ from components import mariadb_tls
 from components.oslo import KEYSTONE, public_url
 from components.public_routes import public_routes
 from tools.cloud import endpoint_tls
+from tools.cloud.ca_rotation import CaRotation, Phase, phases
 from tools.cloud.gateway import PROXY_NETNS
 from tools.cloud.vmsafety import vm_signs
 from tools.runtime import REPO
 
 if TYPE_CHECKING:
     from tools.cloud.apiserver import LabApiServer
+    from tools.cloud.certmanager import Issued
     from tools.cloud.deploy import Cloud
     from tools.cloud.public_access import FrontDoor
     from tools.cloud.userpod import UserPod
+    from tools.plan import Plan
 
 BASELINE_SECONDS = 10.0  # calls before the renewal: the clients work at all
 SETTLE_SECONDS = 210.0  # Erlang's PEM cache period (120 s) after the kubelet's sync, with margin
@@ -59,6 +66,10 @@ AFTER_SECONDS = 10.0  # calls once every endpoint serves its new certificate
 RESTART_GRACE_SECONDS = 10.0  # a failure this long after a restarted pod was ready still counts against it
 # A failed call counts against a restart when it overlapped it: from the call's start to its end (judge).
 READY_TIMEOUT = 300.0
+ROOT_NOT_RENEWED = (
+    "a CA: cert-manager renews a root after two thirds of its ten years, with a new key no bundle "
+    'holds; the CA rotation replaces it (tls.ca_rotation, README "Rotating the internal CA")'
+)
 
 
 @dataclass
@@ -175,20 +186,25 @@ class Rotation:
     # -- the renewal and what the operators do -------------------------------------------------------
 
     def renew_all(self) -> tuple[dict[str, str], set[tuple[str, str]], dict[str, str]]:
-        """Every Certificate that is no CA renewed and published (FrontDoor.renew); returns {namespace/name:
-        its new leaf's fingerprint}, the (namespace, Secret) renewed, and what was not renewed, with why."""
-        renewed, secrets, skipped = {}, set(), {}
-        for certificate in self.door.certs.certificates:
-            meta, spec = certificate["metadata"], certificate["spec"]
-            key = f"{meta['namespace']}/{meta['name']}"
-            if spec.get("isCA"):
-                skipped[key] = ("a CA: renewing it replaces the root every bundle trusts at once, with no overlap of "
-                                "old and new (open: CA rotation)")  # fmt: skip
-                continue
-            issued = self.door.renew(self.api, meta["namespace"], meta["name"])
-            renewed[key] = fingerprint_of(issued.chain[0])
-            secrets.add((meta["namespace"], issued.name))
-        return renewed, secrets, skipped
+        """Every Certificate that is no CA renewed and published (FrontDoor.renew): renewal_of them."""
+        return self.renewal_of(self.renew_rest(set()), ROOT_NOT_RENEWED)
+
+    def renew_rest(self, done: set[tuple[str, str]]) -> list[Issued]:
+        """Every Certificate that is no CA and not in `done` (namespace, name) renewed and published."""
+        return [
+            self.door.renew(self.api, c["metadata"]["namespace"], c["metadata"]["name"])
+            for c in self.door.certs.certificates
+            if not c["spec"].get("isCA") and (c["metadata"]["namespace"], c["metadata"]["name"]) not in done
+        ]
+
+    def renewal_of(
+        self, issued: list[Issued], why_not: str
+    ) -> tuple[dict[str, str], set[tuple[str, str]], dict[str, str]]:
+        """{namespace/name: its new leaf fingerprint}, the (namespace, Secret) renewed, the CAs not renewed, why."""
+        renewed = {f"{i.namespace}/{i.certificate}": fingerprint_of(i.chain[0]) for i in issued}
+        skipped = {f"{c['metadata']['namespace']}/{c['metadata']['name']}": why_not
+                   for c in self.door.certs.certificates if c["spec"].get("isCA")}  # fmt: skip
+        return renewed, {(i.namespace, i.name) for i in issued}, skipped
 
     def gateway_takes_its_certificate(self, secrets: set[tuple[str, str]]) -> list[str]:
         if self.door.proxy is None:
@@ -217,6 +233,16 @@ class Rotation:
                     time.sleep(1)
                 restart.ready_at = time.time() if new.ready else None
                 self.log(f"mariadb-operator (stand-in): pod {new.plan.name} ready {new.ready}")
+
+    def ca_phase(self, ca: CaRotation, phase: Phase) -> dict[str, Any]:
+        """A phase of the CA rotation but the renewal, and then whether every endpoint verifies with the bundle
+        as the lab's clients now trust it (in the last phase: the new CA alone)."""
+        restarts_before = len(self.restarts)
+        facts, _ = ca.apply(phase)
+        unverified = sorted(name for name, fingerprint in self.served().items() if fingerprint is None)
+        self.log(f"CA rotation: phase {phase.name} done in {facts['seconds']}s, unverified endpoints {unverified}")
+        return {**facts, **_restarted(self.restarts[restarts_before:]), "verified_ok": not unverified,
+                "unverified": unverified}  # fmt: skip
 
     def settle(
         self, expected: Mapping[str, str], renewed_at: float
@@ -280,14 +306,20 @@ def prove(
     admin: Mapping[str, str],
     server: Mapping[str, Any],
     log: Callable[[str], None],
-) -> dict[str, Any]:
-    """report.json's `tls.rotation`."""
+    later_plan: Callable[[dict[str, Any]], Plan] | None = None,
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """report.json's `tls.rotation` and `tls.ca_rotation`; `later_plan(overrides)` is the lab's plan of the
+    stack with settings changed (the rotation's phases), as the stack's file changed."""
     if ca_file is None:
-        return {"not_run": "the stack keeps plain text inside the cluster (tls.internal plainText): no internal "
-                "certificate to renew under load"}  # fmt: skip
+        why = ("the stack keeps plain text inside the cluster (tls.internal plainText): no internal certificate to "
+               "renew under load")  # fmt: skip
+        return {"not_run": why}, {"not_run": why}
     if server.get("status") != "ACTIVE" or not server.get("instance_name"):
-        return {"not_run": "the user's scenario left no running VM to watch through the renewal"}
+        why = "the user's scenario left no running VM to watch through the renewal"
+        return {"not_run": why}, {"not_run": why}
     rotation = Rotation(door, cloud, api, user, python, ca_file, log)
+    plans = phases(cloud.plan, later_plan) if later_plan is not None else None  # before the clients: seconds each
+    ca = CaRotation(door, cloud, api, ca_file, rotation.mariadb_operator_restarts, log, cloud.plan) if plans else None
     host, instance, server_id = server["host"], server["instance_name"], server["id"]
     pid_before, alive_before = vm_signs(cloud, host, instance, server_id)
     # Each endpoint and the Certificate it presents (the one whose names include its host).
@@ -296,16 +328,30 @@ def prove(
     before = rotation.served()
     clients = rotation.start_clients(admin, server_id)
     calls: list[dict[str, Any]] = []
+    ca_phases: dict[str, dict[str, Any]] = {}
     try:
         time.sleep(BASELINE_SECONDS)
-        renewal_started, renewed_at = time.time(), time.monotonic()
-        renewed, secrets, skipped = rotation.renew_all()
+        renewal_started = time.time()
+        if ca is not None and plans is not None:
+            ca_phases["trust"] = rotation.ca_phase(ca, plans[0])
+        renewed_at, restarts_before = time.monotonic(), len(rotation.restarts)
+        if ca is not None and plans is not None:  # the renewal: every Certificate again, from the new CA
+            facts, issued = ca.apply(plans[1], renew_rest=rotation.renew_rest)
+            renewed, secrets, skipped = rotation.renewal_of(issued, ROOT_NOT_RENEWED)
+            ca_phases["issue"] = facts
+        else:
+            renewed, secrets, skipped = rotation.renew_all()
+            rotation.mariadb_operator_restarts(
+                {name for namespace, name in secrets if namespace == cloud.plan.settings.namespace}
+            )
         swapped = rotation.gateway_takes_its_certificate(secrets)
-        rotation.mariadb_operator_restarts(
-            {name for namespace, name in secrets if namespace == cloud.plan.settings.namespace}
-        )
         expected = {name: renewed[c] for name, c in presents.items() if c in renewed}
         served, took = rotation.settle(expected, renewed_at)
+        renewal_restarts = rotation.restarts[restarts_before:]
+        if ca is not None and plans is not None:
+            unserved = sorted(name for name in expected if took.get(name) is None)
+            ca_phases["issue"] |= {**_restarted(renewal_restarts), "verified_ok": not unserved, "unverified": unserved}
+            ca_phases["done"] = rotation.ca_phase(ca, plans[2])
         time.sleep(AFTER_SECONDS)
     finally:
         for client in clients:
@@ -334,24 +380,58 @@ def prove(
     log(f"rotation: renewed {len(renewed)}, served {sum(1 for v in renewed_ok.values() if v)}, "
         f"calls {result['calls']}, failed {result['failed_calls']} ({result['failed_outside_restarts']} outside "
         f"restarts), VM survived {vm_survived}")  # fmt: skip
-    return {
+    vm = {"qemu_pid_before": pid_before, "qemu_pid_after": pid_after, "alive_lines_before": alive_before,
+          "alive_lines_after": alive_after}  # fmt: skip
+    renewal = {
         "ok": ok,
         # Per Certificate: its renewal served by every endpoint that presents it (None: presented by none,
         # e.g. MariaDB's client certificate, which only the operator's own clients use).
         "renewed": renewed_ok,
+        "renewed_by": "the CA rotation's issue phase (tls.ca_rotation)" if ca_phases else "cert-manager's renewal",
         "not_renewed": skipped,
         "endpoints": endpoints,
         "gateway_listeners_swapped": swapped,
-        "restarted": {
-            r.pod: {"why": r.why, "seconds": round(r.ready_at - r.started, 1) if r.ready_at else None}
-            for r in rotation.restarts
-        },
+        "restarted": _restarted(renewal_restarts)["restarted"],
         **result,
         "vm_survived": vm_survived,
-        "vm": {
-            "qemu_pid_before": pid_before,
-            "qemu_pid_after": pid_after,
-            "alive_lines_before": alive_before,
-            "alive_lines_after": alive_after,
-        },
+        "vm": vm,
+    }
+    return renewal, ca_verdict(ca_phases, result, vm_survived, cloud.plan, plans)
+
+
+def _restarted(restarts: list[Restart]) -> dict[str, Any]:
+    return {"restarted": [{"pod": r.pod, "why": r.why, "seconds": round(r.ready_at - r.started, 1) if r.ready_at
+                           else None} for r in restarts]}  # fmt: skip
+
+
+def ca_verdict(
+    found: dict[str, dict[str, Any]], calls: dict[str, Any], vm_survived: bool, plan: Plan, plans: list[Phase] | None
+) -> dict[str, Any]:
+    """`tls.ca_rotation`: each phase's facts, and whether the rotation went without an outage."""
+    if plans is None:
+        return {"not_run": "the stack's internal CA is not the program's own (tls.internal.issuer): the lab has no "
+                "second CA of that issuer to rotate to"}  # fmt: skip
+    internal = plans[-1].plan.settings.tls.internal
+    assert internal is not None
+    trust, done = found.get("trust", {}), found.get("done", {})
+    ok = (
+        len(found) == 3
+        and all(phase.get("verified_ok") for phase in found.values())
+        and len(trust.get("bundle", [])) == 2
+        and len(done.get("bundle", [])) == 1
+        and bool(trust.get("rolled"))
+        and trust.get("rolled", {}).keys() == done.get("rolled", {}).keys()
+        and not found.get("issue", {}).get("rolled")
+        and calls["failed_outside_restarts"] == 0
+        and vm_survived
+    )
+    return {
+        "ok": ok,
+        "from": plan.settings.tls.internal.generation if plan.settings.tls.internal else None,
+        "to": internal.generation,
+        "phases": found,
+        "calls": calls["calls"],
+        "failed_calls": calls["failed_calls"],
+        "failed_outside_restarts": calls["failed_outside_restarts"],
+        "vm_survived": vm_survived,
     }

@@ -340,15 +340,17 @@ def prove_rotation(
     ca_file: Path | None,
     server: dict[str, Any],
     log: Callable[[str], None],
-) -> dict[str, Any]:
-    """Every certificate renewed while clients call the APIs, before the libvirt restart ends the VM
-    (tools/cloud/rotation.py)."""
+    later_plan: Callable[[dict[str, Any]], Plan],
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Every certificate renewed while clients call the APIs, within a rotation of the internal CA, before the
+    libvirt restart ends the VM (tools/cloud/rotation.py): `tls.rotation` and `tls.ca_rotation`."""
     try:
         return rotation.prove(door, cloud, api, user, venv / "bin" / "python", ca_file, admin_env(cloud, ca_file),
-                              server, log)  # fmt: skip
-    except (RuntimeError, LookupError, OSError, subprocess.SubprocessError) as error:
+                              server, log, later_plan)  # fmt: skip
+    except (RuntimeError, LookupError, OSError, subprocess.SubprocessError, DeployFailedError) as error:
         log(f"rotation failed: {type(error).__name__}: {error}")
-        return {"ok": False, "error": f"{type(error).__name__}: {error}"}
+        failed = {"ok": False, "error": f"{type(error).__name__}: {error}"}
+        return failed, failed
 
 
 def virt_type(guest: Guest, log: Callable[[str], None]) -> str:
@@ -452,7 +454,8 @@ def run(
     venv = ensure_venv()
     guest = build_guest(REPO / ".cache" / "guest")
     virt = virt_type(guest, log)
-    plan = build_plan(stack, machine_overrides(stack, virt))
+    overrides = machine_overrides(stack, virt)
+    plan = build_plan(stack, overrides)
     report = Report(stack, plan.settings.hypervisor_isolation.value)
     if virt != "kvm":
         why = "/dev/kvm here does not boot a guest: guests run under QEMU's software emulation (TCG)"
@@ -478,8 +481,6 @@ def run(
     try:
         since = time.monotonic()
         try:
-            # The internal CA as the cloud's pods trust it, for the lab's clients inside the cluster.
-            ca_file = endpoint_tls.write_internal_ca(cloud, user.state)
             if ceph is not None:  # first: the plan's pods mount its keyring Secrets
                 start_ceph(ceph, cluster, cloud, api)
                 phase("ceph", since)
@@ -488,6 +489,8 @@ def run(
             cloud.start_cluster_services(api_server_endpoint(cluster.control_plane))
             user.start()
             cloud.deploy()
+            # The internal CA as the cloud's pods trust it (the bundle the Job wrote), for the lab's clients.
+            ca_file = endpoint_tls.write_internal_ca(cloud, user.state)
             cloud.run_cron_jobs(JOB_TIMEOUT)
         except (DeployFailedError, CephStartError, endpoint_tls.InternalCaMissingError) as error:
             report.deploy_error = str(error)
@@ -506,7 +509,10 @@ def run(
             report.tls |= internal_tls_seen(cloud, user, venv.path, ca_file, wire, log, gateway_netns(door))
             server = report.user.get("server", {})
             since = time.monotonic()
-            report.tls["rotation"] = prove_rotation(door, cloud, api, user, venv.path, ca_file, server, log)
+            later = lambda changed: build_plan(stack, {**overrides, **changed})  # noqa: E731
+            report.tls["rotation"], report.tls["ca_rotation"] = prove_rotation(
+                door, cloud, api, user, venv.path, ca_file, server, log, later
+            )
             phase("rotation", since)
             report.libvirt_listener = libvirt_listener(cloud, server.get("host"))
             report.network_policies = check_isolation(cloud)
