@@ -178,7 +178,8 @@ def test_every_certificate_renews_under_load_with_no_failed_call_but_during_the_
               "mariadb-internal-tls", "memcached-internal-tls"}  # fmt: skip
     assert {f"openstack/{name}" for name in wanted} <= served, renewed
     assert not [name for name, ok in renewed.items() if ok is False], rotation["endpoints"]
-    assert set(rotation["not_renewed"]) == {"openstack/internal-ca"}  # the CA: no overlap yet, said why
+    # The roots are replaced by the CA rotation, whose issue phase is this renewal (tls.ca_rotation).
+    assert set(rotation["not_renewed"]) == {"openstack/internal-ca", "openstack/internal-ca-2"}, rotation
     # Every endpoint now serves another certificate than before.
     changed = {name: e for name, e in rotation["endpoints"].items() if e["renewed_served"]}
     assert changed and all(e["before"] != e["after"] for e in changed.values()), rotation["endpoints"]
@@ -186,11 +187,37 @@ def test_every_certificate_renews_under_load_with_no_failed_call_but_during_the_
     assert rotation["calls_before_renewal"] > 0 and rotation["failed_before_renewal"] == 0, rotation
     assert rotation["failed_outside_restarts"] == 0, rotation["failures"]
     assert set(rotation["by_client"]) == {"laptop", "user-pod"}
-    assert set(rotation["restarted"]) == {"mariadb-0"}, rotation["restarted"]
+    assert {r["pod"] for r in rotation["restarted"]} == {"mariadb-0"}, rotation["restarted"]
     assert rotation["gateway_listeners_swapped"], rotation
     assert rotation["vm_survived"], rotation["vm"]
     # Last, so that a failure above names its own part rather than a long report cut short.
     assert rotation["ok"], {k: v for k, v in rotation.items() if k not in ("endpoints", "renewed")}
+
+
+def test_the_internal_ca_is_rotated_under_load_without_an_outage(report: dict[str, Any]) -> None:
+    """tools/cloud/ca_rotation.py: under the same client loops, staging's CA internal-ca replaced by internal-ca-2
+    in its phases (trust, issue, the rotation removed), each one's plan applied as `pulumi up` and the cluster
+    would. The bundle holds both CAs, then the new one only; the processes that read it once roll when it
+    changes and not at issue; every endpoint verifies with the bundle after each phase (at the end with
+    internal-ca-2 alone); no call fails but while MariaDB's pod is replaced; the VM runs throughout."""
+    found = report["tls"]["ca_rotation"]
+    if not plan_of(report["stack"]).settings.tls.internal_enabled:
+        assert "plainText" in found["not_run"], found
+        return
+    phases = found["phases"]
+    assert list(phases) == ["trust", "issue", "done"], found
+    assert phases["trust"]["bundle"] == ["CN=internal-ca", "CN=internal-ca-2"], phases["trust"]
+    assert phases["done"]["bundle"] == ["CN=internal-ca-2"], phases["done"]
+    assert phases["trust"]["jobs"].keys() == phases["done"]["jobs"].keys() == {"internal-ca-bundle"}
+    read_once = {"keystone-api", "glance-api", "placement-api", "nova-api", "nova-metadata", "neutron-server",
+                 "cinder-api", "nova-scheduler", "nova-conductor", "nova-novncproxy", "horizon"}  # fmt: skip
+    assert set(phases["trust"]["rolled"]) == set(phases["done"]["rolled"]) == read_once, found
+    assert phases["issue"]["rolled"] == {} and phases["issue"]["jobs"] == {}
+    assert all(p["changed_not_rolled"] == [] for p in phases.values()), phases
+    assert {name: p["unverified"] for name, p in phases.items()} == {"trust": [], "issue": [], "done": []}
+    assert {r["pod"] for p in phases.values() for r in p["restarted"]} == {"mariadb-0"}, phases
+    assert found["failed_outside_restarts"] == 0 and found["vm_survived"], found
+    assert found["ok"], {k: v for k, v in found.items() if k != "phases"}
 
 
 def test_a_capture_on_every_node_sees_what_internal_tls_encrypts(report: dict[str, Any]) -> None:

@@ -25,7 +25,8 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -120,8 +121,7 @@ class CaRotation:
         touched = {i.name for i in issued if i.namespace == namespace} | (
             {internal_tls.CA_BUNDLE} if bundle_changed else set())  # fmt: skip
         backend = self.door.backend_cas_changed()
-        rolled = {r.k8s_name or r.name: round(self.cloud.roll(r, ROLL_TIMEOUT), 1)
-                  for r in changed(self.current, plan, "Deployment")}  # fmt: skip
+        rolled = self._roll(changed(self.current, plan, "Deployment"))
         self.mariadb_restarts(touched)
         if bundle_changed:  # the kubelet's sync, then the lab's clients' copy as a pod's volume would have it
             time.sleep(max(0.0, written_at + KUBELET_SYNC_SECONDS - time.monotonic()))
@@ -140,6 +140,15 @@ class CaRotation:
             "seconds": round(time.monotonic() - started, 1),
         }, issued
 
+    def _roll(self, deployments: list[Registration]) -> dict[str, float]:
+        """Each Deployment's rolling update, all at once as the Deployment controller runs them (each its own
+        pace); the seconds each took."""
+        if not deployments:
+            return {}
+        with ThreadPoolExecutor(max_workers=len(deployments)) as pool:
+            took = pool.map(lambda r: self.cloud.roll(r, ROLL_TIMEOUT), deployments)
+            return {str(r.k8s_name or r.name): round(seconds, 1) for r, seconds in zip(deployments, took, strict=True)}
+
 
 def _subjects(pem: str) -> list[str]:
     from cryptography import x509
@@ -152,8 +161,3 @@ def write_atomically(path: Path, text: str) -> None:
     staged = path.with_name(f".{path.name}.new")
     staged.write_text(text)
     os.replace(staged, path)
-
-
-def verified_by(served: Mapping[str, str | None]) -> dict[str, bool]:
-    """Which endpoints completed a verified handshake (a fingerprint) with the CA file of the probe."""
-    return {name: fingerprint is not None for name, fingerprint in served.items()}
