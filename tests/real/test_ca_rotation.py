@@ -86,16 +86,15 @@ def _serves(address: tls_probe.Address, protocol: str, pair: dict[str, bytes], t
     pytest.fail(f"{address} does not serve the new certificate after {SETTLE}s: {found}")
 
 
-class Client:
-    """A client process of tests/real/ca_clients.py: one new connection per round."""
+class Rounds:
+    """A client process run in the OpenStack venv: one JSON line when it has started (`first`), then one for
+    each round asked of it on stdin."""
 
-    def __init__(self, venv: OpenStackVenv, kind: str, target: dict[str, Any], log: Path) -> None:
+    def __init__(self, venv: OpenStackVenv, args: list[str], log: Path) -> None:
         self.log = log.open("w")
-        self.process = subprocess.Popen(
-            [str(venv.python), str(HERE / "ca_clients.py"), kind, json.dumps(target)],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log, text=True, env=venv.env(),
-        )  # fmt: skip
-        assert self._line() == {"ready": True}
+        self.process = subprocess.Popen([str(venv.python), *args], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                        stderr=self.log, text=True, env=venv.env())  # fmt: skip
+        self.first = self._line()
 
     def _line(self) -> dict[str, Any]:
         assert self.process.stdout is not None
@@ -116,15 +115,17 @@ class Client:
 
 
 @contextmanager
-def _client(venv: OpenStackVenv, kind: str, target: dict[str, Any], log: Path) -> Iterator[Client]:
-    client = Client(venv, kind, target, log)
+def _client(venv: OpenStackVenv, kind: str, target: dict[str, Any], log: Path) -> Iterator[Rounds]:
+    """A client of tests/real/ca_clients.py: one new connection per round."""
+    client = Rounds(venv, [str(HERE / "ca_clients.py"), kind, json.dumps(target)], log)
+    assert client.first == {"ready": True}
     try:
         yield client
     finally:
         client.close()
 
 
-def _phases(client: Client, cas: Cas, bundle: Path, switch: Any) -> list[dict[str, Any]]:
+def _phases(client: Rounds, cas: Cas, bundle: Path, switch: Any) -> list[dict[str, Any]]:
     """The bundle and the server's certificate through the phases; the client's round after each.
     `switch(ca)` makes the server present a certificate of that CA and waits until it does."""
     rounds = [client.round()]  # before: the old CA, in the bundle and on the server
@@ -258,33 +259,10 @@ def test_py_amqp_reads_the_bundle_per_connection_through_every_phase(
             _judge(_phases(client, cas, bundle, switch), "CERTIFICATE_VERIFY_FAILED")
 
 
-class MemcachedClient:
-    """One of the plan's memcached clients (memcached_clients.py, rounds mode), started on a CA file."""
-
-    def __init__(self, venv: OpenStackVenv, resolve: str, kind: str, config: Path, host: str, log: Path) -> None:
-        self.log = log.open("w")
-        args = [str(venv.python), str(HERE / "memcached_clients.py"), resolve, kind, str(config), "rounds", host]
-        self.process = subprocess.Popen(args, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log,
-                                        text=True, env=venv.env())  # fmt: skip
-        self.first = self._line()
-
-    def _line(self) -> dict[str, Any]:
-        assert self.process.stdout is not None
-        line = self.process.stdout.readline()
-        assert line, f"the client ended: {self.log.name}"
-        return dict(json.loads(line))
-
-    def handshakes(self) -> dict[str, Any]:
-        """New connections with the TLS contexts the client made when it started."""
-        assert self.process.stdin is not None
-        self.process.stdin.write("go\n")
-        self.process.stdin.flush()
-        return self._line()
-
-    def close(self) -> None:
-        self.process.kill()
-        self.process.wait()
-        self.log.close()
+def _memcached_client(venv: OpenStackVenv, resolve: str, kind: str, config: Path, host: str, log: Path) -> Rounds:
+    """One of the plan's memcached clients (memcached_clients.py): each round, new connections to `host` with
+    the TLS contexts it made when it started."""
+    return Rounds(venv, [str(HERE / "memcached_clients.py"), resolve, kind, str(config), "rounds", host], log)
 
 
 def test_memcacheds_clients_keep_the_cas_they_started_with_until_restarted(
@@ -311,8 +289,8 @@ def test_memcacheds_clients_keep_the_cas_they_started_with_until_restarted(
                 for when, bundle in (("both", started_with_both), ("before", started_before)):
                     config = tmp_path / f"{kind}-{when}"
                     config.write_text(text.replace(CA_FILE, str(bundle)))
-                    client = MemcachedClient(openstack_venv, memcached.resolve(), kind, config,
-                                             memcached.names[-1], tmp_path / f"{kind}-{when}.log")  # fmt: skip
+                    client = _memcached_client(openstack_venv, memcached.resolve(), kind, config,
+                                               memcached.names[-1], tmp_path / f"{kind}-{when}.log")  # fmt: skip
                     running[(kind, when)] = client
                     assert client.first["read"] == "read back", (kind, when, client.first)
             # Phase trust reaches the running pods' files (the kubelet's sync); then phase issue renews memcached.
@@ -321,7 +299,7 @@ def test_memcacheds_clients_keep_the_cas_they_started_with_until_restarted(
             refreshed = _probe(plan, memcached)
             assert refreshed.returncode == 0 and "refresh_certs" in refreshed.stdout, refreshed
             for (kind, when), client in running.items():
-                found = client.handshakes()
+                found = client.round()
                 assert found["contexts"] >= 1, (kind, found)
                 if when == "both":
                     assert found["failures"] == [None] * found["contexts"], (kind, found)
@@ -330,8 +308,8 @@ def test_memcacheds_clients_keep_the_cas_they_started_with_until_restarted(
             # Restarted (the roll the program's annotation makes), each reads the file again and gets through.
             for kind in clients:
                 config = tmp_path / f"{kind}-before"
-                again = MemcachedClient(openstack_venv, memcached.resolve(), kind, config, memcached.names[-1],
-                                        tmp_path / f"{kind}-restarted.log")  # fmt: skip
+                again = _memcached_client(openstack_venv, memcached.resolve(), kind, config, memcached.names[-1],
+                                          tmp_path / f"{kind}-restarted.log")  # fmt: skip
                 running[(kind, "restarted")] = again
                 assert again.first["read"] == "read back" and not again.first["handshake_failures"], again.first
         finally:
