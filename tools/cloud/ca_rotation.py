@@ -31,6 +31,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from cryptography import x509
+
 from components import internal_tls
 from tools.cloud.deploy import KUBELET_SYNC_SECONDS
 from tools.plan import Plan
@@ -151,8 +153,6 @@ class CaRotation:
 
 
 def _subjects(pem: str) -> list[str]:
-    from cryptography import x509
-
     return [c.subject.rfc4514_string() for c in x509.load_pem_x509_certificates(pem.encode())] if pem else []
 
 

@@ -128,6 +128,8 @@ class Cloud:
     _done: set[str] = field(default_factory=set)
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _stopping: threading.Event = field(default_factory=threading.Event)
+    # Rolls run side by side (Cloud.roll): a node's addresses and pod networks are handed out one at a time.
+    _networks: threading.Lock = field(default_factory=threading.Lock)
 
     def __post_init__(self) -> None:
         namespace = self.plan.settings.namespace
@@ -423,8 +425,9 @@ class Cloud:
         workload.template = r.revealed["spec"]["template"]
         started = time.monotonic()
         for old in list(workload.pods):
-            workload.restarts += 1
-            new = self._start_pod(workload, self._schedule(workload), old.plan.index, attempt=workload.restarts)
+            with self._networks:
+                workload.restarts += 1
+                new = self._start_pod(workload, self._schedule(workload), old.plan.index, attempt=workload.restarts)
             deadline = time.monotonic() + timeout
             while not new.ready:
                 if new.phase == "Failed" or time.monotonic() > deadline:
@@ -434,9 +437,10 @@ class Cloud:
             self.sync()
             time.sleep(DRAIN_SECONDS)
             old.stop()
-            self.network_policies.remove(old.plan.name)
-            if not old.plan.host_network:
-                old.node.delete_pod_network(f"pod-{old.plan.name}")
+            with self._networks:
+                self.network_policies.remove(old.plan.name)
+                if not old.plan.host_network:
+                    old.node.delete_pod_network(f"pod-{old.plan.name}")
             self.log(f"Deployment {workload.name}: pod {old.plan.name} replaced by {new.plan.name}")
         return time.monotonic() - started
 
