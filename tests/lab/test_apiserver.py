@@ -91,6 +91,25 @@ def test_an_update_needs_the_version_it_read_and_reaches_the_pods(api: LabApiSer
     assert api.world.secrets["fernet"] == {"0": "new", "1": "next"}  # type: ignore[attr-defined]
 
 
+def test_a_secret_is_created_once_by_who_may_create_and_reaches_the_pods(tmp_path: Path) -> None:
+    """As the CA bundle Job creates internal-ca-bundle on a new stack: a create needs a rule without names."""
+    creator = {"kind": "Role", "metadata": {"name": "bundle", "namespace": "os"},
+               "rules": [{"apiGroups": [""], "resources": ["secrets"], "verbs": ["create"]}]}  # fmt: skip
+    account = {"kind": "ServiceAccount", "name": "bundle", "namespace": "os"}
+    binding = {**BINDING, "metadata": {"name": "bundle", "namespace": "os"},
+               "roleRef": {"kind": "Role", "name": "bundle"}, "subjects": [account]}  # fmt: skip
+    api = LabApiServer(World(), [ROLE, BINDING, creator, binding], tmp_path, ("10.96.0.1",))
+    tmp_path.joinpath("apiserver.crt").write_text("CA")
+    body = {"metadata": {"name": "bundle"}, "data": {"ca.crt": base64.b64encode(b"PEM").decode()}}
+    path = "/api/v1/namespaces/os/secrets"
+    assert api.handle("POST", path, body, token(api, "rotator"), None)[0] == 403  # names only: no create
+    code, created = api.handle("POST", path, body, token(api, "bundle"), None)
+    assert code == 201 and created["type"] == "Opaque" and created["metadata"]["namespace"] == "os"
+    assert api.world.secrets["bundle"] == {"ca.crt": "PEM"}  # type: ignore[attr-defined]
+    assert api.handle("POST", path, body, token(api, "bundle"), None)[0] == 409  # AlreadyExists
+    assert api.handle("GET", f"{path}/bundle", None, token(api, "bundle"), None)[0] == 403  # create only
+
+
 def test_nodes_are_patched_by_merge_patch_with_a_version_precondition(api: LabApiServer) -> None:
     maint = token(api, "maint")
     code, nodes = api.handle("GET", "/api/v1/nodes?labelSelector=compute%3Dyes", None, maint, None)
