@@ -404,7 +404,15 @@ class Cloud:
 
     def replace_job(self, r: Registration, timeout: float) -> Workload:
         """A Job whose template the later plan changed: pulumi-kubernetes deletes it and creates it again
-        (delete_before_replace), so it runs again; returns it done, or raises as `pulumi up` fails."""
+        (delete_before_replace), so it runs again; returns it done, or raises as `pulumi up` fails. Deleting
+        the old Job deletes its pods (their sandboxes, network namespaces among them)."""
+        previous = self.workloads.get(r.urn)
+        for pod in previous.job.pods if previous is not None and previous.job is not None else []:
+            pod.stop()
+            with self._networks:
+                self.network_policies.remove(pod.plan.name)
+                if not pod.plan.host_network:
+                    pod.node.delete_pod_network(f"pod-{pod.plan.name}")
         self._add(r)
         workload = self.workloads[r.urn]
         self.start(r.urn)
