@@ -45,9 +45,10 @@ SYNC_SECONDS = 1.0
 # How soon a changed Secret reaches the pods that mount it: the kubelet syncs each pod about
 # every minute (syncFrequency) and reads Secrets through a cache; here a little sooner.
 KUBELET_SYNC_SECONDS = 15.0
-# A replaced pod leaves the Service's endpoints this long before it is stopped: kube-proxy's rules follow,
-# and calls under way finish (the Deployment controller deletes it while the endpoints controller drops it).
-DRAIN_SECONDS = 5.0
+# A replaced pod leaves the Service's endpoints this long before it is stopped: kube-proxy's rules follow
+# within a second, and a call under way finishes (the lab's slowest API calls take about 20 s under load;
+# on a cluster the pod gets its termination grace period, 30 s by default, with the same effect).
+DRAIN_SECONDS = 15.0
 
 
 class DeployFailedError(RuntimeError):
