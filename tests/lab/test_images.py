@@ -1,5 +1,5 @@
 """A container's PATH finds only its image's commands, linked to this machine's binaries; each image
-runs with the OpenStack virtualenv of its release."""
+is given the OpenStack virtualenv and layer of its release."""
 
 from __future__ import annotations
 

@@ -1,11 +1,12 @@
 """The one table of where the Kolla images differ from this machine, and the layer that bridges it.
 
 A pod here runs on this machine's own root filesystem (Debian 12 with the packages of
-`tools/realenv/install_system_packages.sh`) with the OpenStack virtualenv of its image's
-release (`ReleaseVenvs`): the stack's, or during an upgrade the previous release's for the Jobs
-that run its images. What a Kolla image adds on top of its distribution, and the plan relies on, is
-rebuilt as one read-only overlay layer per image (Kolla stable/2026.1, `docker/**/Dockerfile.j2`
-and `kolla/common/users.py`):
+`tools/realenv/install_system_packages.sh`) with the OpenStack virtualenv of the targeted
+release. Which release's virtualenv and layer an image takes when a plan runs two (an upgrade's
+checks run the previous release's images) is `ReleaseVenvs` and `layer_name`'s to say. What a
+Kolla image adds on top of its distribution, and the plan relies on, is rebuilt as one read-only
+overlay layer per image (Kolla stable/2026.1, `docker/**/Dockerfile.j2` and
+`kolla/common/users.py`; stable/2025.2's are the same in all of this):
 
 - the service virtualenv at /var/lib/kolla/venv (kolla-toolbox: /opt/ansible), first on PATH;
 - the project's /etc/<project> files the image copies from its source (api-paste.ini,
