@@ -19,8 +19,10 @@ from pathlib import Path
 
 import pytest
 
-from components.releases import RELEASES
-from tests.conftest import STACKS, release_plan
+from components.releases import DEFAULT_RELEASE, RELEASES
+from components.upgrade_settings import sources
+from tests.conftest import STACKS, plan_of, release_plan
+from tests.helpers import containers, objects, pod_template
 from tools.realenv.namespaces import not_oslo_reason
 from tools.realenv.openstack_venv import OpenStackVenv
 from tools.realenv.validator import ValidationResult, validate
@@ -128,3 +130,45 @@ def test_the_validator_would_catch_a_wrong_option(
     assert ("libvirt", "virt_typo") in result.unknown
     assert [i[:2] for i in result.invalid] == [("quota", "instances")]
     print(REPORT.read_text())  # the figures, in the test log
+
+
+def _read_by_the_previous_release(stack: str, previous: str) -> list[Rendered]:
+    """The oslo.config files that the Jobs running `previous`'s images read during an upgrade from it:
+    rendered for the new release, read by the previous release's code (its preflight checks)."""
+    plan = plan_of(stack, upgrade={"from": previous})
+    found = {}
+    for job in objects(plan, "Job").values():
+        if not any(c["image"].endswith(":" + RELEASES[previous].kolla_tag) for c in containers(job)):
+            continue
+        spec = pod_template(job, revealed=True)["spec"]
+        secrets = {v["name"]: v["secret"]["secretName"] for v in spec["volumes"] if "secret" in v}
+        for mount in (m for c in spec["containers"] for m in c.get("volumeMounts", [])):
+            secret, name = secrets.get(mount["name"]), mount.get("subPath")
+            if secret and secret.endswith("-etc") and name and not_oslo_reason(name) is None:
+                text = plan.by_name(secret, "Secret").revealed["stringData"][name]
+                found[(secret, name)] = Rendered(previous, stack, secret, name, text)
+    return list(found.values())
+
+
+# The upgrades into the stack files' release from a release the program deploys (2025.2 → 2026.1).
+UPGRADES = [(stack, prev) for stack in ("prod", "dev") for prev in sources(DEFAULT_RELEASE) if prev in RELEASES]
+
+
+@pytest.mark.parametrize(("stack", "previous"), UPGRADES)
+def test_the_previous_releases_checks_read_files_it_understands(
+    stack: str, previous: str, venv_of: Callable[[str], OpenStackVenv], tmp_path: Path
+) -> None:
+    """During an upgrade the previous release's Jobs (keystone-manage db_sync --check, the online
+    data migrations ...) read the new release's files: each must hold no value the previous
+    release's types refuse, and no option it does not know, which it would ignore (one added
+    later must be judged: harmless to those Jobs, or rendered the previous way meanwhile as
+    components/releases.py does for [ml2])."""
+    files = _read_by_the_previous_release(stack, previous)
+    assert {f.name for f in files} >= {"keystone.conf", "nova.conf", "placement.conf"}
+    for rendered in files:
+        path = tmp_path / rendered.secret / rendered.name
+        path.parent.mkdir(exist_ok=True)
+        path.write_text(rendered.text)
+        result = validate(venv_of(previous), path)
+        assert result.checked > 0
+        assert result.ok, result.summary()
