@@ -152,7 +152,9 @@ class Controller(threading.Thread):
     def _do(self, action: rollout.Action) -> None:
         w = self.workload
         if isinstance(action, rollout.Delete):
-            pod = next(p for p in w.pods if p.plan.name == action.name)
+            pod = next((p for p in w.pods if p.plan.name == action.name), None)
+            if pod is None:  # deleted meanwhile by someone else (the API)
+                return
             self.cloud.remove_pod(w, pod)
             if self.record is not None:
                 self.record.deleted.append(action.name)
@@ -220,12 +222,14 @@ class Apply:
         elif r.kind == "Service":
             self._services([Service.from_manifest(r.revealed, namespace)], [])
         elif r.kind in POD_KINDS or r.kind in ("Job", "CronJob"):
-            cloud._add(r)
+            with cloud._lock:  # the sync loop reads the workloads
+                cloud._add(r)
             if r.kind != "CronJob":
                 self._start(r)
         elif r.kind in STAND_INS:
             stand_in = STAND_INS[r.kind](r.revealed)
-            cloud._add_stand_in(r, stand_in)
+            with cloud._lock:
+                cloud._add_stand_in(r, stand_in)
             self._services([Service.from_manifest(s, namespace) for s in stand_in.services], [])
             self._start(r)
         self._cluster_config(r)
@@ -287,7 +291,8 @@ class Apply:
         elif r.kind == "Service":
             self._services([], [name])
         elif r.urn in cloud.workloads:
-            workload = cloud.workloads.pop(r.urn)
+            with cloud._lock:
+                workload = cloud.workloads.pop(r.urn)
             pods = [*workload.pods, *(workload.job.pods if workload.job else [])]
             began = time.time()
             stoppers = [threading.Thread(target=cloud.remove_pod, args=(workload, p)) for p in pods]

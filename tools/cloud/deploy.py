@@ -226,7 +226,8 @@ class Cloud:
 
     def endpoints(self) -> list[Endpoint]:
         found = list(self.extra_endpoints)
-        for workload in self.workloads.values():
+        # A copy: an apply (tools/cloud/apply.py) adds and removes workloads while the sync loop reads them.
+        for workload in list(self.workloads.values()):
             for pod in workload.pods:
                 if pod.phase in ("Pending", "Stopped"):
                     continue
@@ -280,7 +281,7 @@ class Cloud:
         self.log(f"{workload.kind} {workload.name}: started {len(workload.pods)} pod(s) on {where}")
 
     def _schedule(self, workload: Workload) -> Node:
-        running = [(p.node.name, p.plan.labels) for w in self.workloads.values() for p in w.pods]
+        running = [(p.node.name, p.plan.labels) for w in list(self.workloads.values()) for p in w.pods]
         try:
             node, why = place(workload.template["spec"], self.cluster.nodes, running)
         except SchedulingError as error:
@@ -439,7 +440,7 @@ class Cloud:
     def delete_pod(self, name: str) -> bool:
         """`kubectl delete pod`: the kubelet stops it; its DaemonSet or ReplicaSet starts a successor, of the
         current template (a StatefulSet's below its partition: of the pod's own revision)."""
-        for workload in self.workloads.values():
+        for workload in list(self.workloads.values()):
             for pod in list(workload.pods):
                 if pod.plan.name != name:
                     continue
@@ -472,8 +473,9 @@ class Cloud:
         self.sync()
 
     def all_pods(self) -> list[PodRuntime]:
-        pods = [p for w in [*self.workloads.values(), *self.cron_jobs] for p in w.pods]
-        pods += [p for w in [*self.workloads.values(), *self.cron_jobs] if w.job for p in w.job.pods]
+        workloads = [*list(self.workloads.values()), *self.cron_jobs]
+        pods = [p for w in workloads for p in list(w.pods)]
+        pods += [p for w in workloads if w.job for p in list(w.job.pods)]
         return pods
 
     # -- what the lab's API server serves (tools/cloud/apiserver.py) ----------------------------------
