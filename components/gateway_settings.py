@@ -186,7 +186,8 @@ def _same_issuer(one: IssuedCa | InternalTls | None, other: IssuedCa | InternalT
 
 def problems(settings: Settings) -> Iterator[Problem]:
     """What the front door's settings contradict in the rest of the stack."""
-    from components.settings import problem  # settings.py imports this module for its models
+    # settings.py imports this module for its models
+    from components.settings import MIN_ADMISSION_POLICY_MINOR, problem
 
     gateway, public, internal, libvirt = (
         settings.gateway,
@@ -243,9 +244,13 @@ def problems(settings: Settings) -> Iterator[Problem]:
                     libvirt.model_dump(by_alias=True)["issuer"],
                     f"is tls.{key}'s issuer: libvirt's CA must be a separate one",
                 )
-        yield problem(
-            ("tls", "libvirt"),
-            libvirt.model_dump(by_alias=True, exclude_defaults=True),
-            "libvirt's TLS (live migration, VeNCrypt between the console proxy and QEMU) is not built yet "
-            "(issue 20, phase 3): unset tls.libvirt",
-        )
+        # The nodes' right to ask for their certificates is narrowed by a ValidatingAdmissionPolicy
+        # (admissionregistration.k8s.io/v1) to the node its pod's token names (Kubernetes 1.30).
+        if int(settings.kubernetes_version.split(".")[1]) < MIN_ADMISSION_POLICY_MINOR:
+            yield problem(
+                ("kubernetesVersion",),
+                settings.kubernetes_version,
+                "tls.libvirt needs Kubernetes 1.30 or later: a ValidatingAdmissionPolicy narrows each compute "
+                "node's CertificateRequest to its own node, named in its pod's token; set kubernetesVersion to "
+                "the cluster's (1.30 or later), or unset tls.libvirt",
+            )
