@@ -193,7 +193,7 @@ def request_policy_spec(settings: Settings) -> dict[str, Any]:
                 }
             ]
         },
-        "matchConditions": [{"name": "libvirt-tls", "expression": f"request.userInfo.username == '{account(settings)}'"}],
+        "matchConditions": [{"name": NAME, "expression": f"request.userInfo.username == '{account(settings)}'"}],
         "validations": [
             {
                 "expression": has_node,

@@ -16,7 +16,7 @@ from typing import Any
 
 from components import internal_tls
 from components.cinder import volume_pods
-from tools.cloud import encryption, endpoint_tls, rotation
+from tools.cloud import certificate_requests, encryption, endpoint_tls, rotation
 from tools.cloud.apiserver import LabApiServer
 from tools.cloud.capture import Capture, CaptureError
 from tools.cloud.ceph import CephStandIn, CephStartError, monitors_override
@@ -470,6 +470,7 @@ def run(
     cloud.factory.image_commands = image_commands(plan)
     api = api_server(cloud, log)
     door = FrontDoor.issue(cloud, api, log)  # cert-manager's Secrets, before any pod mounts them
+    certificate_requests.serve(api, door.certs)  # and the CertificateRequests pods make (libvirt-tls)
     user = UserPod(cluster.control_plane, cluster.state / "user", plan.settings.namespace,
                    plan.settings.endpoints.cluster_domain)  # fmt: skip
     ceph = ceph_stand_in(plan, cluster.state, log)
