@@ -23,7 +23,7 @@ in the nova-libvirt image: its python3 (standard library only), openssl, virt-ad
    the node's address any more.
 
 `libvirt_tls.py check` is the pod's readiness: the current certificate exists, names NODE_IP and
-has not expired.
+has not expired. `libvirt_tls.py renew` renews and reloads at once (an operator's `kubectl exec`).
 """
 
 from __future__ import annotations
@@ -175,8 +175,10 @@ def ask(api: KubeApi, node: Node, csr: str) -> tuple[str, str]:
             raise RuntimeError(f"CertificateRequest {node.request_name} failed: {ready.get('message', '')}")
         if ready.get("status") == "True" and status.get("certificate"):
             if not status.get("ca"):
-                raise RuntimeError(f"{node.issuer_kind} {node.issuer_name} gives no CA certificate (an ACME issuer): "
-                                   "libvirt and QEMU verify their peers with it, tls.libvirt needs a CA issuer")
+                raise RuntimeError(
+                    f"{node.issuer_kind} {node.issuer_name} gives no CA certificate (an ACME issuer): "
+                    "libvirt and QEMU verify their peers with it, tls.libvirt needs a CA issuer"
+                )
             return base64.b64decode(status["certificate"]).decode(), base64.b64decode(status["ca"]).decode()
         time.sleep(2)
     raise RuntimeError(f"CertificateRequest {node.request_name}: not issued after {REQUEST_TIMEOUT}s "
@@ -284,4 +286,7 @@ if __name__ == "__main__":
     here = Node.from_env()
     if sys.argv[1:] == ["check"]:
         sys.exit(check(here))
+    if sys.argv[1:] == ["renew"]:  # by hand (kubectl exec): a new certificate now, loaded as a renewal is
+        renew(KubeApi.in_cluster(), here, "asked to")
+        sys.exit(0 if reload_libvirt() else 1)
     keep_current(here, float(os.environ.get("CHECK_SECONDS", "300")))
