@@ -68,6 +68,8 @@ class Node:
         return self.sh(f"python3 -c {shlex.quote(code)}").returncode == 0
 
     def stop(self) -> None:
+        # Guests first, by libvirt, which removes their cgroups; then whatever is left, by force.
+        self.sh("for d in $(virsh -c qemu:///system list --name); do virsh -c qemu:///system destroy $d; done")
         for process in reversed(self.spawned):
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(process.pid, 9)
@@ -93,9 +95,10 @@ def machine_cgroups() -> set[Path]:
 
 def remove_cgroups(made: set[Path]) -> None:
     """The empty groups libvirt made and left (the guests' own go with them)."""
-    for path in made:
-        with contextlib.suppress(OSError):
-            path.rmdir()
+    for top in made:
+        for path in [*sorted((p for p in top.rglob("*") if p.is_dir()), key=lambda p: -len(p.parts)), top]:
+            with contextlib.suppress(OSError):
+                path.rmdir()
 
 
 def start_node(name: str, state: Path) -> Node:
