@@ -66,3 +66,21 @@ def test_a_port_reused_after_time_wait_is_a_new_connection_and_a_pooled_one_is_k
     ]
     found = connections([_pcap(tmp_path / "node.pcap", frames)], [8080])
     assert sorted((c.opened, c.kind) for c in found) == [(False, "tls"), (True, "plain")]
+
+
+def test_a_vnc_client_is_tls_once_it_chose_vencrypt_and_plain_with_none(tmp_path: Path) -> None:
+    """The console proxy's hop to a guest's VNC server: RFB's negotiation in clear, then TLS (VeNCrypt)."""
+    syn, ack = dpkt.tcp.TH_SYN, dpkt.tcp.TH_ACK
+    proxy, guest = "10.244.0.30", "192.168.200.13"
+    vencrypt = [b"RFB 003.008\n", bytes([19]), b"\x00\x02", (260).to_bytes(4, "big"), TLS_HELLO]
+    plain = [b"RFB 003.008\n", bytes([1]), bytes([1])]  # security type None, then ClientInit
+    frames, seq = [_segment(proxy, 43000, guest, 5900, 10, syn), _segment(proxy, 43001, guest, 5901, 20, syn)], 11
+    for data in vencrypt:
+        frames.append(_segment(proxy, 43000, guest, 5900, seq, ack, data))
+        seq += len(data)
+    seq = 21
+    for data in plain:
+        frames.append(_segment(proxy, 43001, guest, 5901, seq, ack, data))
+        seq += len(data)
+    found = connections([_pcap(tmp_path / "node.pcap", frames)], [5900, 5901])
+    assert {c.server_port: c.kind for c in found} == {5900: "tls", 5901: "plain"}

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import shlex
 import shutil
 import ssl
 import time
@@ -43,6 +44,7 @@ from tools.cloud import certificate_requests
 from tools.cloud.apiserver import LabApiServer
 from tools.cloud.certmanager import CertManager
 from tools.cloud.run import machine_overrides
+from tools.cloud.vmsafety import tls_listener
 from tools.plan import Plan
 from tools.realenv.openstack_venv import OpenStackVenv
 
@@ -294,8 +296,10 @@ def test_a_renewal_reaches_libvirtd_and_the_guests_vnc_without_a_restart(
 ) -> None:
     node = cloud.b if _running_on(cloud, cloud.b) else cloud.a
     other = cloud.a if node is cloud.b else cloud.b
-    libvirtd = node.sh("pgrep -x libvirtd").stdout.split()
-    qemu = node.sh("pgrep -f qemu-system").stdout.split()
+    # This node's own (the machine runs others: the lab's): from their pid files in the node's /run.
+    pids = f"for f in /run/libvirtd.pid /run/libvirt/qemu/{GUEST}.pid; do cat $f; echo; done"
+    before_pids = node.sh(pids).stdout.split()
+    assert len(before_pids) == 2, before_pids
     before = _fingerprint_served(other, node)
     conf = _proxy_conf(cloud, node, "proxy", None)
     vnc_before = _console(cloud, openstack_venv, node, conf)["served"]
@@ -309,7 +313,25 @@ def test_a_renewal_reaches_libvirtd_and_the_guests_vnc_without_a_restart(
     time.sleep(1)
     assert _fingerprint_served(other, node) == new
     assert _console(cloud, openstack_venv, node, conf)["served"] == new != vnc_before
-    assert node.sh("pgrep -x libvirtd").stdout.split() == libvirtd
-    assert node.sh("pgrep -f qemu-system").stdout.split() == qemu
+    assert node.sh(pids).stdout.split() == before_pids
     code, answer = cloud.virsh(other, _tls(node), "uri")
     assert code == 0, answer
+
+
+@dataclass
+class _InNode:
+    """A node's commands as the lab's exec into its libvirt container runs them (its auth.conf in place)."""
+
+    node: Node
+
+    def exec_command(self, command: list[str], timeout: float, env: dict[str, str] | None = None) -> tuple[int, str]:
+        done = self.node.sh(shlex.join(command), env={"LIBVIRT_AUTH_FILE": f"{STATE}/auth.conf"}, timeout=timeout)
+        return done.returncode, done.stdout + done.stderr
+
+
+def test_the_labs_listener_check_tells_each_refusal(cloud: Cloud) -> None:
+    """tools/cloud/vmsafety.py's check, which the lab reports as libvirt_listener, against real libvirtd."""
+    found = tls_listener(_InNode(cloud.b), cloud.a.address)
+    assert found["authenticated"], found
+    assert found["anonymous_refused"] and found["foreign_ca_refused"], found
+    assert found["wrong_password_refused"] and found["tcp_closed"], found

@@ -19,6 +19,9 @@ It is classed by what its client sent first in the capture:
   a client that wants TLS answers with the 32-byte SSL request (capability CLIENT_SSL) and then
   sends a TLS record (`tls`); one that logs in (or queries) in clear, or sends nothing after its
   SSL request, is `plain`;
+- a VNC client's (the console proxy's to a guest's VNC server): RFB's version and security
+  negotiation come in clear; one that chose VeNCrypt (19, version 0.2, an x509 subtype) and then
+  sends a TLS record is `tls`, one that chose another security type (None) is `plain`;
 - anything else (AMQP's protocol header, an HTTP method, a memcached command): `plain`, kept with
   its first bytes so the report shows what went in clear.
 A connection whose client sent nothing in the capture (refused, or closed at once) is not counted.
@@ -69,6 +72,20 @@ def _after_mariadb_ssl_request(data: bytes) -> bytes | None:
     return data[4 + length :]
 
 
+RFB_VERSION = b"RFB 003.00"  # what a VNC client sends first (RFB 3.3, 3.7, 3.8)
+VENCRYPT = 19  # the security type VeNCrypt (rfbproto: a TLS session follows the negotiation)
+
+
+def _after_vencrypt(data: bytes) -> bytes | None:
+    """What a VNC client sent once its VeNCrypt negotiation in clear was done (version, security type
+    19, VeNCrypt 0.2, a subtype), b"" for a client that chose another type; None when it is no VNC client."""
+    if not data.startswith(RFB_VERSION) or len(data) < 13:
+        return None
+    if data[12] != VENCRYPT or data[13:15] != b"\x00\x02":
+        return b""
+    return data[19:]
+
+
 @dataclass
 class Connection:
     """One TCP connection to a watched port: what its client sent, in the order its segments came."""
@@ -94,6 +111,8 @@ class Connection:
         if not data:
             return None
         after = _after_mariadb_ssl_request(data)  # whatever the port: a test's MariaDB listens anywhere
+        if after is None:
+            after = _after_vencrypt(data)
         if after is not None:
             return "tls" if _is_tls_record(after) else "plain"
         return "tls" if _is_tls_record(data) else "plain"
