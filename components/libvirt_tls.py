@@ -36,10 +36,10 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as k8s
 
-from components import certificates
+from components import certificates, kube
 from components.gateway_settings import LibvirtTls
 from components.graph import DeployGraph
-from components.meta import labels, metadata
+from components.meta import metadata
 from components.roles import LIBVIRT_TLS_POD
 from components.settings import Settings
 from components.spec import KUBE_API, Process
@@ -233,10 +233,6 @@ def proxy_certificate(libvirt: LibvirtTls) -> Manifest:
     }
 
 
-def _cluster_metadata(name: str) -> dict[str, Any]:
-    return {"name": name, "labels": labels(SERVICE, COMPONENT)}
-
-
 class LibvirtCertificates(pulumi.ComponentResource):
     """The libvirt CA (when the program makes it) and the console proxy's certificate. No edge in the
     graph: the proxy's pod waits in ContainerCreating until cert-manager writes its Secret."""
@@ -262,22 +258,14 @@ class LibvirtNodeAccess(pulumi.ComponentResource):
         meta = metadata(NAME, ns, SERVICE, COMPONENT)
         k8s.core.v1.ServiceAccount(NAME, metadata=meta, automount_service_account_token=False, opts=child)
         role = k8s.rbac.v1.Role(NAME, metadata=meta, rules=REQUEST_RULES, opts=child)
-        policy = k8s.admissionregistration.v1.ValidatingAdmissionPolicy(
-            cluster, metadata=_cluster_metadata(cluster), spec=request_policy_spec(settings), opts=child
-        )
-        narrowing = k8s.admissionregistration.v1.ValidatingAdmissionPolicyBinding(
-            cluster,
-            metadata=_cluster_metadata(cluster),
-            spec={"policyName": cluster, "validationActions": ["Deny"]},
-            opts=pulumi.ResourceOptions(parent=self, depends_on=[policy]),
-        )
+        narrowing = kube.admission_policy(cluster, SERVICE, COMPONENT, request_policy_spec(settings), self)
         # The right to ask exists only once the policy narrows it.
         k8s.rbac.v1.RoleBinding(
             NAME,
             metadata=meta,
             role_ref={"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": NAME},
             subjects=[{"kind": "ServiceAccount", "name": NAME, "namespace": ns}],
-            opts=pulumi.ResourceOptions(parent=self, depends_on=[role, policy, narrowing]),
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[role, *narrowing]),
         )
         graph.add(cluster, self)
         self.register_outputs({})
