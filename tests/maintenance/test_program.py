@@ -35,7 +35,7 @@ def test_one_controller_pod_with_its_own_token(stack_plan: Plan) -> None:
         # The key rotation CronJobs are the cloud's other API clients (tests/test_key_rotation.py).
         rotation = r.kind == "CronJob" and r.k8s_name in ("keystone-fernet-rotate", "keystone-credential-rotate")
         # So are the compute nodes' libvirt certificate keepers under tls.libvirt (tests/test_libvirt_tls.py).
-        keeper = r.kind == "DaemonSet" and r.k8s_name.startswith("libvirt-tls")
+        keeper = r.kind == "DaemonSet" and str(r.k8s_name).startswith("libvirt-tls")
         if (
             r.kind in ("Deployment", "DaemonSet", "StatefulSet", "Job", "CronJob")
             and r.k8s_name != NAME

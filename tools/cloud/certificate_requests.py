@@ -35,6 +35,9 @@ if TYPE_CHECKING:
 
 Manifest = dict[str, Any]
 RESOURCE = "certificaterequests"
+STAND_IN = {"what": "cert-manager's CertificateRequest controller and approver",
+            "why": "a stand-in approves and signs each CertificateRequest a pod creates as cert-manager v1.21 does "
+                   "(tools/cloud/certificate_requests.py), with the lab cert-manager's issuers"}  # fmt: skip
 APPROVED = {"type": "Approved", "status": "True", "reason": "cert-manager.io",
             "message": "Certificate request has been approved by cert-manager.io"}  # fmt: skip
 WAIT_SECONDS = 120  # how long the stand-in retries a request whose issuer cannot sign yet, as cert-manager would
