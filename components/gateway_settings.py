@@ -10,7 +10,8 @@ the program routes nothing: the catalog's public URLs are then someone else's to
 Separate CAs for public, internal and libvirt traffic: `tls.internal` names the CA of the
 certificates the APIs serve inside the cluster (or `plainText: true`, said in the stack file,
 keeps them on http: dev), required with a gateway, which reaches them too; `tls.libvirt` the
-CA of the hypervisors' migrations and consoles. The settings refuse one issuer for two of them.
+CA of the hypervisors' migrations and consoles (components/libvirt_tls.py). The settings refuse
+one issuer for two of them.
 """
 
 from __future__ import annotations

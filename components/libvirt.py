@@ -4,7 +4,8 @@ Live migration: the source's libvirtd connects to the destination's over TCP on 
 address (libvirt_start.sh adds listen_addr at start), authenticated with SASL as
 kolla-ansible does (DIGEST-MD5, which encrypts the session; SCRAM only with TLS), with a
 generated password held in the Secret `libvirt-sasl`. The local socket is for nova-compute,
-on the same node, without authentication.
+on the same node, without authentication. Under `tls.libvirt` the listener is TLS alone, with
+SASL SCRAM-SHA-256 over it, and QEMU's migrations and VNC are on TLS (components/libvirt_tls.py).
 """
 
 from __future__ import annotations
