@@ -171,6 +171,13 @@ def _other_ca_client(node: Node) -> str:
 
 def test_libvirtd_listens_on_tls_alone_and_takes_a_client_of_its_ca_only(cloud: Cloud) -> None:
     a, b = cloud.a, cloud.b
+    # The keeper's readiness on each node: its certificate there, naming the node's address.
+    for node in (a, b):
+        keeper = _env(cloud.plan, f"libvirt-tls-{GROUP}", "libvirt-tls", node)
+        ready = node.sh(f"python3 {STATE}/scripts/libvirt_tls.py check", env=keeper)
+        assert ready.returncode == 0, ready.stderr
+        log = (node.state / "libvirt-tls.log").read_text()
+        assert log.count("asking for a certificate") == 1, log  # once: what it holds is current
     # b's libvirtd files, as b's libvirtd presents them when it migrates a guest to a.
     code, answer = cloud.virsh(b, _tls(a), "uri")
     assert (code, answer) == (0, _tls(a))
