@@ -57,9 +57,10 @@ REQUEST_PREFIX = "libvirt-tls-"  # + the node's name: the CertificateRequest eac
 PROXY_CERT = "nova-novncproxy-vencrypt"  # the console proxy's VeNCrypt client certificate
 PROXY_DIR = "/etc/nova-vencrypt"
 PROXY_VOLUME = "vencrypt"
-# RSA with key encipherment: libvirt 9.0 and 10.0 (Debian 12's, Ubuntu noble's) refuse a certificate
-# whose critical key usage lacks it, whatever the key (virnettlscert.c; later libvirt exempts ECDSA),
-# and libvirt's guide (docs/kbase/tlscerts.rst) issues its servers and clients so.
+# RSA with key encipherment: libvirt's and QEMU's checks of their own certificates want it where the
+# key usage is critical, whatever the key, until late releases (libvirt's virnettlscert.c now exempts
+# ECDSA; QEMU's "crypto: stop requiring key encipherment", 2025), and libvirt's guide
+# (docs/kbase/tlscerts.rst) issues its servers and clients so.
 PRIVATE_KEY = {"algorithm": "RSA", "size": 2048, "rotationPolicy": "Always"}
 NODE_USAGES = ("digital signature", "key encipherment", "server auth", "client auth")
 CHECK_SECONDS = 300
