@@ -134,8 +134,14 @@ def test_front_door_settings_name_the_key_and_what_is_allowed(raw: dict[str, Any
         {"tls": {"internal": {"selfSigned": True}}},
         # libvirt's CA of its own, without or with a front door and an internal CA of other issuers.
         {"tls": {"libvirt": {"selfSigned": True}}},
-        {"gateway": CREATED, "tls": {**ISSUER, "internal": INTERNAL_ISSUER, "libvirt": {"issuer": {
-            "kind": "ClusterIssuer", "name": "hypervisors"}}}},
+        {
+            "gateway": CREATED,
+            "tls": {
+                **ISSUER,
+                "internal": INTERNAL_ISSUER,
+                "libvirt": {"issuer": {"kind": "ClusterIssuer", "name": "hypervisors"}},
+            },
+        },
     ],
 )
 def test_a_gateway_with_an_issuer_is_accepted(raw: dict[str, Any]) -> None:
