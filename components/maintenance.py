@@ -136,8 +136,8 @@ def maintenance_process(settings: Settings, nova_credentials: tuple[Manifest, ..
             env("HEALTH_PORT", str(HEALTH_PORT)),
             {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
         ),
-        # Ready, and alive, while its passes keep coming (a hung call would stop them).
-        probe=Probe(port=HEALTH_PORT, http_path="/healthz"),
+        # Ready, and alive, while its passes keep coming (a hung call would stop them): liveness asks too.
+        probe=Probe(port=HEALTH_PORT, http_path="/healthz", liveness_asks_health=True),
         service=SERVICE,
         service_account=NAME,
         singleton=True,

@@ -303,6 +303,27 @@ def test_replace_on_changes_replaces_and_a_retained_object_says_what_that_means(
     assert plan_diff.diff(before, after)["changed"][0]["fields"] == ["spec.color"]  # not under spec.size
 
 
+def test_ignore_changes_hides_a_change_as_the_engine_diffs_the_old_value() -> None:
+    """The keys Keystone rotates itself (keystone-fernet-keys: ignoreChanges data, stringData) and a Deployment
+    whose replicas an autoscaler owns: a plan that changes them changes nothing in the cluster."""
+    before = view(
+        k8s("k", "ConfigMap", "keys", data={"0": "a"}),
+        k8s("d", "Deployment", "api", spec={"replicas": 1, "template": {"spec": {"containers": []}}}),
+    )
+    after = view(
+        k8s("k", "ConfigMap", "keys", data={"0": "b"}),
+        k8s("d", "Deployment", "api", spec={"replicas": 3, "template": {"spec": {"containers": []}}}),
+    )
+    before.objects["k"]["options"] = after.objects["k"]["options"] = {"ignoreChanges": ["data", "stringData"]}
+    before.objects["d"]["options"] = after.objects["d"]["options"] = {"ignoreChanges": ["spec.replicas"]}
+    diff = plan_diff.diff(before, after)
+    assert not diff["replaced"] and not diff["changed"]
+    after.objects["d"]["inputs"]["spec"]["template"]["spec"]["containers"] = [{"name": "c", "image": "i:2"}]
+    assert [(o["name"], o["fields"]) for o in plan_diff.diff(before, after)["changed"]] == [
+        ("api", ["spec.template.spec.containers[c]"])
+    ]
+
+
 def test_a_removed_chart_says_which_children_stay() -> None:
     diff = diff_of("dev", operators={"mariadbCrds": {"install": False, "chartVersion": "26.6.0"}})
     [removed] = [o for o in diff["removed"] if o["name"] == "mariadb-operator-crds"]

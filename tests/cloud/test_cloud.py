@@ -287,6 +287,33 @@ def test_vm_safety_of_the_topology(report: dict[str, Any]) -> None:
         assert restart["qemu_pid_after"] is None, "the old QEMU runs on, but the guest stopped talking"
 
 
+def test_a_changed_stack_applied_as_pulumi_up_does_what_against_predicted(report: dict[str, Any]) -> None:
+    """tools/cloud/apply_scenario.py (staging): the first node group's reservedHostMemoryMb lowered in the stack
+    file (nova.conf's [DEFAULT] reserved_host_memory_mb on the compute nodes) and the new plan applied as
+    `pulumi up` would while two clients call the APIs and the VM runs: what rolled, ran and was replaced is
+    what diff.json predicted, no call failed outside the rollout, and the VM lives on (only nova-compute
+    restarts; libvirt's pod holds the VM under staging's topology)."""
+    found = report["apply"]
+    if report["stack"] != "staging":
+        assert "not_run" in found, found
+        return
+    assert found["error"] == "", found["error"]
+    assert found["change"]["after"] == found["change"]["before"] - 512
+    check = found["predicted_vs_actual"]
+    for what in ("pods_rolled", "jobs_run", "objects_replaced"):
+        assert check[what]["missing"] == [] and check[what]["unexpected"] == [], (what, check[what])
+    # The change reaches a pod at all: the compute nodes' nova-compute rolled, and libvirt did not.
+    assert [r for r in check["pods_rolled"]["actual"] if r.startswith("DaemonSet/nova-compute")], check
+    assert not [r for r in check["pods_rolled"]["actual"] if "libvirt" in r], check
+    # In the engine's order: the DaemonSet's update began once the Secret it mounts was replaced.
+    steps = {s["object"]: s for s in found["steps"]}
+    assert steps["DaemonSet/nova-compute"]["start_s"] >= steps["Secret/compute-node-etc"]["end_s"], steps
+    assert found["calls_before_apply"] > 0 and found["failed_before_apply"] == 0, found["by_client"]
+    assert found["failed_outside_restarts"] == 0, found["failures"]
+    assert found["vm_expected_to_survive"] is True and found["vm_survived"] is True, found["vm"]
+    assert found["ok"]
+
+
 def test_libvirt_takes_migrations_only_with_credentials(report: dict[str, Any]) -> None:
     listener = report["libvirt_listener"]
     if plan_of(report["stack"]).settings.tls.libvirt is None:

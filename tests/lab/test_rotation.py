@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from tools.cloud import rotation
+from tools.cloud import api_clients
+from tools.cloud.api_clients import Restart, judge
 from tools.cloud.report import _rotation_line
-from tools.cloud.rotation import Restart, judge
 
 RENEWED_AT = 1000.0
 
@@ -24,7 +24,7 @@ def test_every_call_counts_and_failures_during_a_restart_are_told_apart() -> Non
     calls = [
         _call(990.0), _call(995.0, client="user-pod"),
         _call(1021.0, ok=False),  # while MariaDB restarts
-        _call(1035.0 + rotation.RESTART_GRACE_SECONDS - 1, ok=False, client="user-pod"),  # reconnecting after it
+        _call(1035.0 + api_clients.RESTART_GRACE_SECONDS - 1, ok=False, client="user-pod"),  # reconnecting after it
         _call(1060.0, ok=False, call="console url"),  # nothing restarted then: the renewal broke something
         _call(1070.0, seconds=21.5),  # slow (an API reloading), not failed
     ]  # fmt: skip

@@ -125,6 +125,9 @@ class LabApiServer:
         }
         self.secrets_[(namespace, manifest["metadata"]["name"])] = stored
 
+    def remove_secret(self, namespace: str, name: str) -> None:
+        self.secrets_.pop((namespace, name), None)
+
     def install_crd(self, group: str, resource: str) -> None:
         """Serve a custom resource (what installing its CRD does): a get of one not there is then a 404."""
         self.kinds.add((group, resource))

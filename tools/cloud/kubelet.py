@@ -67,8 +67,10 @@ class PodRuntime:
         node: Node,
         log: Callable[[str], None],
         on_network: Callable[[PodPlan], None] = lambda plan: None,
+        revision: int = 0,
     ):
         self.plan, self.node, self.log, self.on_network = plan, node, log, on_network
+        self.revision = revision  # of its workload's template it was made from (tools/cloud/deploy.py)
         self.uid = str(uuid.uuid4())
         self.phase = "Pending"
         self.restarts: dict[str, int] = {c.container.name: 0 for c in plan.containers}

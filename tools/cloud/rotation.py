@@ -27,9 +27,6 @@ client by design rather than show what a renewal does.
 
 from __future__ import annotations
 
-import json
-import signal
-import subprocess
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -39,12 +36,12 @@ from typing import TYPE_CHECKING, Any
 from cryptography.hazmat.primitives import hashes
 
 from components import mariadb_tls
-from components.oslo import KEYSTONE, public_url
+from components.oslo import KEYSTONE
 from components.public_routes import public_routes
 from tools.cloud import endpoint_tls
+from tools.cloud.api_clients import Restart, judge, start_clients, stop_all
 from tools.cloud.gateway import PROXY_NETNS
 from tools.cloud.vmsafety import vm_signs
-from tools.runtime import REPO
 
 if TYPE_CHECKING:
     from tools.cloud.apiserver import LabApiServer
@@ -56,46 +53,9 @@ BASELINE_SECONDS = 10.0  # calls before the renewal: the clients work at all
 SETTLE_SECONDS = 210.0  # Erlang's PEM cache period (120 s) after the kubelet's sync, with margin
 POLL_SECONDS = 10.0
 AFTER_SECONDS = 10.0  # calls once every endpoint serves its new certificate
-RESTART_GRACE_SECONDS = 10.0  # a failure this long after a restarted pod was ready still counts against it
-# A failed call counts against a restart when it overlapped it: from the call's start to its end (judge).
+# A failed call counts against a restart when it overlapped it: from the call's start to its end
+# (tools/cloud/api_clients.py judge).
 READY_TIMEOUT = 300.0
-
-
-@dataclass
-class Restart:
-    pod: str
-    why: str
-    started: float  # wall clock, as the clients stamp their calls
-    ready_at: float | None = None
-
-    def covers(self, start: float, end: float | None = None) -> bool:
-        """Whether a call from `start` to `end` overlapped the restart (a call in flight when the pod
-        went away fails because of it, though it started a moment before)."""
-        until = (self.ready_at or time.time()) + RESTART_GRACE_SECONDS
-        return start <= until and (start if end is None else end) >= self.started
-
-
-@dataclass
-class Client:
-    name: str
-    process: subprocess.Popen[bytes]
-    output: Path
-
-    def stop(self) -> list[dict[str, Any]]:
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-            try:
-                self.process.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
-        calls = []
-        for line in self.output.read_text().splitlines():
-            try:
-                calls.append({**json.loads(line), "client": self.name})
-            except json.JSONDecodeError:
-                continue  # a line cut by the stop
-        return calls
 
 
 def fingerprint_of(chain_leaf: Any) -> str:
@@ -149,28 +109,6 @@ class Rotation:
             if host in (certificate["spec"].get("dnsNames") or []):
                 return f"{certificate['metadata']['namespace']}/{certificate['metadata']['name']}"
         return None
-
-    # -- the clients ---------------------------------------------------------------------------------
-
-    def _client(self, name: str, command: Callable[[list[str]], list[str]], env: Mapping[str, str],
-                server_id: str) -> Client:  # fmt: skip
-        output = self.cloud.out / f"api-loop-{name}.jsonl"
-        argv = command([str(self.python), "-m", "tools.cloud.api_loop", server_id])
-        with output.open("wb") as out, (self.cloud.out / f"api-loop-{name}.log").open("wb") as err:
-            process = subprocess.Popen(argv, env=dict(env), cwd=REPO, stdout=out, stderr=err)
-        return Client(name, process, output)
-
-    def start_clients(self, admin: Mapping[str, str], server_id: str) -> list[Client]:
-        base = {"PATH": f"{self.python.parent}:/usr/sbin:/usr/bin:/sbin:/bin", "PYTHONPATH": str(REPO),
-                "HOME": str(self.user.home)}  # fmt: skip
-        clients = [self._client("user-pod", self.user.command, {**base, **admin}, server_id)]
-        if self.door.laptop is not None:
-            laptop = self.door.laptop
-            auth_url = public_url(self.cloud.plan.settings, KEYSTONE, "/v3")
-            public = {**base, **admin, "HOME": str(laptop.home), "OS_INTERFACE": "public", "OS_AUTH_URL": auth_url,
-                      **laptop.environment()}  # fmt: skip
-            clients.append(self._client("laptop", laptop.command, public, server_id))
-        return clients
 
     # -- the renewal and what the operators do -------------------------------------------------------
 
@@ -237,39 +175,6 @@ class Rotation:
             time.sleep(POLL_SECONDS)
 
 
-def judge(calls: list[dict[str, Any]], restarts: list[Restart], renewal_started: float) -> dict[str, Any]:
-    """The clients' calls: how many failed, before the renewal (the clients themselves) and after,
-    and which of those fell outside every restart a consumer made."""
-    failed = [c for c in calls if not c.get("ok")]
-
-    def ended_before(call: dict[str, Any]) -> bool:
-        # The baseline is what had ended when the renewal began: a call under way then meets what
-        # the renewal did (a restart a moment later) and is judged with the calls after it.
-        return call["t"] + call.get("seconds", 0.0) < renewal_started
-
-    before = [c for c in calls if ended_before(c)]
-    outside = [
-        c
-        for c in failed
-        if not ended_before(c) and not any(r.covers(c["t"], c["t"] + c.get("seconds", 0.0)) for r in restarts)
-    ]
-    by_client: dict[str, dict[str, Any]] = {}
-    for call in calls:
-        counts = by_client.setdefault(call["client"], {"calls": 0, "failed": 0, "slowest_seconds": 0.0})
-        counts["calls"] += 1
-        counts["failed"] += 0 if call.get("ok") else 1
-        counts["slowest_seconds"] = max(counts["slowest_seconds"], call.get("seconds", 0.0))
-    return {
-        "calls": len(calls),
-        "calls_before_renewal": len(before),
-        "failed_before_renewal": sum(1 for c in before if not c.get("ok")),
-        "failed_calls": len(failed),
-        "failed_outside_restarts": len(outside),
-        "by_client": by_client,
-        "failures": [{k: c.get(k) for k in ("client", "call", "status", "error", "t")} for c in failed[:20]],
-    }
-
-
 def prove(
     door: FrontDoor,
     cloud: Cloud,
@@ -294,7 +199,7 @@ def prove(
     hosts = {e["name"]: e["host"] for e in [*rotation._internal_endpoints(), *rotation._public_endpoints()]}
     presents = {name: rotation._certificate_of(host) for name, host in hosts.items()}
     before = rotation.served()
-    clients = rotation.start_clients(admin, server_id)
+    clients = start_clients(door, cloud, user, python, admin, server_id)
     calls: list[dict[str, Any]] = []
     try:
         time.sleep(BASELINE_SECONDS)
@@ -308,8 +213,7 @@ def prove(
         served, took = rotation.settle(expected, renewed_at)
         time.sleep(AFTER_SECONDS)
     finally:
-        for client in clients:
-            calls += client.stop()
+        calls = stop_all(clients)
     pid_after, alive_after = vm_signs(cloud, host, instance, server_id)
     vm_survived = pid_before is not None and pid_after == pid_before and alive_after > alive_before
     endpoints = {
