@@ -108,7 +108,10 @@ class Rig:
                 "KUBERNETES_SERVICE_PORT": str(API_PORT)}  # fmt: skip
         # A clean machine has no ServiceAccount directory; an empty mount point left on the host's /run is harmless,
         # and the bind mount stays inside the Job's own mount namespace.
-        mount = f'mkdir -p {ACCOUNT_DIR} && mount --bind {account} {ACCOUNT_DIR} && exec setpriv --reuid={uid} --regid={gid} --clear-groups "$@"'
+        mount = (
+            f"mkdir -p {ACCOUNT_DIR} && mount --bind {account} {ACCOUNT_DIR}"
+            f' && exec setpriv --reuid={uid} --regid={gid} --clear-groups "$@"'
+        )
         command = ["ip", "netns", "exec", NETNS, "unshare", "--mount", "sh", "-c", mount, "sh", *args]
         return subprocess.run(command, env=env, capture_output=True, text=True, timeout=120)
 
