@@ -49,9 +49,10 @@ test-tempest: TEMPEST_WORKERS = 2
 test-tempest: system-packages $(BIN)/.installed
 	$(BIN)/python -m tools.cloud --stack $(STACK) --tempest full --tempest-workers $(TEMPEST_WORKERS)
 
-# Build (or reuse) the cached OpenStack virtualenv of tests/real and tools/cloud ahead of the tests.
+# Build (or reuse) the cached OpenStack virtualenvs of tests/real and tools/cloud ahead of the tests:
+# one per release the program deploys (components/releases.py), about 2 min each the first time.
 openstack-venv: $(BIN)/.installed
-	$(BIN)/python -m tools.realenv.openstack_venv
+	$(BIN)/python -m tools.realenv.openstack_venv --all
 
 # Every container of every stack against its Kolla image as kolla builds it (tools/imagecheck;
 # tests/real/test_image_contents.py runs the same check in `make test`). The first run fetches

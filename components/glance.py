@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
-from components import ceph, oslo
+from typing import Any
+
+from components import ceph, oslo, releases
 from components.api import registered_api_needs, uwsgi_file, wsgi_api
 from components.bootstrap import db_purge, db_sync
 from components.inifile import render_ini
+from components.releases import GlanceServer
 from components.settings import Settings
-from components.spec import CatalogEntry, Claim, RenderContext, ServiceSpec, Step
-from components.workload import env
+from components.spec import CatalogEntry, Claim, Process, RenderContext, ServiceSpec, Step
+from components.workload import Probe, env
 
 CONFIG_DIR = "/etc/glance"
 PORT = 9292
@@ -20,6 +23,19 @@ MANAGE = ("glance-manage", "--config-file", f"{CONFIG_DIR}/glance-api.conf")
 CHUNKED_INPUT_LIMIT = 64 * 1024 * 1024
 # The metadata definitions glance ships (its etc/metadefs), copied there by Kolla's glance-base image.
 METADEFS = f"{CONFIG_DIR}/metadefs"
+# Glance's own server (releases.GlanceServer.OWN) forks this many workers, as uWSGI's processes.
+OWN_SERVER_WORKERS = 2
+
+
+def _server(settings: Settings) -> GlanceServer:
+    return releases.of(settings.release).glance_server
+
+
+def _own_server_options(settings: Settings) -> dict[str, Any]:
+    """Where Glance's own server listens (glance/common/wsgi.py: bind_host, bind_port, workers)."""
+    if _server(settings) is not GlanceServer.OWN:
+        return {}
+    return {"bind_host": "0.0.0.0", "bind_port": PORT, "workers": OWN_SERVER_WORKERS}
 
 
 def _rbd_store(settings: Settings) -> dict[str, object]:
@@ -61,6 +77,7 @@ def render(ctx: RenderContext) -> dict[str, str]:
             # downloading it, and find it by the image's direct URL (rbd://fsid/pool/image/snap):
             # Ceph's rbd-openstack guide. Only for rbd: a file path tells a user nothing of use.
             "show_image_direct_url": True if backend == "rbd" else None,
+            **_own_server_options(settings),
         },
         "database": oslo.database(settings, "glance", secrets["database"], "glance"),
         "keystone_authtoken": oslo.keystone_authtoken(settings, "glance", secrets),
@@ -73,12 +90,10 @@ def render(ctx: RenderContext) -> dict[str, str]:
         "oslo_concurrency": oslo.lock_path("/var/lib/glance/tmp"),
         "oslo_middleware": {"enable_proxy_headers_parsing": True},
     }
-    files = {
-        "glance-api.conf": render_ini(conf),
-        **uwsgi_file(
-            settings, "glance-api", "glance.wsgi.api:application", PORT, chunked_input_limit=CHUNKED_INPUT_LIMIT
-        ),
-    }
+    files = {"glance-api.conf": render_ini(conf)}
+    if _server(settings) is GlanceServer.UWSGI:
+        module = "glance.wsgi.api:application"
+        files.update(uwsgi_file(settings, "glance-api", module, PORT, chunked_input_limit=CHUNKED_INPUT_LIMIT))
     if backend == "rbd":
         files.update(ceph.conf_files(settings))
     return files
@@ -129,6 +144,22 @@ def metadefs_load(settings: Settings) -> Step:
     )
 
 
+def api(settings: Settings, needs: tuple[str, ...], config_files: tuple[str, ...], **extra: Any) -> Process:
+    """glance-api: under uWSGI, or Glance's own server where the release runs it (releases.GlanceServer)."""
+    if _server(settings) is GlanceServer.UWSGI:
+        return wsgi_api("glance-api", "glance-api", CONFIG_DIR, PORT, needs, config_files, **extra)
+    return Process(
+        name="glance-api",
+        image="glance-api",
+        command=("glance-api", "--config-file", f"{CONFIG_DIR}/glance-api.conf"),
+        needs=needs,
+        config_files=config_files,
+        port=PORT,
+        probe=Probe(PORT, "/"),
+        **extra,
+    )
+
+
 def glance(settings: Settings) -> ServiceSpec:
     on_volume_claim = settings.glance.backend == "file"
     scheme = "https" if settings.tls.internal_enabled else "http"
@@ -161,11 +192,8 @@ def glance(settings: Settings) -> ServiceSpec:
             *housekeeping(settings),
         ),
         processes=(
-            wsgi_api(
-                "glance-api",
-                "glance-api",
-                CONFIG_DIR,
-                PORT,
+            api(
+                settings,
                 # With the cinder backend, images are written to Cinder only when uploaded:
                 # a run-time need that Glance retries, so it is no start-up edge.
                 # And the metadata definitions, as Kolla loads them before the API starts: an API

@@ -6,7 +6,7 @@ The Open vSwitch agent of compute and network nodes is deployed with the node po
 
 from __future__ import annotations
 
-from components import oslo
+from components import oslo, releases
 from components.api import registered_api_needs, rpc_daemon, uwsgi_file, wsgi_api
 from components.bootstrap import db_sync
 from components.inifile import render_ini
@@ -121,7 +121,8 @@ def render(ctx: RenderContext) -> dict[str, str]:
     ml2 = {
         "ml2": {
             "type_drivers": "flat,vlan,vxlan",
-            "project_network_types": net.tenant_network_type,
+            # tenant_network_types before 2026.1 (components/releases.py).
+            releases.ml2_network_types_option(settings): net.tenant_network_type,
             "mechanism_drivers": "openvswitch,l2population",
             "extension_drivers": "port_security",
         },

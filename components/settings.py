@@ -26,11 +26,12 @@ from pydantic import (
 )
 from pydantic.alias_generators import to_camel, to_snake
 
-from components import catalog, cron, gateway_settings, upgrade_settings
+from components import catalog, cron, gateway_settings, releases, upgrade_settings
 from components.ceph_settings import ROOK_RESERVED_CLIENTS, Ceph
 from components.gateway_settings import Gateway, Tls
 from components.memory import SHARES as MEMORY_SHARES
 from components.memory import value_of
+from components.releases import DEFAULT_RELEASE, RELEASES
 from components.roles import Topology
 from components.setting_model import Model
 from components.setting_types import (
@@ -61,8 +62,6 @@ from components.setting_types import (
 # The Pulumi project: its settings are the `openstack:` keys of a stack.
 PROJECT = "openstack"
 SECRET_MARK = "[secret]"  # how a secret value is shown in a problem
-# Releases this program renders configs for, with the Kolla image tag it defaults to.
-RELEASES: dict[str, str] = {"2026.1": "2026.1-ubuntu-noble"}
 # kubernetes-validate ships the schemas of these minor versions.
 KUBERNETES_VERSIONS = tuple(f"1.{minor}" for minor in range(25, 38))
 MIN_ADMISSION_POLICY_MINOR = 30  # admissionregistration.k8s.io/v1 ValidatingAdmissionPolicy is GA from 1.30
@@ -739,7 +738,7 @@ class Settings(Model):
     namespace: DnsLabel = "openstack"
     kubernetes_version: Text = "1.31"
     hypervisor_isolation: Annotated[Topology, BeforeValidator(_topology)] = Topology.POD_PER_SERVICE
-    release: Text = "2026.1"
+    release: Text = DEFAULT_RELEASE
     images: Images = Images()
     region: Annotated[Text, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")] = "RegionOne"
     endpoints: Endpoints = Endpoints()
@@ -826,6 +825,7 @@ class Settings(Model):
         yield from self.backup.problems()
         yield from self.cinder.problems()
         yield from upgrade_settings.problems(self)
+        yield from releases.problems(self)
         for workload, share in MEMORY_SHARES.items():
             limit = self.resources_of(workload).limits_memory
             if share.mib(limit) < share.minimum_mib:
@@ -1066,7 +1066,7 @@ class Settings(Model):
 
     @property
     def image_tag(self) -> str:
-        return self.images.tag or RELEASES[self.release]
+        return self.images.tag or RELEASES[self.release].kolla_tag
 
     def image(self, kolla_name: str, release: str | None = None) -> str:
         """The Kolla image of the stack's release, or of another one (an upgrade's previous release:

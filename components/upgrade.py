@@ -48,6 +48,7 @@ import itertools
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+from components import releases
 from components.compute_pods import compute_daemonsets
 from components.roles import NOVA_COMPUTE
 from components.settings import Settings
@@ -272,10 +273,14 @@ def _restartable_compute(process: Process) -> bool:
 
 
 def rolled_after(specs: tuple[ServiceSpec, ...], settings: Settings) -> tuple[str, ...]:
-    """The workloads that the `pulumi up` removing `upgrade.from` rolls: those caching RPC versions."""
+    """The workloads that the `pulumi up` removing `upgrade.from` rolls: those caching RPC versions,
+    and the control plane of services given an option in the previous release's spelling meanwhile
+    (components/releases.py)."""
     if settings.upgrade is None:
         return ()
     control = tuple(p.object_name for s in _chain(specs) if RECIPES[s.name].caches_rpc_versions for p in s.processes)
+    respelt = releases.respelt_after_upgrade(settings)
+    control += tuple(name for s in _chain(specs) if s.name in respelt for name in control_plane(s))
     computes = tuple(p.object_name for s in specs if s.name == COMPUTE for p in s.processes if _restartable_compute(p))
     return control + computes
 

@@ -34,6 +34,29 @@ class Probe:
     initial_delay: int = 10
     period: int = 15
     https: bool = False  # an httpGet over TLS (the kubelet does not verify the certificate)
+    # Liveness asks the readiness path too: for a controller whose health endpoint reports its own
+    # loop (nova-compute-maintenance's /healthz), not for a server whose workers may all be busy.
+    liveness_asks_health: bool = False
+
+    def liveness(self) -> Manifest | None:
+        """The liveness probe: alive while the port accepts connections, whatever the readiness check asks.
+
+        An HTTP API answers its readiness check only when a worker is free; the kernel accepts its
+        connections while the server runs. The lab's apply on staging saw nova-api's two uWSGI workers
+        wait 60 s each on console-URL calls to a stopping nova-compute: its HTTPS liveness check timed
+        out and the kubelet restarted nova-api, turning slow calls into refused ones. Readiness takes a
+        busy server out of its Service; liveness restarts only a server whose port is gone. (openstack-
+        helm checks liveness over HTTP like readiness; kolla-ansible's healthchecks restart nothing.)
+        A daemon checked by a command alone (an RPC server's broker connection, which oslo.messaging
+        retries) gets no liveness probe: not ready, but not dead.
+        """
+        if self.port is None:
+            return None
+        if self.command:  # a server checked by a command (memcached over TLS): its port, at the defaults
+            return Probe(self.port).manifest(liveness=True)
+        if self.liveness_asks_health:
+            return self.manifest(liveness=True)
+        return Probe(self.port, initial_delay=self.initial_delay, period=self.period).manifest(liveness=True)
 
     def manifest(self, *, liveness: bool) -> Manifest:
         action: Manifest
@@ -90,11 +113,9 @@ class Container:
             spec["volumeMounts"] = [_mount(m) for m in self.mounts]
         if self.probe:
             spec["readinessProbe"] = self.probe.manifest(liveness=False)
-            # A lost broker connection is retried by oslo.messaging: not ready, but not dead.
-            if not self.probe.command:
-                spec["livenessProbe"] = self.probe.manifest(liveness=True)
-            elif self.probe.port is not None:  # a server checked by a command: alive while its port answers
-                spec["livenessProbe"] = Probe(self.probe.port).manifest(liveness=True)
+            spec["livenessProbe"] = self.probe.liveness()
+            if spec["livenessProbe"] is None:
+                del spec["livenessProbe"]
         if self.lifecycle:
             spec["lifecycle"] = self.lifecycle
         return spec

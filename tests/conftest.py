@@ -8,7 +8,9 @@ from typing import Any
 
 import pytest
 
+from components.releases import DEFAULT_RELEASE, GlanceServer, of
 from tools.plan import Plan, build_plan
+from tools.runtime import stack_config
 
 STACKS = ("dev", "staging", "prod")
 
@@ -23,6 +25,30 @@ def plan_of(stack: str, **overrides: Any) -> Plan:
     return _plan(stack, json.dumps(overrides, sort_keys=True))
 
 
+def stacks_release() -> str:
+    """The release every stack file names (the tests' OpenStack venv is that release's)."""
+    found = {plan_of(stack).settings.release for stack in STACKS}
+    if len(found) != 1:
+        raise AssertionError(f"the stack files name several releases: {sorted(found)}")
+    return found.pop()
+
+
 @pytest.fixture(params=STACKS)
 def stack_plan(request: pytest.FixtureRequest) -> Plan:
     return plan_of(request.param)
+
+
+def release_plan(stack: str, release: str) -> Plan:
+    """The plan of a stack file as `release` deploys it: its own release, or another one.
+
+    Where the release cannot deploy what the stack asks (settings refuse it), the nearest that
+    it can: internal TLS in plain text where the release's glance-api serves no TLS
+    (components/releases.py, GlanceServer.OWN); every other setting stays the stack file's.
+    """
+    if release == DEFAULT_RELEASE:
+        return plan_of(stack)
+    overrides: dict[str, Any] = {"release": release}
+    tls = json.loads(stack_config(stack).get("openstack:tls", "{}"))
+    if of(release).glance_server is GlanceServer.OWN and (tls.get("internal") or {}).get("plainText") is not True:
+        overrides["tls"] = {**tls, "internal": {"plainText": True}}
+    return plan_of(stack, **overrides)

@@ -299,3 +299,25 @@ def test_glance_backend_is_a_setting() -> None:
     conf = parse_ini(_files(on_cinder, "glance")["glance-api.conf"])
     assert conf["glance_store"]["default_backend"] == "cinder"
     assert conf["cinder"]["cinder_store_user_name"] == "glance"
+
+
+@pytest.mark.parametrize("stack", ["staging", "prod"])
+def test_a_busy_http_server_is_taken_out_of_its_service_but_not_restarted(stack: str) -> None:
+    """Readiness asks HTTP (a free worker must answer); liveness only that the port accepts
+    connections (components/workload.py Probe.liveness: the lab saw nova-api restarted while its
+    workers waited on RPC calls)."""
+    checked = []
+    plan = plan_of(stack)
+    workloads = [*objects(plan, "Deployment").values(), *objects(plan, "StatefulSet").values()]
+    # nova-compute-maintenance's /healthz reports its own loop: its liveness asks it (tests/maintenance).
+    for workload in [w for w in workloads if w.name != "nova-compute-maintenance"]:
+        for container in containers(workload):
+            ready = container.get("readinessProbe", {})
+            if "httpGet" not in ready:
+                continue
+            live = container["livenessProbe"]
+            assert live["tcpSocket"] == {"port": ready["httpGet"]["port"]}, (workload.name, live)
+            assert "httpGet" not in live
+            assert live["periodSeconds"] > ready["periodSeconds"]
+            checked.append(container["name"])
+    assert {"keystone-api", "nova-api", "neutron-server", "horizon"} <= set(checked), checked

@@ -114,9 +114,13 @@ def test_vm_impact_under_pod_per_service_kills_vms(staging: dict[str, Any]) -> N
 def test_prod_keeps_vms_and_on_delete_restarts_nothing() -> None:
     settings = stack_settings("prod")
     diff = diff_of("prod", images={"overrides": {"nova-libvirt": LIBVIRT_IMAGE}})
-    assert refs(diff["changed"]) == {"DaemonSet/libvirt-kvm-general"} and not diff["added"] + diff["removed"]
-    [roll] = diff["rolls"]
-    assert roll["strategy"] == "OnDelete" and roll["restarts"] is False
+    # The nova-libvirt image is libvirt-tls's too (tls.libvirt): it rolls, and holds no VM.
+    libvirt, keeper = "DaemonSet/libvirt-kvm-general", "DaemonSet/libvirt-tls-kvm-general"
+    assert refs(diff["changed"]) == {libvirt, keeper} and not diff["added"] + diff["removed"]
+    rolls = {f"{r['kind']}/{r['name']}": r for r in diff["rolls"]}
+    assert rolls[libvirt]["strategy"] == "OnDelete" and rolls[libvirt]["restarts"] is False
+    assert rolls[keeper]["strategy"] == "RollingUpdate" and rolls[keeper]["restarts"] is True
+    assert [t["name"] for t in diff["vms"]["touched"]] == ["libvirt-kvm-general"]
     vms = diff["vms"]
     assert vms["vm_safe"] is settings["compute"]["vmSafe"] is True
     assert vms["kills_vms"] is False and "OnDelete" in vms["verdict"] and "keeps the VMs" in vms["verdict"]
@@ -297,6 +301,27 @@ def test_replace_on_changes_replaces_and_a_retained_object_says_what_that_means(
     assert "cannot create the new one under the same name" in text
     after.objects["c"]["inputs"]["spec"] = {"size": 1, "color": "blue"}
     assert plan_diff.diff(before, after)["changed"][0]["fields"] == ["spec.color"]  # not under spec.size
+
+
+def test_ignore_changes_hides_a_change_as_the_engine_diffs_the_old_value() -> None:
+    """The keys Keystone rotates itself (keystone-fernet-keys: ignoreChanges data, stringData) and a Deployment
+    whose replicas an autoscaler owns: a plan that changes them changes nothing in the cluster."""
+    before = view(
+        k8s("k", "ConfigMap", "keys", data={"0": "a"}),
+        k8s("d", "Deployment", "api", spec={"replicas": 1, "template": {"spec": {"containers": []}}}),
+    )
+    after = view(
+        k8s("k", "ConfigMap", "keys", data={"0": "b"}),
+        k8s("d", "Deployment", "api", spec={"replicas": 3, "template": {"spec": {"containers": []}}}),
+    )
+    before.objects["k"]["options"] = after.objects["k"]["options"] = {"ignoreChanges": ["data", "stringData"]}
+    before.objects["d"]["options"] = after.objects["d"]["options"] = {"ignoreChanges": ["spec.replicas"]}
+    diff = plan_diff.diff(before, after)
+    assert not diff["replaced"] and not diff["changed"]
+    after.objects["d"]["inputs"]["spec"]["template"]["spec"]["containers"] = [{"name": "c", "image": "i:2"}]
+    assert [(o["name"], o["fields"]) for o in plan_diff.diff(before, after)["changed"]] == [
+        ("api", ["spec.template.spec.containers[c]"])
+    ]
 
 
 def test_a_removed_chart_says_which_children_stay() -> None:

@@ -26,8 +26,7 @@ def _stack_file(tmp_path: Path, name: str, **settings: Any) -> str:
 
 
 def test_against_shows_the_upgrade_as_its_steps(tmp_path: Path) -> None:
-    # The program renders 2026.1 only: the earlier plan stands in for a 2025.2 cloud with 2025.2's images.
-    before = _stack_file(tmp_path, "before", images={"tag": "2025.2-ubuntu-noble"})
+    before = _stack_file(tmp_path, "before", release="2025.2")
     after = _stack_file(tmp_path, "after", upgrade=FROM)
     assert plan_tool.main(["--stack", "dev", "--stack-file", before, "--out", str(tmp_path / "before")]) == 0
     args = [

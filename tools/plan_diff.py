@@ -136,14 +136,14 @@ def show(path: Path_) -> str:
     return ".".join(f"[{p}]" if ("." in p or "/" in p) and p[:1] != "[" else p for p in path).replace(".[", "[")
 
 
-def _forces_new(obj: dict[str, Any], path: Path_) -> bool:
+def forces_new(obj: dict[str, Any], path: Path_) -> bool:
     """Whether a change at `path` replaces the object: an immutable field, or its replaceOnChanges."""
     if any(path[: len(prefix)] == prefix for prefix in (*FORCE_NEW.get(obj["kind"], ()), *ALWAYS_NEW)):
         return True
-    return any(_under(path, declared) for declared in (obj.get("options") or {}).get("replaceOnChanges", ()))
+    return any(under_property(path, declared) for declared in (obj.get("options") or {}).get("replaceOnChanges", ()))
 
 
-def _under(path: Path_, declared: str) -> bool:
+def under_property(path: Path_, declared: str) -> bool:
     """Whether `path` lies under a replaceOnChanges property path (`spec.template`, `*`, `a[*].b`)."""
     parts = declared.replace("[", ".[").split(".")
     for index, part in enumerate(parts):
@@ -221,7 +221,7 @@ def _mounted_files(obj: dict[str, Any]) -> set[tuple[str, str]]:
     }
 
 
-def _template_path(path: Path_) -> Path_ | None:
+def template_path(path: Path_) -> Path_ | None:
     """The part of a path inside a pod template (a CronJob's too), or None outside it."""
     for prefix in (("spec", "template"), ("spec", "jobTemplate", "spec", "template")):
         if path[: len(prefix)] == prefix:
@@ -257,9 +257,12 @@ def diff(old: PlanView, new: PlanView) -> dict[str, Any]:
         paths = changed_paths(a["inputs"], b["inputs"])
         if b["kind"] == "Secret":  # its data is compared through configs.json only
             paths += [("stringData", c["key"]) for c in data_changes[key]]
+        # The engine diffs ignoreChanges' properties with their old values: no change there.
+        ignored = (b.get("options") or {}).get("ignoreChanges") or ()
+        paths = [p for p in paths if not any(under_property(p, declared) for declared in ignored)]
         if not paths:
             continue
-        forced = [p for p in paths if _forces_new(b, p) or b["type"].startswith("random:")]
+        forced = [p for p in paths if forces_new(b, p) or b["type"].startswith("random:")]
         entry = {**_ref(b), "fields": [show(p) for p in paths]}
         if forced:
             retained = bool((a.get("options") or {}).get("retainOnDelete"))
@@ -272,7 +275,7 @@ def diff(old: PlanView, new: PlanView) -> dict[str, Any]:
             for p in paths
             if p in notes
         ]
-        template = [p for p in paths if _template_path(p) is not None]
+        template = [p for p in paths if template_path(p) is not None]
         if b["kind"] in WORKLOADS and template:
             rolls.append({**_ref(b), **_rollout(b, bool(forced)), "why": _why_template(b, template, changed_files)})
         if b["kind"] in ("Job", "CronJob") and template:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import json
 from pathlib import Path
+from typing import Any
 
 from tools import ca_rotation_view, certificate_impact, diff_report, graph_draw, plan_diff, upgrade_view
 from tools.plan import Plan
@@ -49,6 +50,23 @@ def graph_text(plan: Plan) -> str:
     return "\n".join(plan.graph.lines()) + "\n"
 
 
+def diff_result(earlier: plan_diff.PlanView, plan: Plan) -> dict[str, Any]:
+    """diff.json: what `pulumi up` of `plan` changes against an earlier plan (the lab's apply checks it)."""
+    now = plan_diff.view_of(plan)
+    result = plan_diff.diff(earlier, now)
+    result["certificates"] = certificate_impact.reissued(earlier, now)
+    result["ca_rotation"] = ca_rotation_view.change(earlier, now)
+    listed = upgrade_view.steps(plan)
+    if listed is not None and plan.settings.upgrade is not None:
+        result["upgrade"] = {
+            "from": plan.settings.upgrade.from_release,
+            "to": plan.settings.release,
+            "steps": upgrade_view.annotate(listed, result),
+            "then_rolls": upgrade_view.rolled_after(plan),
+        }
+    return result
+
+
 def write(plan: Plan, out: Path, against: Path | None = None) -> list[Path]:
     """Write the views of a plan into `out`; the files written."""
     graph = DeployGraphView(plan)
@@ -60,18 +78,7 @@ def write(plan: Plan, out: Path, against: Path | None = None) -> list[Path]:
         "graph.txt": graph_text(plan),
     }
     if against is not None:
-        earlier, now = plan_diff.load(against), plan_diff.view_of(plan)
-        result = plan_diff.diff(earlier, now)
-        result["certificates"] = certificate_impact.reissued(earlier, now)
-        result["ca_rotation"] = ca_rotation_view.change(earlier, now)
-        listed = upgrade_view.steps(plan)
-        if listed is not None and plan.settings.upgrade is not None:
-            result["upgrade"] = {
-                "from": plan.settings.upgrade.from_release,
-                "to": plan.settings.release,
-                "steps": upgrade_view.annotate(listed, result),
-                "then_rolls": upgrade_view.rolled_after(plan),
-            }
+        result = diff_result(plan_diff.load(against), plan)
         written["diff.json"] = json.dumps(result, indent=1) + "\n"
         written["diff.md"] = diff_report.render(result, f"`{against}`")
         # The diff is made from masked data only; check it, since it is posted on pull requests.

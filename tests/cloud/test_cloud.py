@@ -144,6 +144,8 @@ def test_the_public_endpoints_work_from_a_laptop_outside_through_the_gateway(rep
     console = checks["console"]
     assert console["url_scheme"] == "https" and console["status"] == 101, console
     assert console["rfb"].startswith("RFB 003."), console  # the VNC server's greeting, through the tunnel
+    # On past the proxy's security negotiation with the guest's VNC server (VeNCrypt under tls.libvirt).
+    assert console["handshake"]["reached"] == "ServerInit" and console["handshake"]["security_types"] == [1], console
     assert checks["verification"]["ok"]  # the machine's CA store refuses the certificate: verification is on
     assert checks["unrouted_host"]["status"] == 404
     # Horizon and the console proxy answer the gateway only, not a pod inside the cluster.
@@ -312,11 +314,56 @@ def test_vm_safety_of_the_topology(report: dict[str, Any]) -> None:
         assert restart["qemu_pid_after"] is None, "the old QEMU runs on, but the guest stopped talking"
 
 
+def test_a_changed_stack_applied_as_pulumi_up_does_what_against_predicted(report: dict[str, Any]) -> None:
+    """tools/cloud/apply_scenario.py (staging): the first node group's reservedHostMemoryMb lowered in the stack
+    file (nova.conf's [DEFAULT] reserved_host_memory_mb on the compute nodes) and the new plan applied as
+    `pulumi up` would while two clients call the APIs and the VM runs: what rolled, ran and was replaced is
+    what diff.json predicted, no call failed outside the rollout, and the VM lives on (only nova-compute
+    restarts; libvirt's pod holds the VM under staging's topology)."""
+    found = report["apply"]
+    if report["stack"] != "staging":
+        assert "not_run" in found, found
+        return
+    assert found["error"] == "", found["error"]
+    assert found["change"]["after"] == found["change"]["before"] - 512
+    check = found["predicted_vs_actual"]
+    for what in ("pods_rolled", "jobs_run", "objects_replaced"):
+        assert check[what]["missing"] == [] and check[what]["unexpected"] == [], (what, check[what])
+    # The change reaches a pod at all: the compute nodes' nova-compute rolled, and libvirt did not.
+    assert [r for r in check["pods_rolled"]["actual"] if r.startswith("DaemonSet/nova-compute")], check
+    assert not [r for r in check["pods_rolled"]["actual"] if "libvirt" in r], check
+    # In the engine's order: the DaemonSet's update began once the Secret it mounts was replaced.
+    steps = {s["object"]: s for s in found["steps"]}
+    assert steps["DaemonSet/nova-compute"]["start_s"] >= steps["Secret/compute-node-etc"]["end_s"], steps
+    assert found["calls_before_apply"] > 0 and found["failed_before_apply"] == 0, found["by_client"]
+    assert found["failed_outside_restarts"] == 0, found["failures"]
+    assert found["vm_expected_to_survive"] is True and found["vm_survived"] is True, found["vm"]
+    assert found["ok"]
+
+
 def test_libvirt_takes_migrations_only_with_credentials(report: dict[str, Any]) -> None:
     listener = report["libvirt_listener"]
-    assert listener["uri"].startswith("qemu+tcp://192.168.")  # the node's address, not the loopback
+    if plan_of(report["stack"]).settings.tls.libvirt is None:
+        assert listener["uri"].startswith("qemu+tcp://192.168.")  # the node's address, not the loopback
+        assert listener["authenticated"], listener
+        assert listener["anonymous_refused"], listener
+        return
+    # tls.libvirt (prod): TLS alone, a client certificate of libvirt's CA and then SASL.
+    assert listener["uri"].startswith("qemu+tls://192.168."), listener
     assert listener["authenticated"], listener
-    assert listener["anonymous_refused"], listener
+    assert listener["anonymous_refused"] and listener["foreign_ca_refused"], listener
+    assert listener["wrong_password_refused"] and listener["tcp_closed"], listener
+
+
+def test_libvirts_hops_are_tls_on_the_wire_under_tls_libvirt(report: dict[str, Any]) -> None:
+    """Migrations (libvirtd's 16514 and QEMU's streams) and the console proxy's VNC sessions, as the
+    capture saw them while the users worked: TLS, the VNC ones after their VeNCrypt negotiation."""
+    if plan_of(report["stack"]).settings.tls.libvirt is None:
+        assert "libvirt_encrypted" not in report["tls"] or not report["tls"]["libvirt_encrypted"]
+        return
+    tls = report["tls"]
+    wire = tls["wire"]
+    assert tls["libvirt_encrypted"], {name: wire.get(name) for name in ("libvirtd", "vnc", "qemu-migration")}
 
 
 def test_data_stores_take_clients_on_their_client_ports_only(report: dict[str, Any]) -> None:

@@ -25,7 +25,7 @@ from tools.cloud.tempest_discover import (
 from tools.cloud.tempest_limits import NO_SSH_LOGIN, LabLimit, excluded, summarize, volume_backend_tests
 from tools.cloud.tempest_run import TempestRequest
 from tools.plan import Plan
-from tools.realenv.openstack_venv import OPENSTACK, VenvRecipe
+from tools.realenv.openstack_venv import RELEASES, VenvRecipe, recipe
 from tools.realenv.tempest_venv import TEMPEST
 
 ADMIN = {
@@ -280,7 +280,9 @@ def test_without_a_volume_backend_only_the_tests_that_need_one_are_left_out() ->
 
 def test_each_venv_is_cached_under_a_key_of_everything_that_decides_its_contents() -> None:
     assert TEMPEST.requirements() == ["tempest==47.0.0"]
-    assert TEMPEST.cache_key() != OPENSTACK.cache_key()
+    openstack = [recipe(release) for release in RELEASES]
+    assert len({r.cache_key() for r in [TEMPEST, *openstack]}) == 1 + len(RELEASES)
+    assert len({r.name for r in openstack}) == len(RELEASES)  # each release's builds cached apart
     same = VenvRecipe(TEMPEST.name, dict(TEMPEST.pinned), TEMPEST.cutoff)
     assert same.cache_key() == TEMPEST.cache_key()
     assert VenvRecipe(TEMPEST.name, {"tempest": "46.3.0"}, TEMPEST.cutoff).cache_key() != TEMPEST.cache_key()

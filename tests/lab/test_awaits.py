@@ -8,12 +8,18 @@ from tools.cloud.awaits import awaited, go_duration, timeout_seconds
 from tools.cloud.critical_path import critical_path
 
 
-def test_timeouts_come_from_the_annotation_then_custom_timeouts_then_the_kind() -> None:
+def test_timeouts_come_from_custom_timeouts_of_the_operation_then_the_annotation_then_the_kind() -> None:
+    """provider/pkg/metadata/overrides.go TimeoutDuration: the engine's timeout (customTimeouts of the
+    operation) before `pulumi.com/timeoutSeconds`; 10 minutes without either, 5 for a claim's create."""
     annotated = {"annotations": {"pulumi.com/timeoutSeconds": "1200"}}
-    assert timeout_seconds("MariaDB", annotated, {"create": "30m"}) == 1200
+    assert timeout_seconds("MariaDB", annotated, {"create": "30m"}) == 1800
+    assert timeout_seconds("MariaDB", annotated, {}) == 1200
+    assert timeout_seconds("MariaDB", annotated, {"create": "30m"}, "update") == 1200
+    assert timeout_seconds("Job", {}, {"create": "30m", "update": "45m"}, "update") == 2700
     assert timeout_seconds("Job", {}, {"create": "30m"}) == 1800
     assert timeout_seconds("Job", {}, {}) == 600
     assert timeout_seconds("PersistentVolumeClaim", {}, {}) == 300
+    assert timeout_seconds("PersistentVolumeClaim", {}, {}, "delete") == 600
 
 
 def test_go_durations() -> None:

@@ -115,7 +115,7 @@ def test_what_stays_in_clear_is_the_gateways_plain_backends_and_erlang_distribut
 
 
 def _cloud(stack: str, objects: dict[tuple[str, str], dict[str, str]]) -> Any:
-    return SimpleNamespace(plan=plan_of(stack), objects=objects)
+    return SimpleNamespace(plan=plan_of(stack), objects=objects, lab_volumes=[])
 
 
 def test_a_plain_text_stack_says_there_is_nothing_to_check() -> None:
@@ -128,7 +128,11 @@ def test_the_lab_writes_the_bundles_ca_for_its_clients_and_points_the_admins_os_
                {"password": "pw"}}  # fmt: skip
     cloud = _cloud("staging", objects)
     written = endpoint_tls.write_internal_ca(cloud, tmp_path / "user")
-    assert written == tmp_path / "user" / "internal-ca.crt" and written.read_text() == CA_PEM
+    assert written == tmp_path / "user" / "internal-ca" / "ca.crt" and written.read_text() == CA_PEM
+    # A volume of the user's pod: the kubelet's sync writes the bundle again when it changes (a CA rotation).
+    [volume] = cloud.lab_volumes
+    volume.write({"ca.crt": CA_PEM + CA_PEM, "tls.key": "k"})
+    assert written.read_text() == CA_PEM + CA_PEM and [p.name for p in written.parent.iterdir()] == ["ca.crt"]
     admin = admin_env(cloud, written)
     assert admin["OS_CACERT"] == str(written)  # the pods' /etc/openstack-ca/ca.crt, as a lab file
     assert admin["OS_AUTH_URL"].startswith("https://keystone-api.openstack.svc")

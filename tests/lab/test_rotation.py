@@ -6,10 +6,12 @@ from __future__ import annotations
 from typing import Any
 
 from tests.conftest import plan_of
-from tools.cloud import rotation
-from tools.cloud.ca_rotation import changed, phases
+from tools.cloud import api_clients
+from tools.cloud.api_clients import Restart, judge
+from tools.cloud.ca_rotation import phases
+from tools.cloud.engine import engine_steps
 from tools.cloud.report import _rotation_line
-from tools.cloud.rotation import Restart, ca_verdict, judge
+from tools.cloud.rotation import ca_verdict
 
 RENEWED_AT = 1000.0
 
@@ -26,7 +28,7 @@ def test_every_call_counts_and_failures_during_a_restart_are_told_apart() -> Non
     calls = [
         _call(990.0), _call(995.0, client="user-pod"),
         _call(1021.0, ok=False),  # while MariaDB restarts
-        _call(1035.0 + rotation.RESTART_GRACE_SECONDS - 1, ok=False, client="user-pod"),  # reconnecting after it
+        _call(1035.0 + api_clients.RESTART_GRACE_SECONDS - 1, ok=False, client="user-pod"),  # reconnecting after it
         _call(1060.0, ok=False, call="console url"),  # nothing restarted then: the renewal broke something
         _call(1070.0, seconds=21.5),  # slow (an API reloading), not failed
     ]  # fmt: skip
@@ -91,9 +93,13 @@ def _later(changed: dict[str, Any]) -> Any:
 
 
 def _steps(staging: Any, found: list[Any], kind: str) -> list[set[str]]:
-    """What each phase's `pulumi up` changes the pod template of, against the plan before it."""
+    """What each phase's `pulumi up` changes the pod template of, against the plan before it (the engine's
+    steps, which tools/cloud/apply.py applies)."""
     before = [staging, *(p.plan for p in found[:-1])]
-    return [{str(r.k8s_name) for r in changed(b, p.plan, kind)} for b, p in zip(before, found, strict=True)]
+    return [
+        {s.name for s in engine_steps(b.custom, p.plan.custom).values() if s.kind == kind and s.template}
+        for b, p in zip(before, found, strict=True)
+    ]
 
 
 def test_the_lab_rotates_stagings_own_ca_through_the_three_phases_and_rolls_what_the_plan_rolls() -> None:
@@ -121,24 +127,31 @@ def _tls(plan: Any) -> dict[str, Any]:
 
 
 def _phase(**facts: Any) -> dict[str, Any]:
-    return {"verified_ok": True, "bundle": ["CN=internal-ca"], "rolled": {}, **facts}
+    matched = {"matches": True}
+    return {"verified_ok": True, "error": "", "bundle": ["CN=internal-ca"], "rolled": {},
+            "predicted_vs_actual": matched, **facts}  # fmt: skip
 
 
-def test_the_ca_rotation_is_ok_only_with_both_cas_then_the_new_one_the_rolls_and_no_failed_call() -> None:
+def test_the_ca_rotation_is_ok_only_with_both_cas_then_the_new_one_the_rolls_as_predicted_and_no_failed_call() -> None:
     plans = phases(plan_of("staging"), _later)
     assert plans is not None
+    done = plans[-1].plan.settings.tls.internal
     calls = {"calls": 300, "failed_calls": 2, "failed_outside_restarts": 0}
     good = {
-        "trust": _phase(bundle=["CN=internal-ca", "CN=internal-ca-2"], rolled={"keystone-api": 40.0}),
+        "trust": _phase(bundle=["CN=internal-ca", "CN=internal-ca-2"], rolled={"Deployment/keystone-api": 40.0}),
         "issue": _phase(),
-        "done": _phase(bundle=["CN=internal-ca-2"], rolled={"keystone-api": 38.0}),
+        "done": _phase(bundle=["CN=internal-ca-2"], rolled={"Deployment/keystone-api": 38.0}),
     }
-    verdict = ca_verdict(good, calls, True, plan_of("staging"), plans)
+    verdict = ca_verdict(good, calls, True, done, plans)
     assert verdict["ok"] and (verdict["from"], verdict["to"]) == (1, 2)
-    assert not ca_verdict({**good, "done": {**good["done"], "verified_ok": False}}, calls, True, plan_of("staging"),
-                          plans)["ok"]  # an endpoint still presenting the old CA's certificate  # fmt: skip
-    assert not ca_verdict({**good, "trust": {**good["trust"], "rolled": {}}}, calls, True, plan_of("staging"),
-                          plans)["ok"]  # the processes that read the CA once were not restarted  # fmt: skip
-    assert not ca_verdict(good, {**calls, "failed_outside_restarts": 1}, True, plan_of("staging"), plans)["ok"]
-    assert not ca_verdict(good, calls, False, plan_of("staging"), plans)["ok"]
-    assert "not_run" in ca_verdict({}, calls, True, plan_of("staging"), None)
+    bad = {
+        "an endpoint still presenting the old CA's certificate": {**good["done"], "verified_ok": False},
+        "the processes that read the CA once were not restarted": {**good["done"], "rolled": {}},
+        "the apply failed": {**good["done"], "error": "Job internal-ca-bundle failed"},
+        "the apply did other than --against predicted": {**good["done"], "predicted_vs_actual": {"matches": False}},
+    }
+    for why, phase in bad.items():
+        assert not ca_verdict({**good, "done": phase}, calls, True, done, plans)["ok"], why
+    assert not ca_verdict(good, {**calls, "failed_outside_restarts": 1}, True, done, plans)["ok"]
+    assert not ca_verdict(good, calls, False, done, plans)["ok"]
+    assert "not_run" in ca_verdict({}, calls, True, done, None)

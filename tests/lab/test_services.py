@@ -74,3 +74,19 @@ def test_pods_search_their_namespace_first() -> None:
     text = resolv_conf("openstack", "cluster.local")
     assert text.splitlines()[0] == "search openstack.svc.cluster.local svc.cluster.local cluster.local"
     assert f"nameserver {DNS_ADDRESS}" in text and "ndots:5" in text
+
+
+def test_an_applied_plan_changes_a_service_in_place_adds_one_and_removes_one() -> None:
+    """tools/cloud/apply.py: a Service keeps its cluster address through an update (spec.clusterIP is
+    immutable); a new one gets an address no other has; a deleted one leaves the table, endpoints too."""
+    services = table()
+    address = services.address("keystone-api")
+    services.update([pod("k-1", "10.244.1.5", True, {"app": "keystone"})])
+    services.put(service("keystone-api", {"app": "keystone"}, 5001, "api"))
+    assert services.address("keystone-api") == address
+    assert services.service("keystone-api").ports[0].port == 5001
+    services.put(service("glance-api", {"app": "glance"}, 9292, 9292))
+    assert services.address("glance-api") not in {address, DNS_ADDRESS}
+    services.remove("openstack", "keystone-api")
+    assert [s.name for s in services.services] == ["memcached", "glance-api"]
+    assert "keystone-api" not in services.endpoints and "keystone-api" not in services.dns_hosts()

@@ -7,11 +7,13 @@ failure that names the Debian package to install, because CI must run these test
 
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, ExitStack, contextmanager
+from functools import cache
 from pathlib import Path
 from typing import TypeVar
 
 import pytest
 
+from tests.conftest import stacks_release
 from tools.realenv.jobs import ChainReport
 from tools.realenv.openstack_venv import OpenStackVenv, ensure_venv
 from tools.realenv.servers import (
@@ -54,7 +56,14 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
 
 @pytest.fixture(scope="session")
 def openstack_venv() -> OpenStackVenv:
-    return ensure_venv()
+    """The venv of the release the stack files name."""
+    return ensure_venv(stacks_release())
+
+
+@pytest.fixture(scope="session")
+def venv_of() -> Callable[[str], OpenStackVenv]:
+    """The venv of any release the program deploys (components/releases.py), built on first use."""
+    return cache(ensure_venv)
 
 
 def _serve(server_context: AbstractContextManager[S]) -> Iterator[S]:

@@ -8,8 +8,10 @@ venv) looks at the cloud as the services will; every Job runs a second time, and
 cloud must look exactly the same.
 
 prod is the stack the chain is proven for; dev differs in what it deploys (no Cinder) and
-in its topology. Jobs that wait for workloads this chain does not run (nova-cell-setup for
-the compute hosts, cinder-volume-type for cinder-api) run with the whole cloud (tests/cloud).
+in its topology. Each runs with the release its stack file names; CHAINS may add a stack as
+another release deploys it (tests/conftest.py release_plan), with that release's venv. Jobs
+that wait for workloads this chain does not run (nova-cell-setup for the compute hosts,
+cinder-volume-type for cinder-api) run with the whole cloud (tests/cloud).
 """
 
 from __future__ import annotations
@@ -28,13 +30,16 @@ import pytest
 
 from components import oslo
 from components.settings import Settings
+from tests.conftest import release_plan, stacks_release
 from tools.plan import Plan, build_plan
 from tools.realenv.jobs import BootstrapChain, ChainReport, JobFailedError, JobRun, adopt_root_password
 from tools.realenv.mapping import LocalMapping, UnmappedPortError
 from tools.realenv.openstack_venv import OpenStackVenv
 from tools.realenv.servers import MariaDB, RabbitMQ, Server, free_port
 
-STACKS = ("prod", "dev")
+# (stack, release): the stack files' own release for prod and dev. prod as 2025.2 deploys it costs
+# about as much as prod again (README, "Releases"), so it is not here: ("prod", "2025.2") adds it.
+CHAINS = (("prod", stacks_release()), ("dev", stacks_release()))
 # Tables whose rows the bootstrap creates or must leave alone, per database: their
 # presence proves the schema, their row counts prove a second run changes nothing.
 KEY_TABLES: dict[str, tuple[str, ...]] = {
@@ -234,21 +239,23 @@ def _timed(report: ChainReport, phase: str, action: Callable[[], Any]) -> Any:
         report.phases[phase] = time.monotonic() - started
 
 
-@pytest.fixture(scope="session", params=STACKS)
+@pytest.fixture(scope="session", params=CHAINS, ids=[f"{stack}-{release}" for stack, release in CHAINS])
 def chain(
     request: pytest.FixtureRequest,
-    openstack_venv: OpenStackVenv,
+    venv_of: Callable[[str], OpenStackVenv],
     own_servers: Callable[[str], AbstractContextManager[tuple[MariaDB, RabbitMQ, Server]]],
     chain_reports: list[ChainReport],
     tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[Chain]:
     """Every Job of the stack's plan, run once against servers of its own."""
-    stack_name: str = request.param
-    report = ChainReport(stack_name)
+    stack_name, release = request.param
+    openstack_venv = venv_of(release)
+    report = ChainReport(f"{stack_name} ({release})")
     chain_reports.append(report)
-    plan = _timed(report, "plan", lambda: build_plan(stack_name))
+    plan = _timed(report, "plan", lambda: release_plan(stack_name, release))
     with ExitStack() as stack:
-        mariadb, rabbitmq, memcached = _timed(report, "servers", lambda: stack.enter_context(own_servers(stack_name)))
+        servers = f"{stack_name}-{release}"
+        mariadb, rabbitmq, memcached = _timed(report, "servers", lambda: stack.enter_context(own_servers(servers)))
         # The MariaDB operator gives root the plan's password; the RabbitMQ operator makes
         # its own admin, which the mapping hands the Jobs as rabbitmq-default-user.
         root_password = _secret(plan, "mariadb-root", "password")
@@ -261,7 +268,7 @@ def chain(
             ("keystone-api", oslo.KEYSTONE_PORT): free_port(),
         }
         admin = (rabbitmq.user or "", rabbitmq.password or "")
-        mapping = LocalMapping.for_stack(plan.settings, ports, tmp_path_factory.mktemp(f"{stack_name}-pods"), admin)
+        mapping = LocalMapping.for_stack(plan.settings, ports, tmp_path_factory.mktemp(f"{servers}-pods"), admin)
         runner = BootstrapChain(plan, openstack_venv, mapping)
         stack.callback(runner.close)
 

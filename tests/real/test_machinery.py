@@ -7,13 +7,16 @@ import subprocess
 import time
 import urllib.request
 from base64 import b64encode
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 
+from components.releases import RELEASES
 from tools.realenv.namespaces import NAMESPACES, UNLOADABLE, dynamic_sections, namespaces_for, not_oslo_reason
-from tools.realenv.openstack_venv import PINNED, OpenStackVenv
+from tools.realenv.openstack_venv import RELEASES as VENV_PINS
+from tools.realenv.openstack_venv import OpenStackVenv
 from tools.realenv.servers import MariaDB, MissingServerBinaryError, RabbitMQ, Server, free_port, require_binary
 from tools.realenv.validator import VALUES_SCRIPT, parse_validator_output, validate
 
@@ -26,13 +29,15 @@ def run_in_venv(venv: OpenStackVenv, code: str, *args: str, **env: str) -> str:
     return done.stdout
 
 
-def test_venv_holds_the_pinned_release(openstack_venv: OpenStackVenv) -> None:
+@pytest.mark.parametrize("release", RELEASES)
+def test_venv_holds_the_pinned_release(release: str, venv_of: Callable[[str], OpenStackVenv]) -> None:
+    pinned = VENV_PINS[release].pinned
     versions = run_in_venv(
-        openstack_venv,
+        venv_of(release),
         "import json, sys, importlib.metadata as m; print(json.dumps({n: m.version(n) for n in sys.argv[1:]}))",
-        *PINNED,
+        *pinned,
     )
-    assert json.loads(versions) == PINNED
+    assert json.loads(versions) == pinned
 
 
 def test_venv_uwsgi_serves_an_app(openstack_venv: OpenStackVenv, tmp_path: Path) -> None:
@@ -128,6 +133,8 @@ def test_dynamic_sections_come_from_enabled_backends() -> None:
 
 def test_rendered_file_names_map_to_namespaces_or_a_reason() -> None:
     assert namespaces_for("/etc/nova/nova-kvm-general.conf") == NAMESPACES["nova.conf"]
+    assert namespaces_for("neutron.conf", "2025.2") == (*NAMESPACES["neutron.conf"], "oslo.service.sslutils")
+    assert namespaces_for("neutron-agent.conf", "2025.2") == namespaces_for("neutron.conf", "2025.2")
     assert not_oslo_reason("keystone-uwsgi.ini") is not None
     assert not_oslo_reason("nova.conf") is None
     with pytest.raises(KeyError, match="add it"):
@@ -175,18 +182,23 @@ def _unloadable(venv: OpenStackVenv, empty: Path, namespaces: tuple[str, ...]) -
     return json.loads(done.stdout)["unloadable"]
 
 
-def test_namespace_table_loads_except_the_listed(openstack_venv: OpenStackVenv, tmp_path: Path) -> None:
+@pytest.mark.parametrize("release", RELEASES)
+def test_namespace_table_loads_except_the_listed(
+    release: str, venv_of: Callable[[str], OpenStackVenv], tmp_path: Path
+) -> None:
     empty = tmp_path / "empty.conf"
     empty.write_text("[DEFAULT]\n")
     # One process per project: the projects register options in one global CONF at
     # import and clash when loaded together (nova's and glance's). Neutron's six
     # files share one process, since each one costs seconds of imports.
     per_project: dict[str, set[str]] = {}
-    for name, namespaces in NAMESPACES.items():
+    for name in NAMESPACES:
+        namespaces = namespaces_for(name, release)
         project = "neutron" if any(ns.startswith("neutron") for ns in namespaces) else name
         per_project.setdefault(project, set()).update(namespaces)
+    venv = venv_of(release)
     with ThreadPoolExecutor(max_workers=os.cpu_count()) as pool:
-        found = pool.map(lambda ns: _unloadable(openstack_venv, empty, tuple(sorted(ns))), per_project.values())
+        found = pool.map(lambda ns: _unloadable(venv, empty, tuple(sorted(ns))), per_project.values())
         unloadable = {ns: why for result in found for ns, why in result.items()}
     assert unloadable.keys() == UNLOADABLE.keys(), unloadable
 

@@ -8,8 +8,10 @@ a selector and a cluster address when it has Ready endpoints and no unready ones
 Services, Services without a selector and ExternalName ones at once), a PersistentVolumeClaim
 when it is bound (or pending, for a WaitForFirstConsumer class), a custom resource with
 `pulumi.com/waitFor` when the condition holds, anything else at once. `pulumi.com/skipAwait`
-turns every wait off. Each wait ends with an error after its timeout: `pulumi.com/timeoutSeconds`,
-else the resource's customTimeouts (create), else the kind's default (10 minutes; 5 for claims).
+turns every wait off. Each wait ends with an error after its timeout: the resource's customTimeouts
+of the operation (create, update, delete), else `pulumi.com/timeoutSeconds`, else the kind's default
+(10 minutes; 5 for claims): provider/pkg/metadata/overrides.go TimeoutDuration takes the engine's
+timeout first, await.go Creation, Update and Deletion pass it the operation's.
 """
 
 from __future__ import annotations
@@ -37,13 +39,16 @@ def go_duration(text: str) -> float:
     return sum(float(n) * _UNITS[u] for n, u in parts)
 
 
-def timeout_seconds(kind: str, metadata: Mapping[str, Any], custom_timeouts: Mapping[str, str]) -> float:
+def timeout_seconds(
+    kind: str, metadata: Mapping[str, Any], custom_timeouts: Mapping[str, str], operation: str = "create"
+) -> float:
+    """How long pulumi-kubernetes waits for an object's `operation` (create, update or delete)."""
     annotations = metadata.get("annotations") or {}
+    if custom_timeouts.get(operation):
+        return go_duration(custom_timeouts[operation])
     if TIMEOUT_ANNOTATION in annotations:
         return float(annotations[TIMEOUT_ANNOTATION])
-    if custom_timeouts.get("create"):
-        return go_duration(custom_timeouts["create"])
-    return float(DEFAULT_TIMEOUTS.get(kind, DEFAULT_TIMEOUT))
+    return float(DEFAULT_TIMEOUTS.get(kind, DEFAULT_TIMEOUT)) if operation == "create" else float(DEFAULT_TIMEOUT)
 
 
 def awaited(kind: str, manifest: Mapping[str, Any]) -> bool:

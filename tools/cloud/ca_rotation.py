@@ -3,30 +3,27 @@
 A stack on the program's own CA (staging: tls.internal.selfSigned, generation 1) is rotated to the next
 generation under the renewal's two client loops (tools/cloud/rotation.py), phase by phase, each phase
 the stack's plan with `tls.internal` changed as a platform engineer changes the stack file
-(components/internal_ca.py). What `pulumi up` and the cluster do with a phase's plan, here:
-1. the Roles as the plan has them (the bundle Job's names the trusted CAs' Secrets), in the lab's API;
-2. cert-manager (the lab's stand-in, tools/cloud/certmanager.py) issues each Certificate that is new or
-   whose spec changed: the new root and its trust Certificate (trust), every Certificate from the new
-   CA (issue, which is the renewal of tools/cloud/rotation.py);
-3. the Job internal-ca-bundle, where its template changed, runs again (a pod of the lab running the
-   plan's script against the lab's API server) and writes the trusted CAs into the bundle; then the
-   Deployments whose template changed roll (Cloud.roll, maxSurge 1), as the graph orders them after
-   it: the processes that read the CA once (components/ca_rotation.py);
-4. what follows a changed bundle by itself on a cluster: mariadb-operator replaces MariaDB's pod (the
-   bundle is a Secret of its spec.tls, rotation.py plays it), the gateway takes its BackendTLSPolicies'
-   new CA hot (as Envoy Gateway does), the kubelet writes the bundle into every running pod's volume
-   (Cloud.api_update_secret) and the lab's own clients' copy (`ca_file`, which the user's pod and the
-   probes trust) once its sync period has passed.
-Then every endpoint must verify with the bundle as it now is: in the last phase, with the new CA alone,
-so none presents a certificate of the CA dropped.
+(components/internal_ca.py). Each phase's plan is applied by tools/cloud/apply.py, as every changed
+plan is: the engine's steps in graph order (the Role, the Job `internal-ca-bundle` replaced and run
+again as a pod of the lab against the lab's API server, the Deployments whose template changed rolled
+by their strategy: the processes that read the CA once, components/ca_rotation.py), with the
+cert-manager stand-in watching the steps (tools/cloud/certmanager.py: it issues each Certificate
+created or changed: the new root and its trust Certificate at trust, every Certificate from the new CA
+at issue, which is the renewal of tools/cloud/rotation.py). What else follows a changed Secret on a
+cluster is played after the apply (tools/cloud/rotation.py `react`): mariadb-operator replaces
+MariaDB's pod (the bundle is a Secret of its spec.tls), the gateway takes its BackendTLSPolicies' new
+CA (as Envoy Gateway does), and the kubelet's sync writes the bundle into the running pods' volumes and
+the user pod's (tools/cloud/deploy.py kubelet_resync), which the lab's clients trust.
+What `--against` predicted for the phase (tools/views.py diff_result) is set against what the apply
+did (tools/cloud/prediction.py). Then every endpoint must verify with the bundle as it now is: in the
+last phase, with the new CA alone, so none presents a certificate of the CA dropped.
 """
 
 from __future__ import annotations
 
-import os
+import json
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -34,7 +31,11 @@ from typing import TYPE_CHECKING, Any
 from cryptography import x509
 
 from components import internal_tls
+from tools import plan_diff, views
+from tools.cloud.apply import Applied, apply
 from tools.cloud.deploy import KUBELET_SYNC_SECONDS
+from tools.cloud.engine import Step
+from tools.cloud.prediction import not_compared, predicted_vs_actual
 from tools.plan import Plan
 from tools.runtime import Registration
 
@@ -44,9 +45,7 @@ if TYPE_CHECKING:
     from tools.cloud.deploy import Cloud
     from tools.cloud.public_access import FrontDoor
 
-RBAC_KINDS = ("ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding")
-JOB_TIMEOUT = 300.0
-ROLL_TIMEOUT = 300.0
+CERT_MANAGER_KINDS = ("Certificate", "Issuer", "ClusterIssuer")
 # Phases, each with what it asks of tls.internal.rotation (None: the rotation removed, done).
 PHASES: tuple[tuple[str, str | None], ...] = (("trust", "trust"), ("issue", "issue"), ("done", None))
 
@@ -72,21 +71,6 @@ def phases(plan: Plan, build: Callable[[dict[str, Any]], Plan]) -> list[Phase] |
     return found
 
 
-def _templates(plan: Plan, kind: str) -> dict[str, tuple[Registration, Any]]:
-    found = {}
-    for r in plan.custom:
-        if r.kind == kind:
-            spec = r.revealed["spec"]
-            found[r.urn] = (r, spec.get("template"))
-    return found
-
-
-def changed(before: Plan, after: Plan, kind: str) -> list[Registration]:
-    """The objects of `kind` whose pod template the later plan changes (what `pulumi up` rolls or replaces)."""
-    old = _templates(before, kind)
-    return [r for urn, (r, template) in _templates(after, kind).items() if urn in old and old[urn][1] != template]
-
-
 def bundle_cas(cloud: Cloud) -> str:
     return (cloud.objects.get(("Secret", internal_tls.CA_BUNDLE)) or {}).get("ca.crt", "")
 
@@ -96,68 +80,55 @@ class CaRotation:
     door: FrontDoor
     cloud: Cloud
     api: LabApiServer
-    ca_file: Path  # the lab's clients' copy of the bundle
-    mariadb_restarts: Callable[[set[str]], None]  # mariadb-operator's part (tools/cloud/rotation.py)
+    ca_file: Path  # the user pod's copy of the bundle (tools/cloud/endpoint_tls.py write_internal_ca)
     log: Callable[[str], None]
-    current: Plan
 
-    def apply(self, phase: Phase, renew_rest: Callable[[set[tuple[str, str]]], list[Issued]] | None = None,
-              ) -> tuple[dict[str, Any], list[Issued]]:  # fmt: skip
-        """One phase's `pulumi up` and what the cluster does with it; its facts, and the Certificates issued
-        (with `renew_rest`: also every Certificate it did not issue, renewed as when due)."""
-        started, plan = time.monotonic(), phase.plan
+    def apply(self, phase: Phase) -> tuple[dict[str, Any], Applied, list[Issued]]:
+        """One phase's `pulumi up` with cert-manager watching; its facts, the apply's record, and the
+        Certificates cert-manager issued. What follows a changed Secret is the caller's (`react`)."""
+        plan = phase.plan
         self.log(f"CA rotation: phase {phase.name}")
-        self.api.rbac_objects = [r.revealed for r in plan.custom if r.kind in RBAC_KINDS]
-        issued = self.door.apply(self.api, [r.revealed for r in plan.custom])
-        if renew_rest is not None:
-            issued += renew_rest({(i.namespace, i.certificate) for i in issued})
+        diff = views.diff_result(plan_diff.view_of(self.cloud.plan), plan)
+        (self.cloud.out / f"ca-rotation-{phase.name}-diff.json").write_text(json.dumps(diff, indent=1) + "\n")
+        skipped = not_compared(self.cloud)
+        issued: list[Issued] = []
+        resources = [r.revealed for r in plan.custom]
+
+        def cert_manager(r: Registration, step: Step) -> None:
+            # Its watch sees the new or changed objects; it issues what they now ask, in its issuers' order.
+            if r.kind in CERT_MANAGER_KINDS and step.op in ("create", "update", "replace"):
+                issued.extend(self.door.apply(self.api, resources))
+
         bundle_before = bundle_cas(self.cloud)
-        jobs = changed(self.current, plan, "Job")
-        job_seconds = None
-        for job in jobs:  # the bundle's, the only Job a phase changes (components/ca_rotation.py)
-            ran = self.cloud.replace_job(job, JOB_TIMEOUT)
-            job_seconds = round((ran.job.finished_at or 0.0) - ran.job.started_at, 1) if ran.job else None
-        written_at = time.monotonic()
-        bundle_changed = bundle_cas(self.cloud) != bundle_before
-        namespace = plan.settings.namespace
-        touched = {i.name for i in issued if i.namespace == namespace} | (
-            {internal_tls.CA_BUNDLE} if bundle_changed else set())  # fmt: skip
-        backend = self.door.backend_cas_changed()
-        rolled = self._roll(changed(self.current, plan, "Deployment"))
-        self.mariadb_restarts(touched)
-        if bundle_changed:  # the kubelet's sync, then the lab's clients' copy as a pod's volume would have it
-            time.sleep(max(0.0, written_at + KUBELET_SYNC_SECONDS - time.monotonic()))
-            write_atomically(self.ca_file, bundle_cas(self.cloud))
-        unrolled = [f"{kind} {r.k8s_name or r.name}" for kind in ("StatefulSet", "DaemonSet")
-                    for r in changed(self.current, plan, kind)]  # fmt: skip
-        self.current = plan
-        return {
-            "changed_not_rolled": unrolled,  # the lab rolls Deployments only: none of these should change
-            "issued": sorted(f"{i.namespace}/{i.certificate}" for i in issued),
-            "jobs": {r.k8s_name or r.name: job_seconds for r in jobs},
-            "bundle": _subjects(bundle_cas(self.cloud)),
-            "bundle_changed": bundle_changed,
-            "rolled": rolled,
-            "gateway_backend_cas_swapped": backend,
-            "seconds": round(time.monotonic() - started, 1),
-        }, issued
+        applied = apply(self.cloud, plan, self.log, watchers=[cert_manager])
+        issued += self.door.apply(self.api, resources)  # the removed ones: their Secrets stay
+        check = predicted_vs_actual(diff, applied, {**skipped, **not_compared(self.cloud)})
+        return (
+            {
+                "error": applied.error,
+                "issued": sorted(f"{i.namespace}/{i.certificate}" for i in issued),
+                "jobs": dict(applied.jobs_run),
+                "rolled": {ref: r.as_dict()["seconds"] for ref, r in sorted(applied.rolled.items())},
+                "bundle_changed": bundle_cas(self.cloud) != bundle_before,
+                "predicted_vs_actual": check,
+                "apply_seconds": round(applied.seconds, 1),
+            },
+            applied,
+            issued,
+        )
 
-    def _roll(self, deployments: list[Registration]) -> dict[str, float]:
-        """Each Deployment's rolling update, all at once as the Deployment controller runs them (each its own
-        pace); the seconds each took."""
-        if not deployments:
-            return {}
-        with ThreadPoolExecutor(max_workers=len(deployments)) as pool:
-            took = pool.map(lambda r: self.cloud.roll(r, ROLL_TIMEOUT), deployments)
-            return {str(r.k8s_name or r.name): round(seconds, 1) for r, seconds in zip(deployments, took, strict=True)}
+    def trusted_by_clients(self) -> None:
+        """Wait for the kubelet's sync to bring the bundle as it now is into the user pod's copy, which the
+        lab's clients trust (a little past the sync period: raise if it did not)."""
+        deadline = time.monotonic() + 2 * KUBELET_SYNC_SECONDS
+        while self.ca_file.read_text() != bundle_cas(self.cloud):
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"{self.ca_file}: the kubelet's sync did not bring the new bundle")
+            time.sleep(1.0)
+
+    def bundle(self) -> list[str]:
+        return subjects(bundle_cas(self.cloud))
 
 
-def _subjects(pem: str) -> list[str]:
+def subjects(pem: str) -> list[str]:
     return [c.subject.rfc4514_string() for c in x509.load_pem_x509_certificates(pem.encode())] if pem else []
-
-
-def write_atomically(path: Path, text: str) -> None:
-    """As the kubelet swaps a volume's files: the new content under another name, then renamed over it."""
-    staged = path.with_name(f".{path.name}.new")
-    staged.write_text(text)
-    os.replace(staged, path)

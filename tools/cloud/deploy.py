@@ -16,14 +16,14 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tools.cloud import awaits
 from tools.cloud.cluster import Cluster
 from tools.cloud.kubelet import JobRuntime, PodRuntime
 from tools.cloud.netpol import CniMode, NetworkPolicies, PodAddress
 from tools.cloud.node import Node
-from tools.cloud.pods import Manifest, PodFactory, PodPlan, PodSpecError, secret_data
+from tools.cloud.pods import Manifest, PodFactory, PodPlan, PodSpecError, SyncedVolume, secret_data
 from tools.cloud.scheduler import SchedulingError, admits, place
 from tools.cloud.services import (
     API_SERVER_ADDRESS,
@@ -39,16 +39,15 @@ from tools.cloud.standins import STAND_INS, StandIn
 from tools.plan import Plan
 from tools.runtime import Registration
 
+if TYPE_CHECKING:
+    from tools.cloud.apiserver import LabApiServer
+
 POD_KINDS = ("Deployment", "DaemonSet", "StatefulSet")
 API_SERVER_PORT = 6443
 SYNC_SECONDS = 1.0
 # How soon a changed Secret reaches the pods that mount it: the kubelet syncs each pod about
 # every minute (syncFrequency) and reads Secrets through a cache; here a little sooner.
 KUBELET_SYNC_SECONDS = 15.0
-# A replaced pod leaves the Service's endpoints this long before it is stopped: kube-proxy's rules follow
-# within a second, and a call under way finishes (the lab's slowest API calls take about 20 s under load;
-# on a cluster the pod gets its termination grace period, 30 s by default, with the same effect).
-DRAIN_SECONDS = 15.0
 
 
 class DeployFailedError(RuntimeError):
@@ -73,7 +72,12 @@ class Workload:
     pods: list[PodRuntime] = field(default_factory=list)
     job: JobRuntime | None = None
     started: bool = False
-    restarts: int = 0  # pods replaced after a deletion (the controllers' successors)
+    restarts: int = 0  # pods started after the first ones (a deletion's successors, a rollout's): their names
+    strategy: Manifest = field(default_factory=dict)  # spec.strategy or spec.updateStrategy
+    # The template's revision (its ReplicaSet's, its ControllerRevision's): 0 as deployed, one more per
+    # update that changes it (tools/cloud/apply.py); each pod keeps the revision it was made from.
+    revision: int = 0
+    templates: dict[int, Manifest] = field(default_factory=dict)  # revision → template, for older pods' successors
 
     @property
     def host_network(self) -> bool:
@@ -81,13 +85,23 @@ class Workload:
 
     @property
     def done(self) -> bool:
+        """pulumi-kubernetes' awaiters: a Deployment's and a DaemonSet's pods all ready and of the current
+        template (deployment.go; daemonset.go through kstatus, which an OnDelete update meets only once
+        someone deleted every old pod); a StatefulSet's too, but after an OnDelete update only ready
+        (statefulset.go); a Job complete."""
         if not self.started:
             return False
         if self.job is not None:
             return self.job.phase == "Complete"
         if self.skip_await:
             return True
-        return len(self.pods) == self.replicas and all(p.ready for p in self.pods)
+        ready = len(self.pods) == self.replicas and all(p.ready for p in self.pods)
+        if self.kind == "StatefulSet" and self.revision and self.strategy.get("type") == "OnDelete":
+            return ready
+        return ready and all(p.revision == self.revision for p in self.pods)
+
+    def template_of(self, revision: int) -> Manifest:
+        return self.templates.get(revision, self.template)
 
     @property
     def failed(self) -> str:
@@ -99,13 +113,14 @@ class Workload:
 
 @dataclass
 class Timing:
-    """When `pulumi up` created an object and stopped waiting for it (seconds since the deploy began)."""
+    """When `pulumi up` began an object's step and stopped waiting for it (seconds since the deploy began)."""
 
     kind: str
     name: str
-    created: float
+    created: float  # when its step began: a create, or (tools/cloud/apply.py) an update or a replacement
     done: float | None = None
     timeout: float = 0.0
+    operation: str = "create"
 
 
 @dataclass
@@ -126,11 +141,12 @@ class Cloud:
     objects: dict[tuple[str, str], dict[str, str]] = field(default_factory=dict)
     timings: dict[str, Timing] = field(default_factory=dict)  # urn → its wait
     extra_endpoints: list[Endpoint] = field(default_factory=list)  # the cluster's own pods (DNS, API)
-    _done: set[str] = field(default_factory=set)
+    api: LabApiServer | None = None  # the lab's API server (tools/cloud/run.py): its Secrets and RBAC
+    # Volumes of the lab's own pods (the user's pod's copy of the CA bundle: tools/cloud/endpoint_tls.py),
+    # which the kubelet's sync writes again as it does the plan's pods'.
+    lab_volumes: list[SyncedVolume] = field(default_factory=list)
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _stopping: threading.Event = field(default_factory=threading.Event)
-    # Rolls run side by side (Cloud.roll): a node's addresses and pod networks are handed out one at a time.
-    _networks: threading.Lock = field(default_factory=threading.Lock)
 
     def __post_init__(self) -> None:
         namespace = self.plan.settings.namespace
@@ -148,8 +164,7 @@ class Cloud:
         )
         for r in self.plan.custom:
             if r.kind in ("Secret", "ConfigMap"):
-                data = secret_data(r.revealed) if r.kind == "Secret" else dict(r.revealed.get("data") or {})
-                self.objects[(r.kind, r.k8s_name or r.name)] = data
+                self.objects[(r.kind, r.k8s_name or r.name)] = config_data(r)
         services = [Service.from_manifest(r.revealed, namespace) for r in self.plan.custom if r.kind == "Service"]
         services += _cluster_services()
         for r in self.plan.custom:
@@ -169,30 +184,34 @@ class Cloud:
     def _add(self, r: Registration) -> None:
         if r.kind is None:
             raise ValueError(f"{r.urn} is not a Kubernetes object: it has no kind to run")
-        spec = r.revealed["spec"]
-        template = spec["jobTemplate"]["spec"]["template"] if r.kind == "CronJob" else spec["template"]
-        if r.kind == "StatefulSet":
-            # The StatefulSet controller names each pod's host within its governing Service.
-            template = {**template, "spec": {**template["spec"], "subdomain": spec["serviceName"]}}
-        replicas = int(spec.get("replicas", 1)) if r.kind in ("StatefulSet", "Deployment") else 1
-        workload = Workload(r.kind, r.k8s_name or r.name, r.urn, template, replicas, planned_replicas=replicas)
-        if r.kind == "Deployment" and self.deployment_replicas is not None:
-            workload.replicas = min(replicas, self.deployment_replicas)
-        workload.skip_await = not awaits.awaited(r.kind, r.revealed) if r.kind != "CronJob" else False
+        workload = Workload(r.kind, r.k8s_name or r.name, r.urn, pod_template(r), 1)
+        self.set_spec(workload, r)
         if workload.name in self.cannot_run:
             workload.why_not_scheduled = self.cannot_run[workload.name]
-        elif r.kind == "DaemonSet":
-            try:
-                workload.nodes = [n for n in self.cluster.nodes if admits(n, template["spec"], daemonset=True)[0]]
-            except SchedulingError as error:
-                raise DeployFailedError(f"DaemonSet {workload.name}: {error}") from error
-            workload.replicas = len(workload.nodes)
-            if not workload.nodes:
-                workload.why_not_scheduled = "no node of the lab admits it"
         if r.kind == "CronJob":
             self.cron_jobs.append(workload)
         else:
             self.workloads[r.urn] = workload
+
+    def set_spec(self, workload: Workload, r: Registration) -> None:
+        """What the workload's spec says beside its template: replicas (the lab's share), the nodes a
+        DaemonSet runs on, the update strategy, whether pulumi-kubernetes awaits it."""
+        spec = r.revealed["spec"]
+        workload.strategy = dict(spec.get("strategy") or spec.get("updateStrategy") or {})
+        workload.skip_await = not awaits.awaited(workload.kind, r.revealed) if workload.kind != "CronJob" else False
+        if workload.kind in ("StatefulSet", "Deployment"):
+            workload.planned_replicas = workload.replicas = int(spec.get("replicas", 1))
+        if workload.kind == "Deployment" and self.deployment_replicas is not None:
+            workload.replicas = min(workload.planned_replicas, self.deployment_replicas)
+        if workload.kind == "DaemonSet" and workload.name not in self.cannot_run:
+            try:
+                workload.nodes = [
+                    n for n in self.cluster.nodes if admits(n, workload.template["spec"], daemonset=True)[0]
+                ]
+            except SchedulingError as error:
+                raise DeployFailedError(f"DaemonSet {workload.name}: {error}") from error
+            workload.replicas = len(workload.nodes)
+            workload.why_not_scheduled = "" if workload.nodes else "no node of the lab admits it"
 
     def _add_stand_in(self, r: Registration, stand_in: StandIn) -> None:
         self.objects.update({("Secret", k): v for k, v in stand_in.secrets.items()})
@@ -210,7 +229,8 @@ class Cloud:
 
     def endpoints(self) -> list[Endpoint]:
         found = list(self.extra_endpoints)
-        for workload in self.workloads.values():
+        # A copy: an apply (tools/cloud/apply.py) adds and removes workloads while the sync loop reads them.
+        for workload in list(self.workloads.values()):
             for pod in workload.pods:
                 if pod.phase in ("Pending", "Stopped"):
                     continue
@@ -264,7 +284,7 @@ class Cloud:
         self.log(f"{workload.kind} {workload.name}: started {len(workload.pods)} pod(s) on {where}")
 
     def _schedule(self, workload: Workload) -> Node:
-        running = [(p.node.name, p.plan.labels) for w in self.workloads.values() for p in w.pods]
+        running = [(p.node.name, p.plan.labels) for w in list(self.workloads.values()) for p in w.pods]
         try:
             node, why = place(workload.template["spec"], self.cluster.nodes, running)
         except SchedulingError as error:
@@ -273,18 +293,33 @@ class Cloud:
             raise PodSpecError(f"{workload.kind} {workload.name} stays Pending: {why}")
         return self.cluster.node(node.name)
 
-    def _start_pod(self, workload: Workload, node: Node, index: int, attempt: int = 0) -> PodRuntime:
-        pod = self.pod(workload, node, index, attempt)
+    def _start_pod(
+        self, workload: Workload, node: Node, index: int, attempt: int = 0, revision: int | None = None
+    ) -> PodRuntime:
+        pod = self.pod(workload, node, index, attempt, revision)
         workload.pods.append(pod)
         pod.start()
         return pod
 
-    def pod(self, workload: Workload, node: Node, index: int, attempt: int = 0) -> PodRuntime:
+    def pod(
+        self, workload: Workload, node: Node, index: int, attempt: int = 0, revision: int | None = None
+    ) -> PodRuntime:
+        revision = workload.revision if revision is None else revision
         unique = index + attempt * 100 + (node.index * 1000 if workload.kind == "DaemonSet" else 0)
         name = workload.pod_name or self.factory.pod_name(workload.kind, workload.name, unique)
         ip = node.ip if workload.host_network else node.allocate_ip()
-        plan = self.factory.build(workload.kind, workload.name, workload.template, name, ip, node, index)
-        return PodRuntime(plan, node, self.log, on_network=self._enforce_policies)
+        template = workload.template_of(revision)
+        plan = self.factory.build(workload.kind, workload.name, template, name, ip, node, index)
+        return PodRuntime(plan, node, self.log, on_network=self._enforce_policies, revision=revision)
+
+    def start_successor(self, workload: Workload, index: int, node: Node | None, revision: int) -> PodRuntime:
+        """A pod its controller starts after the first ones: of `revision`, on `node` (a DaemonSet's) or
+        where the scheduler places it."""
+        workload.restarts += 1
+        where = node if node is not None else self._schedule(workload)
+        pod = self._start_pod(workload, where, index, attempt=workload.restarts, revision=revision)
+        self.sync()
+        return pod
 
     def _enforce_policies(self, plan: PodPlan) -> None:
         netns = None if plan.host_network else f"pod-{plan.name}"
@@ -326,31 +361,56 @@ class Cloud:
 
     def deploy(self) -> None:
         """Create everything in graph order; raise at the first failed Job or pod, or a wait that times out."""
+        self.walk(self.plan.custom, self.plan.dependencies, self._create, self._object_done, self.timings)
+
+    def _create(self, r: Registration) -> None:
+        if r.urn in self.workloads:
+            try:
+                self.start(r.urn)
+            except (PodSpecError, KeyError, OSError) as error:
+                # What the kubelet would refuse, or what this harness cannot reproduce.
+                raise DeployFailedError(f"{self.workloads[r.urn].name}: {error}") from error
+
+    def walk(
+        self,
+        resources: list[Registration],
+        dependencies: Mapping[str, list[str]],
+        begin: Callable[[Registration], None],
+        done: Callable[[Registration], bool],
+        timings: dict[str, Timing],
+        operations: Mapping[str, str] | None = None,
+    ) -> None:
+        """The engine's walk, for a first deploy and an update alike: each object's step begun once the
+        steps of everything it depends on are done, and done when `done` says pulumi-kubernetes stops
+        waiting; raise at the first failed Job or pod, or a wait past its timeout. `operations` names each
+        object's step (create by default: its timeout is customTimeouts' of that operation)."""
         started = time.monotonic()
-        pending = {r.urn: r for r in self.plan.custom}
+        known = {r.urn for r in resources}
+        finished: set[str] = set()
+        pending = {r.urn: r for r in resources}
         while pending:
             now = time.monotonic() - started
             for urn, r in sorted(pending.items()):
-                if not set(self.plan.dependencies.get(urn, ())) <= self._done:
+                if not set(dependencies.get(urn, ())) & known <= finished:
                     continue
-                if urn not in self.timings:
-                    timeout = awaits.timeout_seconds(r.kind or "", r.revealed.get("metadata") or {}, r.custom_timeouts)
-                    self.timings[urn] = Timing(r.kind or r.type, r.k8s_name or r.name, now, timeout=timeout)
-                    if urn in self.workloads:
-                        try:
-                            self.start(urn)
-                        except (PodSpecError, KeyError, OSError) as error:
-                            # What the kubelet would refuse, or what this harness cannot reproduce.
-                            raise DeployFailedError(f"{self.workloads[urn].name}: {error}") from error
-                timing = self.timings[urn]
-                if self._object_done(r):
+                if urn not in timings:
+                    operation = (operations or {}).get(urn, "create")
+                    metadata = r.revealed.get("metadata") or {}
+                    # A replacement waits as the create of the new object does (its old one is gone).
+                    waits = {"replace": "create", "same": "update"}.get(operation, operation)
+                    timeout = awaits.timeout_seconds(r.kind or "", metadata, r.custom_timeouts, waits)
+                    timings[urn] = Timing(r.kind or r.type, r.k8s_name or r.name, now, timeout=timeout,
+                                          operation=operation)  # fmt: skip
+                    begin(r)
+                timing = timings[urn]
+                if done(r):
                     timing.done = time.monotonic() - started
-                    self._done.add(urn)
+                    finished.add(urn)
                     del pending[urn]
                 elif now - timing.created > timing.timeout:
                     raise DeployFailedError(
                         f"{timing.kind} {timing.name}: pulumi-kubernetes stops waiting after {timing.timeout:.0f}s "
-                        f"(created at {timing.created:.0f}s of the deploy): {self._why_waiting(r)}"
+                        f"({timing.operation} begun at {timing.created:.0f}s): {self._why_waiting(r)}"
                     )
             failures = [w.failed for w in self.workloads.values() if w.failed]
             if failures:
@@ -360,7 +420,8 @@ class Cloud:
     def _why_waiting(self, r: Registration) -> str:
         if r.urn in self.workloads:
             w = self.workloads[r.urn]
-            return f"{sum(p.ready for p in w.pods)}/{w.replicas} pods ready"
+            current = sum(p.revision == w.revision for p in w.pods)
+            return f"{sum(p.ready for p in w.pods)}/{w.replicas} pods ready, {current} of the current template"
         return "Service does not target any Pods (no Ready endpoint, or some unready)"
 
     def run_cron_jobs(self, timeout: float, only: Callable[[Workload], bool] = lambda w: True) -> None:
@@ -380,82 +441,48 @@ class Cloud:
     # -- controllers ---------------------------------------------------------------------------------
 
     def delete_pod(self, name: str) -> bool:
-        """`kubectl delete pod`: the kubelet stops it; its DaemonSet or ReplicaSet starts a successor."""
-        for workload in self.workloads.values():
+        """`kubectl delete pod`: the kubelet stops it; its DaemonSet or ReplicaSet starts a successor, of the
+        current template (a StatefulSet's below its partition: of the pod's own revision)."""
+        for workload in list(self.workloads.values()):
             for pod in list(workload.pods):
                 if pod.plan.name != name:
                     continue
-                started = time.monotonic()
-                pod.stop()
-                self.log(f"pod {name}: deleted after {time.monotonic() - started:.0f}s")
-                self.network_policies.remove(name)
-                # The kubelet removes the pod's sandbox, its network namespace with it; a StatefulSet's
-                # or an operator's successor of the same name needs it gone first.
-                if not pod.plan.host_network:
-                    pod.node.delete_pod_network(f"pod-{name}")
-                workload.pods.remove(pod)
-                workload.restarts += 1
-                node = pod.node if workload.kind == "DaemonSet" else self._schedule(workload)
-                self._start_pod(workload, node, pod.plan.index, attempt=workload.restarts)
-                self.sync()
+                self.remove_pod(workload, pod)
+                node = pod.node if workload.kind == "DaemonSet" else None
+                self.start_successor(workload, pod.plan.index, node, self._successor_revision(workload, pod))
                 return True
         return False
 
-    # -- a later `pulumi up` (tools/cloud/ca_rotation.py) ------------------------------------------------
+    @staticmethod
+    def _successor_revision(workload: Workload, pod: PodRuntime) -> int:
+        """A StatefulSet's pod below its RollingUpdate partition comes back at the revision it had; any
+        other pod at the current template (Kubernetes, StatefulSet partitioned rolling updates)."""
+        rolling = workload.strategy.get("rollingUpdate") or {}
+        partitioned = workload.kind == "StatefulSet" and workload.strategy.get("type") in (None, "RollingUpdate")
+        return pod.revision if partitioned and pod.plan.index < int(rolling.get("partition", 0)) else workload.revision
 
-    def replace_job(self, r: Registration, timeout: float) -> Workload:
-        """A Job whose template the later plan changed: pulumi-kubernetes deletes it and creates it again
-        (delete_before_replace), so it runs again; returns it done, or raises as `pulumi up` fails. Deleting
-        the old Job deletes its pods (their sandboxes, network namespaces among them)."""
-        previous = self.workloads.get(r.urn)
-        for pod in previous.job.pods if previous is not None and previous.job is not None else []:
-            pod.stop()
-            with self._networks:
-                self.network_policies.remove(pod.plan.name)
-                if not pod.plan.host_network:
-                    pod.node.delete_pod_network(f"pod-{pod.plan.name}")
-        self._add(r)
-        workload = self.workloads[r.urn]
-        self.start(r.urn)
-        deadline = time.monotonic() + timeout
-        while not workload.done and not workload.failed and time.monotonic() < deadline:
-            time.sleep(0.5)
-        if not workload.done:
-            raise DeployFailedError(workload.failed or f"Job {workload.name}: not complete after {timeout:.0f}s")
-        return workload
-
-    def roll(self, r: Registration, timeout: float) -> float:
-        """A Deployment's rolling update to the later plan's template, as its strategy has it (maxSurge 1): a
-        pod of the new template first and, once it is ready, the old one out of the Service's endpoints and
-        deleted after DRAIN_SECONDS (kube-proxy's turn, the calls under way); returns the seconds it took."""
-        workload = self.workloads[r.urn]
-        if workload.kind != "Deployment":
-            raise DeployFailedError(f"{workload.kind} {workload.name}: the lab rolls Deployments only")
-        workload.template = r.revealed["spec"]["template"]
+    def remove_pod(self, workload: Workload, pod: PodRuntime) -> None:
+        """The kubelet stops the pod (preStop, SIGTERM, SIGKILL after its grace) and removes its sandbox. Its
+        Services stop sending it connections first: on a cluster the endpoints controller and kube-proxy
+        act on the deletion as the kubelet does, so a pod in its grace period takes no new calls."""
         started = time.monotonic()
-        for old in list(workload.pods):
-            with self._networks:
-                workload.restarts += 1
-                new = self._start_pod(workload, self._schedule(workload), old.plan.index, attempt=workload.restarts)
-            deadline = time.monotonic() + timeout
-            while not new.ready:
-                if new.phase == "Failed" or time.monotonic() > deadline:
-                    raise DeployFailedError(f"Deployment {workload.name}: pod {new.plan.name} not ready: {new.failure}")
-                time.sleep(0.5)
-            workload.pods.remove(old)
-            self.sync()
-            time.sleep(DRAIN_SECONDS)
-            old.stop()
-            with self._networks:
-                self.network_policies.remove(old.plan.name)
-                if not old.plan.host_network:
-                    old.node.delete_pod_network(f"pod-{old.plan.name}")
-            self.log(f"Deployment {workload.name}: pod {old.plan.name} replaced by {new.plan.name}")
-        return time.monotonic() - started
+        pod.terminating = True
+        self.sync()
+        pod.stop()
+        self.log(f"pod {pod.plan.name}: deleted after {time.monotonic() - started:.0f}s")
+        self.network_policies.remove(pod.plan.name)
+        # The kubelet removes the pod's sandbox, its network namespace with it; a StatefulSet's
+        # or an operator's successor of the same name needs it gone first.
+        if not pod.plan.host_network:
+            pod.node.delete_pod_network(f"pod-{pod.plan.name}")
+        if pod in workload.pods:
+            workload.pods.remove(pod)
+        self.sync()
 
     def all_pods(self) -> list[PodRuntime]:
-        pods = [p for w in [*self.workloads.values(), *self.cron_jobs] for p in w.pods]
-        pods += [p for w in [*self.workloads.values(), *self.cron_jobs] if w.job for p in w.job.pods]
+        workloads = [*list(self.workloads.values()), *self.cron_jobs]
+        pods = [p for w in workloads for p in list(w.pods)]
+        pods += [p for w in workloads if w.job for p in list(w.job.pods)]
         return pods
 
     # -- what the lab's API server serves (tools/cloud/apiserver.py) ----------------------------------
@@ -483,14 +510,26 @@ class Cloud:
     def api_update_secret(self, namespace: str, name: str, data: Mapping[str, str]) -> None:
         """The Secret changed: the kubelet writes it again into the volumes of the pods that mount it."""
         self.objects[("Secret", name)] = dict(data)
+        self.kubelet_resync("Secret", name)
+
+    def kubelet_resync(self, kind: str, name: str) -> None:
+        """After its sync period the kubelet writes a changed Secret or ConfigMap again into the volumes of
+        the running pods that mount it (not subPath mounts: those keep what their pod started with)."""
 
         def sync() -> None:
             time.sleep(KUBELET_SYNC_SECONDS)
+            data = self.objects.get((kind, name))
+            if data is None:  # deleted meanwhile: the kubelet keeps what it wrote
+                return
             for pod in self.all_pods():
                 for volume in pod.plan.synced_volumes:
-                    if (volume.kind, volume.name) == ("Secret", name) and pod.phase == "Running":
-                        volume.write(self.objects[("Secret", name)])
-                        self.log(f"kubelet: Secret {name} written again into pod {pod.plan.name}")
+                    if (volume.kind, volume.name) == (kind, name) and pod.phase == "Running":
+                        volume.write(data)
+                        self.log(f"kubelet: {kind} {name} written again into pod {pod.plan.name}")
+            for volume in self.lab_volumes:
+                if (volume.kind, volume.name) == (kind, name):
+                    volume.write(data)
+                    self.log(f"kubelet: {kind} {name} written again into {volume.target}")
 
         threading.Thread(target=sync, daemon=True).start()
 
@@ -520,3 +559,18 @@ def api_server_endpoint(node: Node) -> Endpoint:
 
 def _labels(template: Manifest) -> dict[str, Any]:
     return dict((template.get("metadata") or {}).get("labels") or {})
+
+
+def pod_template(r: Registration) -> Manifest:
+    """The pod template of a workload, Job or CronJob, as its controller makes pods from it."""
+    spec = r.revealed["spec"]
+    template: Manifest = spec["jobTemplate"]["spec"]["template"] if r.kind == "CronJob" else spec["template"]
+    if r.kind == "StatefulSet":
+        # The StatefulSet controller names each pod's host within its governing Service.
+        template = {**template, "spec": {**template["spec"], "subdomain": spec["serviceName"]}}
+    return template
+
+
+def config_data(r: Registration) -> dict[str, str]:
+    """A Secret's or ConfigMap's keys as a pod's volume shows them."""
+    return secret_data(r.revealed) if r.kind == "Secret" else dict(r.revealed.get("data") or {})

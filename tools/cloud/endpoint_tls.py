@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 from components import internal_tls, isolation, oslo
 from components.front_door import plain_backends
 from components.public_routes import public_routes
+from tools.cloud.pods import SyncedVolume
 from tools.cloud.userpod import isolated_command
 from tools.plan import Plan
 from tools.runtime import REPO
@@ -152,17 +153,19 @@ class ProbeError(RuntimeError):
 
 def write_internal_ca(cloud: Cloud, directory: Path) -> Path | None:
     """ca.crt of the Secret internal-ca-bundle, which every pod of the cloud mounts at
-    /etc/openstack-ca/ca.crt, as a file the lab's clients inside the cluster trust; None without internal TLS."""
+    /etc/openstack-ca/ca.crt, as a file the lab's clients inside the cluster trust; None without internal TLS.
+    It is a volume of the lab's user pod: the kubelet's sync writes it again when the bundle changes."""
     if not cloud.plan.settings.tls.internal_enabled:
         return None
     data = cloud.objects.get(("Secret", internal_tls.CA_BUNDLE)) or {}
     if not data.get("ca.crt"):
         why = "the Job internal-ca-bundle wrote no bundle (components/ca_rotation.py)"
         raise InternalCaMissingError(f"Secret {internal_tls.CA_BUNDLE} has no ca.crt: {why}")
-    directory.mkdir(parents=True, exist_ok=True)
-    path = directory / "internal-ca.crt"
-    path.write_text(data["ca.crt"])
-    return path
+    volume = SyncedVolume("Secret", internal_tls.CA_BUNDLE, directory / "internal-ca", (("ca.crt", "ca.crt", None),),
+                          0o644, None)  # fmt: skip
+    volume.write(data)
+    cloud.lab_volumes.append(volume)
+    return volume.target / "ca.crt"
 
 
 def _root_credentials(cloud: Cloud) -> dict[str, str]:

@@ -2,9 +2,11 @@
 
 A pod here runs on this machine's own root filesystem (Debian 12 with the packages of
 `tools/realenv/install_system_packages.sh`) with the OpenStack virtualenv of the targeted
-release. What a Kolla image adds on top of its distribution, and the plan relies on, is
-rebuilt as one read-only overlay layer per image (Kolla stable/2026.1, `docker/**/Dockerfile.j2`
-and `kolla/common/users.py`):
+release. Which release's virtualenv and layer an image takes when a plan runs two (an upgrade's
+checks run the previous release's images) is `ReleaseVenvs` and `layer_name`'s to say. What a
+Kolla image adds on top of its distribution, and the plan relies on, is rebuilt as one read-only
+overlay layer per image (Kolla stable/2026.1, `docker/**/Dockerfile.j2` and
+`kolla/common/users.py`; stable/2025.2's are the same in all of this):
 
 - the service virtualenv at /var/lib/kolla/venv (kolla-toolbox: /opt/ansible), first on PATH;
 - the project's /etc/<project> files the image copies from its source (api-paste.ini,
@@ -22,12 +24,16 @@ Nothing else is adapted: every path, user, command and file of the plan is used 
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+
+from components.releases import RELEASES
+from components.upgrade_settings import SERIES, kolla_tag
 
 KOLLA_VENV = "/var/lib/kolla/venv"
 TOOLBOX_VENV = "/opt/ansible"
@@ -132,6 +138,64 @@ class UnknownImageError(KeyError):
 def image_name(reference: str) -> str:
     """'quay.io/openstack.kolla/nova-api:2026.1-ubuntu-noble' → 'nova-api'."""
     return reference.rsplit("/", 1)[-1].split("@")[0].split(":")[0]
+
+
+# A tag as Kolla's images of a release are tagged, `<release>-<distro>-<version>` (kolla_tag).
+_RELEASE_TAG = re.compile(r"^(?P<release>\d{4}\.\d)-[a-z]+-[a-z]+$")
+
+
+class UnknownReleaseError(KeyError):
+    pass
+
+
+def image_release(reference: str, stack_release: str) -> str:
+    """The release whose virtualenv a container of this image runs.
+
+    A Kolla tag names its release (`2025.2-ubuntu-noble`): an upgrade's checks run the previous
+    release's images (components/settings.py `image(name, release)`). Any other reference (a tag
+    of the operator's, a digest) is the stack's own release: `images.tag` and `images.overrides`
+    pin the stack's release.
+    """
+    tag = reference.rsplit("/", 1)[-1].split("@")[0].partition(":")[2]
+    match = _RELEASE_TAG.match(tag)
+    if match is None:
+        return stack_release
+    release = match["release"]
+    if release in RELEASES and tag == kolla_tag(release):
+        return release
+    if release in SERIES and tag == kolla_tag(release):
+        raise UnknownReleaseError(
+            f"image {reference!r} is release {release}'s, which the program does not deploy and the lab has no "
+            f"virtualenv for (components/releases.py: {', '.join(RELEASES)})"
+        )
+    return stack_release
+
+
+def layer_name(reference: str, release: str) -> str:
+    """The image's layer directory: one per image and release, since the layer holds the project's
+    files of that release's virtualenv (`project_files`)."""
+    return f"{image_name(reference)}-{release}"
+
+
+@dataclass(frozen=True)
+class ReleaseVenvs:
+    """The OpenStack virtualenv of each release the lab's pods run, and which one a container gets."""
+
+    stack_release: str
+    venvs: Mapping[str, Path]  # release → its virtualenv (tools/realenv/openstack_venv.py)
+
+    @classmethod
+    def for_images(cls, references: Iterable[str], stack_release: str, ensure: Callable[[str], Path]) -> ReleaseVenvs:
+        """The venvs of the releases of `references` and the stack's, each made by `ensure(release)`
+        (tools.realenv.openstack_venv.ensure_venv(release).path)."""
+        releases = {stack_release, *(image_release(ref, stack_release) for ref in references)}
+        return cls(stack_release, {release: ensure(release) for release in sorted(releases)})
+
+    def release_of(self, reference: str) -> str:
+        return image_release(reference, self.stack_release)
+
+    def venv_of(self, reference: str) -> Path:
+        return self.venvs[self.release_of(reference)]
 
 
 def kolla_image(reference: str) -> KollaImage:

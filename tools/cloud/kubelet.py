@@ -67,8 +67,10 @@ class PodRuntime:
         node: Node,
         log: Callable[[str], None],
         on_network: Callable[[PodPlan], None] = lambda plan: None,
+        revision: int = 0,
     ):
         self.plan, self.node, self.log, self.on_network = plan, node, log, on_network
+        self.revision = revision  # of its workload's template it was made from (tools/cloud/deploy.py)
         self.uid = str(uuid.uuid4())
         self.phase = "Pending"
         self.restarts: dict[str, int] = {c.container.name: 0 for c in plan.containers}
@@ -76,6 +78,9 @@ class PodRuntime:
         self.ready_at: float | None = None
         self.started_at = time.monotonic()
         self.failure = ""
+        # Deleted: the endpoints controller takes it out of its Services (EndpointSlice `ready` false for a
+        # terminating pod) as the kubelet begins to stop it (tools/cloud/deploy.py remove_pod).
+        self.terminating = False
         self._ready: dict[str, bool] = {}
         self._started: dict[str, bool] = {}  # a startup probe passed (or there is none)
         self._probes: list[_ProbeState] = []
@@ -117,7 +122,7 @@ class PodRuntime:
         return Endpoint(
             self.plan.name,
             self.plan.ip,
-            self.ready,
+            self.ready and not self.terminating,
             tuple(sorted(self.plan.labels.items())),
             tuple(sorted(self.plan.ports.items())),
             self.plan.hostname,

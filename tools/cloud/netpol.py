@@ -83,6 +83,13 @@ class NetworkPolicies:
             self.pods.pop(name, None)
             self._apply()
 
+    def set_policies(self, policies: list[Manifest]) -> None:
+        """The plan's policies changed (an update of the stack): every pod's rules follow at once, as a
+        plugin reprograms them; a pod no policy selects any more admits everything again."""
+        with self._lock:
+            self.policies = list(policies)
+            self._apply(reset=True)
+
     def selecting(self, labels: dict[str, str]) -> list[Manifest]:
         return [p for p in self.policies if _matches(p.get("podSelector", {}), labels)]
 
@@ -148,10 +155,14 @@ class NetworkPolicies:
         for port in ports:
             yield f" -p {port.get('protocol', 'TCP').lower()} --dport {port['port']}"
 
-    def _apply(self) -> None:
+    def _apply(self, reset: bool = False) -> None:
         for pod in self.pods.values():
             rules = self.rules(pod)
-            if not rules or pod.netns is None:
+            if pod.netns is None:
+                continue
+            if not rules:
+                if reset:  # no chain any more: INPUT accepts, as for a pod no policy ever selected
+                    run("iptables", "-F", "INPUT", netns=pod.netns, check=False)
                 continue
             script = "\n".join([
                 "*filter", f":{CHAIN} - [0:0]", f":{IPBLOCK_CHAIN} - [0:0]", "-F INPUT", f"-A INPUT -j {CHAIN}",

@@ -23,6 +23,7 @@ import ipaddress
 import os
 import signal
 import subprocess
+import threading
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -74,6 +75,8 @@ class Node:
     unschedulable: bool = False
     _next_ip: int = 2
     _pod_networks_made: int = 0  # names each pod's veth: never reused, though pods come and go
+    # Controllers start pods side by side (tools/cloud/apply.py): addresses and veth names one at a time.
+    _counting: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
     pod_netns: list[str] = field(default_factory=list)
 
     @property
@@ -139,16 +142,18 @@ class Node:
                 inside("ip", "route", "add", str(other.pod_cidr), "via", other.ip)
 
     def allocate_ip(self) -> str:
-        address = str(self.pod_cidr.network_address + self._next_ip)
-        self._next_ip += 1
+        with self._counting:
+            address = str(self.pod_cidr.network_address + self._next_ip)
+            self._next_ip += 1
         return address
 
     def create_pod_network(self, netns: str, address: str) -> None:
         """A pod's own network namespace with one veth on the node's pod bridge (the CNI's work)."""
         run("ip", "netns", "add", netns)
         self.pod_netns.append(netns)
-        self._pod_networks_made += 1
-        host_side = f"v{self.index}p{self._pod_networks_made:04d}"
+        with self._counting:
+            self._pod_networks_made += 1
+            host_side = f"v{self.index}p{self._pod_networks_made:04d}"
         run("ip", "link", "add", host_side, "netns", self.netns, "type", "veth", "peer", "name", "eth0",
             "netns", netns)  # fmt: skip
         run("ip", "link", "set", "dev", host_side, "master", "cni0", "up", netns=self.netns)

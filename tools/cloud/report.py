@@ -46,6 +46,7 @@ class Report:
     tempest: dict[str, Any] | None = None  # counts of tools/cloud/tempest_run.py's tempest.json, when asked for
     tls: dict[str, Any] | None = None  # the proof from outside (tools/cloud/public_access.py)
     gateway_proxy: dict[str, Any] | None = None  # the stand-in for the Gateway's proxy pod: pods, ready
+    apply: dict[str, Any] | None = None  # a changed stack applied (tools/cloud/apply_scenario.py)
     deploy_error: str = ""
     not_run: list[dict[str, str]] = field(default_factory=list)
     data: dict[str, Any] = field(default_factory=dict)
@@ -100,6 +101,7 @@ class Report:
             "ceph": self.user.get("ceph") or {"not_run": "the scenario did not reach the Ceph step"},
             "libvirt_restart": self.libvirt_restart or {"not_run": "no running server to test it with"},
             "libvirt_listener": self.libvirt_listener,
+            "apply": self.apply or {"not_run": "one stack's scenario (tools/cloud/run.py APPLY_STACKS), once deployed"},
             "maintenance": self._maintenance(),
             "network_policies": self.network_policies,
             "provider_network": self.provider,
@@ -222,6 +224,7 @@ class Report:
             f"  certificates renewed under load: {_rotation_line(d['tls'].get('rotation') or {})}",
             f"  internal CA rotated under load: {_ca_rotation_line(d['tls'].get('ca_rotation') or {})}",
             f"  ceph: {_ceph_line(d['ceph'])}",
+            f"  a changed stack applied: {_apply_line(d['apply'])}",
             f"  libvirt pod restart: {restart}",
             f"  libvirt for migrations: {d['libvirt_listener']}",
             f"  maintenance: {_maintenance_line(maintenance)}",
@@ -240,6 +243,19 @@ class Report:
             lines.append(f"  job: {item[:200]}")
         lines.append(f"  not run ({len(d['not_run'])}): " + "; ".join(n["what"] for n in d["not_run"]))
         return "\n".join(lines)
+
+
+def _apply_line(found: dict[str, Any]) -> str:
+    if "not_run" in found or "predicted_vs_actual" not in found:
+        return str(found.get("not_run") or found.get("error"))
+    check, change = found["predicted_vs_actual"], found["change"]
+    return (
+        f"ok {found['ok']}: {change['setting']} {change['before']} -> {change['after']}; rolled "
+        f"{check['pods_rolled']['actual']}, jobs {check['jobs_run']['actual']}, prediction matches {check['matches']}; "
+        f"calls {found['calls']}, failed {found['failed_calls']} ({found['failed_outside_restarts']} outside the "
+        f"rollouts); VM survived {found['vm_survived']} (expected {found['vm_expected_to_survive']}); "
+        f"{found['seconds']}s {found['error']}"
+    )
 
 
 def _tls_line(tls: dict[str, Any]) -> str:

@@ -2,7 +2,7 @@
 
 The issue's proof (report.json's `tls.rotation`, and `tls.ca_rotation`), on a stack with internal TLS,
 after the user's scenario left a VM running:
-1. Two clients call the APIs once a second (tools/cloud/api_loop.py): the laptop through the
+1. Two clients call the APIs once a second (tools/cloud/api_clients.py): the laptop through the
    gateway and the user's pod on the internal endpoints.
 2. On a stack of the program's own CA (staging), the CA is rotated to its next generation in the
    phases a platform engineer goes through (tools/cloud/ca_rotation.py): trust (the new CA in every
@@ -22,7 +22,8 @@ after the user's scenario left a VM running:
    until SETTLE_SECONDS, which is longer than the slowest consumer's own period (Erlang checks
    its PEM cache every two minutes).
 4. The clients stop; each failed call is counted, and set against the restarts the consumers made
-   (a single MariaDB server is down while the operator replaces its pod). The VM survived when its
+   (a single MariaDB server is down while the operator replaces its pod) and the rollouts of the CA
+   rotation's applies. The VM survived when its
    QEMU process is the same and its console kept printing.
 
 A root is not renewed here: cert-manager renews one after two thirds of its ten years, with a new key
@@ -31,9 +32,6 @@ that no bundle holds yet; the rotation is how it is replaced (README, "Rotating 
 
 from __future__ import annotations
 
-import json
-import signal
-import subprocess
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -42,16 +40,17 @@ from typing import TYPE_CHECKING, Any
 
 from cryptography.hazmat.primitives import hashes
 
-from components import mariadb_tls
-from components.oslo import KEYSTONE, public_url
+from components import internal_tls, mariadb_tls
+from components.oslo import KEYSTONE
 from components.public_routes import public_routes
 from tools.cloud import endpoint_tls
+from tools.cloud.api_clients import Restart, judge, start_clients, stop_all
 from tools.cloud.ca_rotation import CaRotation, Phase, phases
 from tools.cloud.gateway import PROXY_NETNS
 from tools.cloud.vmsafety import vm_signs
-from tools.runtime import REPO
 
 if TYPE_CHECKING:
+    from components.gateway_settings import InternalTls
     from tools.cloud.apiserver import LabApiServer
     from tools.cloud.certmanager import Issued
     from tools.cloud.deploy import Cloud
@@ -63,50 +62,13 @@ BASELINE_SECONDS = 10.0  # calls before the renewal: the clients work at all
 SETTLE_SECONDS = 210.0  # Erlang's PEM cache period (120 s) after the kubelet's sync, with margin
 POLL_SECONDS = 10.0
 AFTER_SECONDS = 10.0  # calls once every endpoint serves its new certificate
-RESTART_GRACE_SECONDS = 10.0  # a failure this long after a restarted pod was ready still counts against it
-# A failed call counts against a restart when it overlapped it: from the call's start to its end (judge).
+# A failed call counts against a restart when it overlapped it: from the call's start to its end
+# (tools/cloud/api_clients.py judge).
 READY_TIMEOUT = 300.0
 ROOT_NOT_RENEWED = (
     "a CA: cert-manager renews a root after two thirds of its ten years, with a new key no bundle "
     'holds; the CA rotation replaces it (tls.ca_rotation, README "Rotating the internal CA")'
 )
-
-
-@dataclass
-class Restart:
-    pod: str
-    why: str
-    started: float  # wall clock, as the clients stamp their calls
-    ready_at: float | None = None
-
-    def covers(self, start: float, end: float | None = None) -> bool:
-        """Whether a call from `start` to `end` overlapped the restart (a call in flight when the pod
-        went away fails because of it, though it started a moment before)."""
-        until = (self.ready_at or time.time()) + RESTART_GRACE_SECONDS
-        return start <= until and (start if end is None else end) >= self.started
-
-
-@dataclass
-class Client:
-    name: str
-    process: subprocess.Popen[bytes]
-    output: Path
-
-    def stop(self) -> list[dict[str, Any]]:
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-            try:
-                self.process.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
-        calls = []
-        for line in self.output.read_text().splitlines():
-            try:
-                calls.append({**json.loads(line), "client": self.name})
-            except json.JSONDecodeError:
-                continue  # a line cut by the stop
-        return calls
 
 
 def fingerprint_of(chain_leaf: Any) -> str:
@@ -122,7 +84,8 @@ class Rotation:
     python: Path
     ca_file: Path
     log: Callable[[str], None]
-    restarts: list[Restart] = field(default_factory=list)
+    restarts: list[Restart] = field(default_factory=list)  # the operators'
+    rollouts: list[Restart] = field(default_factory=list)  # the CA rotation's applies' (tools/cloud/apply.py)
 
     # -- what is served ----------------------------------------------------------------------------
 
@@ -160,28 +123,6 @@ class Rotation:
             if host in (certificate["spec"].get("dnsNames") or []):
                 return f"{certificate['metadata']['namespace']}/{certificate['metadata']['name']}"
         return None
-
-    # -- the clients ---------------------------------------------------------------------------------
-
-    def _client(self, name: str, command: Callable[[list[str]], list[str]], env: Mapping[str, str],
-                server_id: str) -> Client:  # fmt: skip
-        output = self.cloud.out / f"api-loop-{name}.jsonl"
-        argv = command([str(self.python), "-m", "tools.cloud.api_loop", server_id])
-        with output.open("wb") as out, (self.cloud.out / f"api-loop-{name}.log").open("wb") as err:
-            process = subprocess.Popen(argv, env=dict(env), cwd=REPO, stdout=out, stderr=err)
-        return Client(name, process, output)
-
-    def start_clients(self, admin: Mapping[str, str], server_id: str) -> list[Client]:
-        base = {"PATH": f"{self.python.parent}:/usr/sbin:/usr/bin:/sbin:/bin", "PYTHONPATH": str(REPO),
-                "HOME": str(self.user.home)}  # fmt: skip
-        clients = [self._client("user-pod", self.user.command, {**base, **admin}, server_id)]
-        if self.door.laptop is not None:
-            laptop = self.door.laptop
-            auth_url = public_url(self.cloud.plan.settings, KEYSTONE, "/v3")
-            public = {**base, **admin, "HOME": str(laptop.home), "OS_INTERFACE": "public", "OS_AUTH_URL": auth_url,
-                      **laptop.environment()}  # fmt: skip
-            clients.append(self._client("laptop", laptop.command, public, server_id))
-        return clients
 
     # -- the renewal and what the operators do -------------------------------------------------------
 
@@ -234,15 +175,38 @@ class Rotation:
                 restart.ready_at = time.time() if new.ready else None
                 self.log(f"mariadb-operator (stand-in): pod {new.plan.name} ready {new.ready}")
 
+    # -- the CA rotation's phases --------------------------------------------------------------------
+
+    def ca_apply(self, ca: CaRotation, phase: Phase) -> tuple[dict[str, Any], list[Issued]]:
+        """A phase's `pulumi up` (CaRotation.apply); its rollouts count as restarts for the clients' calls."""
+        facts, applied, issued = ca.apply(phase)
+        self.rollouts += [Restart(ref, r.why, r.began, r.ended) for ref, r in applied.rolled.items()]
+        return facts, issued
+
+    def react(self, ca: CaRotation, issued: list[Issued], bundle_changed: bool) -> dict[str, Any]:
+        """What follows the Secrets a phase changed on a cluster: the gateway takes the bundle's CAs for its
+        backends, mariadb-operator replaces its pod for any Secret of its spec.tls, and the kubelet's sync
+        brings the bundle to the lab's clients."""
+        namespace = self.cloud.plan.settings.namespace
+        touched = {i.name for i in issued if i.namespace == namespace} | (
+            {internal_tls.CA_BUNDLE} if bundle_changed else set())  # fmt: skip
+        backend = self.door.backend_cas_changed() if bundle_changed else []
+        self.mariadb_operator_restarts(touched)
+        if bundle_changed:
+            ca.trusted_by_clients()
+        return {"bundle": ca.bundle(), "gateway_backend_cas_swapped": backend}
+
     def ca_phase(self, ca: CaRotation, phase: Phase) -> dict[str, Any]:
         """A phase of the CA rotation but the renewal, and then whether every endpoint verifies with the bundle
         as the lab's clients now trust it (in the last phase: the new CA alone)."""
-        restarts_before = len(self.restarts)
-        facts, _ = ca.apply(phase)
+        started, restarts_before = time.monotonic(), len(self.restarts)
+        facts, issued = self.ca_apply(ca, phase)
+        facts |= self.react(ca, issued, facts["bundle_changed"])
         unverified = sorted(name for name, fingerprint in self.served().items() if fingerprint is None)
-        self.log(f"CA rotation: phase {phase.name} done in {facts['seconds']}s, unverified endpoints {unverified}")
+        seconds = round(time.monotonic() - started, 1)
+        self.log(f"CA rotation: phase {phase.name} done in {seconds}s, unverified endpoints {unverified}")
         return {**facts, **_restarted(self.restarts[restarts_before:]), "verified_ok": not unverified,
-                "unverified": unverified}  # fmt: skip
+                "unverified": unverified, "seconds": seconds}  # fmt: skip
 
     def settle(
         self, expected: Mapping[str, str], renewed_at: float
@@ -261,39 +225,6 @@ class Rotation:
             if all(v is not None for v in took.values()) or time.monotonic() - started > SETTLE_SECONDS:
                 return served, took
             time.sleep(POLL_SECONDS)
-
-
-def judge(calls: list[dict[str, Any]], restarts: list[Restart], renewal_started: float) -> dict[str, Any]:
-    """The clients' calls: how many failed, before the renewal (the clients themselves) and after,
-    and which of those fell outside every restart a consumer made."""
-    failed = [c for c in calls if not c.get("ok")]
-
-    def ended_before(call: dict[str, Any]) -> bool:
-        # The baseline is what had ended when the renewal began: a call under way then meets what
-        # the renewal did (a restart a moment later) and is judged with the calls after it.
-        return call["t"] + call.get("seconds", 0.0) < renewal_started
-
-    before = [c for c in calls if ended_before(c)]
-    outside = [
-        c
-        for c in failed
-        if not ended_before(c) and not any(r.covers(c["t"], c["t"] + c.get("seconds", 0.0)) for r in restarts)
-    ]
-    by_client: dict[str, dict[str, Any]] = {}
-    for call in calls:
-        counts = by_client.setdefault(call["client"], {"calls": 0, "failed": 0, "slowest_seconds": 0.0})
-        counts["calls"] += 1
-        counts["failed"] += 0 if call.get("ok") else 1
-        counts["slowest_seconds"] = max(counts["slowest_seconds"], call.get("seconds", 0.0))
-    return {
-        "calls": len(calls),
-        "calls_before_renewal": len(before),
-        "failed_before_renewal": sum(1 for c in before if not c.get("ok")),
-        "failed_calls": len(failed),
-        "failed_outside_restarts": len(outside),
-        "by_client": by_client,
-        "failures": [{k: c.get(k) for k in ("client", "call", "status", "error", "t")} for c in failed[:20]],
-    }
 
 
 def prove(
@@ -319,14 +250,14 @@ def prove(
         return {"not_run": why}, {"not_run": why}
     rotation = Rotation(door, cloud, api, user, python, ca_file, log)
     plans = phases(cloud.plan, later_plan) if later_plan is not None else None  # before the clients: seconds each
-    ca = CaRotation(door, cloud, api, ca_file, rotation.mariadb_operator_restarts, log, cloud.plan) if plans else None
+    ca = CaRotation(door, cloud, api, ca_file, log) if plans else None
     host, instance, server_id = server["host"], server["instance_name"], server["id"]
     pid_before, alive_before = vm_signs(cloud, host, instance, server_id)
     # Each endpoint and the Certificate it presents (the one whose names include its host).
     hosts = {e["name"]: e["host"] for e in [*rotation._internal_endpoints(), *rotation._public_endpoints()]}
     presents = {name: rotation._certificate_of(host) for name, host in hosts.items()}
     before = rotation.served()
-    clients = rotation.start_clients(admin, server_id)
+    clients = start_clients(door, cloud, user, python, admin, server_id)
     calls: list[dict[str, Any]] = []
     ca_phases: dict[str, dict[str, Any]] = {}
     try:
@@ -336,9 +267,10 @@ def prove(
             ca_phases["trust"] = rotation.ca_phase(ca, plans[0])
         renewed_at, restarts_before = time.monotonic(), len(rotation.restarts)
         if ca is not None and plans is not None:  # the renewal: every Certificate again, from the new CA
-            facts, issued = ca.apply(plans[1], renew_rest=rotation.renew_rest)
+            facts, issued = rotation.ca_apply(ca, plans[1])
+            issued += rotation.renew_rest({(i.namespace, i.certificate) for i in issued})  # the rest, as when due
             renewed, secrets, skipped = rotation.renewal_of(issued, ROOT_NOT_RENEWED)
-            ca_phases["issue"] = facts
+            ca_phases["issue"] = facts | rotation.react(ca, issued, facts["bundle_changed"])
         else:
             renewed, secrets, skipped = rotation.renew_all()
             rotation.mariadb_operator_restarts(
@@ -350,12 +282,13 @@ def prove(
         renewal_restarts = rotation.restarts[restarts_before:]
         if ca is not None and plans is not None:
             unserved = sorted(name for name in expected if took.get(name) is None)
-            ca_phases["issue"] |= {**_restarted(renewal_restarts), "verified_ok": not unserved, "unverified": unserved}
+            seconds = round(time.monotonic() - renewed_at, 1)
+            ca_phases["issue"] |= {**_restarted(renewal_restarts), "verified_ok": not unserved, "unverified": unserved,
+                                   "seconds": seconds}  # fmt: skip
             ca_phases["done"] = rotation.ca_phase(ca, plans[2])
         time.sleep(AFTER_SECONDS)
     finally:
-        for client in clients:
-            calls += client.stop()
+        calls = stop_all(clients)
     pid_after, alive_after = vm_signs(cloud, host, instance, server_id)
     vm_survived = pid_before is not None and pid_after == pid_before and alive_after > alive_before
     endpoints = {
@@ -366,7 +299,7 @@ def prove(
         for name in before
     }  # fmt: skip
     served_by_endpoint = {endpoints[n]["certificate"] for n in expected}
-    result = judge(calls, rotation.restarts, renewal_started)
+    result = judge(calls, [*rotation.restarts, *rotation.rollouts], renewal_started)
     renewed_ok = {key: (all(endpoints[n]["renewed_served"] for n in expected if endpoints[n]["certificate"] == key)
                         if key in served_by_endpoint else None) for key in renewed}  # fmt: skip
     ok = (
@@ -396,7 +329,7 @@ def prove(
         "vm_survived": vm_survived,
         "vm": vm,
     }
-    return renewal, ca_verdict(ca_phases, result, vm_survived, cloud.plan, plans)
+    return renewal, ca_verdict(ca_phases, result, vm_survived, cloud.plan.settings.tls.internal, plans)
 
 
 def _restarted(restarts: list[Restart]) -> dict[str, Any]:
@@ -405,18 +338,20 @@ def _restarted(restarts: list[Restart]) -> dict[str, Any]:
 
 
 def ca_verdict(
-    found: dict[str, dict[str, Any]], calls: dict[str, Any], vm_survived: bool, plan: Plan, plans: list[Phase] | None
-) -> dict[str, Any]:
-    """`tls.ca_rotation`: each phase's facts, and whether the rotation went without an outage."""
+    found: dict[str, dict[str, Any]], calls: dict[str, Any], vm_survived: bool, now: InternalTls | None,
+    plans: list[Phase] | None,
+) -> dict[str, Any]:  # fmt: skip
+    """`tls.ca_rotation`: each phase's facts, and whether the rotation went without an outage and did what
+    `--against` predicted. `now` is the internal CA's settings once the rotation is done."""
     if plans is None:
         return {"not_run": "the stack's internal CA is not the program's own (tls.internal.issuer): the lab has no "
                 "second CA of that issuer to rotate to"}  # fmt: skip
-    internal = plans[-1].plan.settings.tls.internal
-    assert internal is not None
+    first = plans[0].plan.settings.tls.internal
     trust, done = found.get("trust", {}), found.get("done", {})
     ok = (
         len(found) == 3
-        and all(phase.get("verified_ok") for phase in found.values())
+        and all(phase.get("verified_ok") and not phase.get("error") for phase in found.values())
+        and all(phase.get("predicted_vs_actual", {}).get("matches") for phase in found.values())
         and len(trust.get("bundle", [])) == 2
         and len(done.get("bundle", [])) == 1
         and bool(trust.get("rolled"))
@@ -427,8 +362,8 @@ def ca_verdict(
     )
     return {
         "ok": ok,
-        "from": plan.settings.tls.internal.generation if plan.settings.tls.internal else None,
-        "to": internal.generation,
+        "from": first.generation - 1 if first is not None else None,
+        "to": now.generation if now is not None else None,
         "phases": found,
         "calls": calls["calls"],
         "failed_calls": calls["failed_calls"],

@@ -16,7 +16,7 @@ from typing import Any
 
 from components import internal_tls
 from components.cinder import volume_pods
-from tools.cloud import encryption, endpoint_tls, rotation
+from tools.cloud import apply_scenario, certificate_requests, encryption, endpoint_tls, rotation
 from tools.cloud.apiserver import LabApiServer
 from tools.cloud.capture import Capture, CaptureError
 from tools.cloud.ceph import CephStandIn, CephStartError, monitors_override
@@ -38,7 +38,7 @@ from tools.cloud.vmsafety import libvirt_listener, restart_libvirt
 from tools.imagecheck.contents import image_software
 from tools.plan import Plan, build_plan
 from tools.realenv.openstack_venv import ensure_venv
-from tools.runtime import REPO, Registration, stack_config
+from tools.runtime import REPO, Registration, stack_config, stack_file
 
 # The stacks the test starts: their stack files, changed only where this machine differs
 # from a real node (machine_overrides): no Open vSwitch kernel module, maybe no working KVM.
@@ -47,6 +47,9 @@ TEST_STACKS = ("prod", "staging")
 # a network and two compute nodes), staging a small one (control plane with the network role, and
 # one compute node), which is enough for what staging proves (the VM dies with its libvirt pod).
 LAYOUT = {"prod": "full", "staging": "small"}
+# Where an everyday change of the stack file is applied to the running cloud (tools/cloud/apply_scenario.py):
+# one stack, the one whose run is shortest, as the change rolls the same way on either.
+APPLY_STACKS = ("staging",)
 JOB_TIMEOUT = 600.0
 KVM_PROBE_SECONDS = 20
 NO_LVM = "LVM needs device-mapper and the LIO iSCSI target configfs; this machine's kernel has neither"
@@ -62,13 +65,14 @@ def ceph_override(config: dict[str, str]) -> dict[str, Any]:
     return {"ceph": monitors_override(json.loads(config["openstack:ceph"]))}
 
 
-def machine_overrides(stack: str, virt_type: str) -> dict[str, Any]:
+def machine_overrides(stack: str, virt_type: str, stack_path: Path | None = None) -> dict[str, Any]:
     """The stack's settings with this machine's virtualisation and OVS datapath, nothing else.
 
     Its virtualisation includes its size: a node group that reserves as many CPUs for the host
     as this machine has would leave guests none (Placement's VCPU inventory would be empty).
+    `stack_path` reads the stack's file from elsewhere (a changed one: tools/cloud/apply_scenario.py).
     """
-    config = stack_config(stack)  # as the CLI passes it: objects as JSON text
+    config = stack_config(stack, stack_path)  # as the CLI passes it: objects as JSON text
     compute = dict(json.loads(config.get("openstack:compute") or "{}"))
     groups = compute.get("nodeGroups") or [{"name": "default"}]
     cpus = os.cpu_count() or 1
@@ -353,6 +357,31 @@ def prove_rotation(
         return failed, failed
 
 
+def prove_apply(
+    door: FrontDoor,
+    cloud: Cloud,
+    user: UserPod,
+    venv: Path,
+    ca_file: Path | None,
+    server: dict[str, Any],
+    virt: str,
+    log: Callable[[str], None],
+) -> dict[str, Any]:
+    """An everyday change of the stack file applied as `pulumi up` would, under load, checked against
+    `--against`'s prediction (tools/cloud/apply_scenario.py)."""
+    stack = cloud.plan.stack
+
+    def plan_of(path: Path) -> Plan:
+        return build_plan(stack, machine_overrides(stack, virt, path), stack_path=path)
+
+    try:
+        return apply_scenario.prove(door, cloud, user, venv / "bin" / "python", admin_env(cloud, ca_file), server,
+                                    stack_file(stack), plan_of, log)  # fmt: skip
+    except (RuntimeError, LookupError, OSError, ValueError, subprocess.SubprocessError) as error:
+        log(f"apply failed: {type(error).__name__}: {error}")
+        return {"ok": False, "error": f"{type(error).__name__}: {error}"}
+
+
 def virt_type(guest: Guest, log: Callable[[str], None]) -> str:
     """kvm when this machine's /dev/kvm boots the guest, else qemu (software emulation)."""
     if not Path("/dev/kvm").exists():
@@ -472,7 +501,9 @@ def run(
     cloud = Cloud(plan, cluster, venv.path, out, log, why_not, cni)
     cloud.factory.image_commands = image_commands(plan)
     api = api_server(cloud, log)
+    cloud.api = api  # an apply of a new plan changes its Secrets and RBAC
     door = FrontDoor.issue(cloud, api, log)  # cert-manager's Secrets, before any pod mounts them
+    certificate_requests.serve(api, door.certs)  # and the CertificateRequests pods make (libvirt-tls)
     user = UserPod(cluster.control_plane, cluster.state / "user", plan.settings.namespace,
                    plan.settings.endpoints.cluster_domain)  # fmt: skip
     ceph = ceph_stand_in(plan, cluster.state, log)
@@ -514,6 +545,10 @@ def run(
                 door, cloud, api, user, venv.path, ca_file, server, log, later
             )
             phase("rotation", since)
+            if stack in APPLY_STACKS:  # while the VM runs: the libvirt restart below ends it on staging
+                since = time.monotonic()
+                report.apply = prove_apply(door, cloud, user, venv.path, ca_file, server, virt, log)
+                phase("apply", since)
             report.libvirt_listener = libvirt_listener(cloud, server.get("host"))
             report.network_policies = check_isolation(cloud)
             if server.get("status") == "ACTIVE" and server.get("instance_name"):
@@ -527,6 +562,8 @@ def run(
                 phase("tempest", since)
         report_api(report, api)
         report.not_run += door.stand_ins()
+        if any(who.endswith("libvirt-tls") for who, *_ in api.requests):
+            report.not_run.append(dict(certificate_requests.STAND_IN))
         if door.proxy is not None:
             report.gateway_proxy = {"kind": "Gateway", "pods": 1, "ready": int(door.proxy.running)}
         if ceph is not None:

@@ -106,12 +106,19 @@ class ServiceTable:
     endpoints: dict[str, tuple[Endpoint, ...]] = field(default_factory=dict)  # service name → endpoints
 
     def __post_init__(self) -> None:
-        taken = {API_SERVER_ADDRESS, DNS_ADDRESS}
-        assigned = []
-        for service in self.services:
-            if service.headless or service.cluster_ip:
-                assigned.append(service)
-                continue
+        services, self.services = self.services, []
+        for service in services:
+            self.put(service)
+
+    def put(self, service: Service) -> None:
+        """Add a Service, or change one (its cluster address stays: the field is immutable)."""
+        known = next((s for s in self.services if (s.namespace, s.name) == (service.namespace, service.name)), None)
+        if known is not None:
+            service = Service(**{**service.__dict__, "cluster_ip": known.cluster_ip})
+            self.services[self.services.index(known)] = service
+            return
+        if not (service.headless or service.cluster_ip):
+            taken = {API_SERVER_ADDRESS, DNS_ADDRESS} | {s.cluster_ip for s in self.services if s.cluster_ip}
             # Stable addresses from the name, as stable as the cluster's allocator keeps them.
             number = int(hashlib.sha256(f"{service.namespace}/{service.name}".encode()).hexdigest(), 16)
             while True:
@@ -119,9 +126,12 @@ class ServiceTable:
                 if address not in taken:
                     break
                 number += 1
-            taken.add(address)
-            assigned.append(Service(**{**service.__dict__, "cluster_ip": address}))
-        self.services = assigned
+            service = Service(**{**service.__dict__, "cluster_ip": address})
+        self.services.append(service)
+
+    def remove(self, namespace: str, name: str) -> None:
+        self.services = [s for s in self.services if (s.namespace, s.name) != (namespace, name)]
+        self.endpoints.pop(name, None)
 
     def service(self, name: str) -> Service:
         return next(s for s in self.services if s.name == name)

@@ -23,24 +23,33 @@ from typing import Any
 
 from packaging.utils import canonicalize_name
 
+from components import releases
+from components.releases import DEFAULT_RELEASE
 from tools.imagecheck import kolla, pypi, ubuntu
 from tools.imagecheck.alternatives import alternatives
 from tools.imagecheck.dockerfile import Recipe, recipe
 from tools.imagecheck.fetch import cache_dir
-from tools.realenv.openstack_venv import PINNED, RELEASE_CUTOFF
+from tools.realenv.openstack_venv import RELEASES
 
 # Bump when what the record holds or how it is derived changes: older records are rebuilt.
 RECORD_VERSION = 2
-UCA_NOTE = (
-    "packages kolla takes from the Ubuntu Cloud Archive (noble-updates/gazpacho: Open vSwitch, libvirt, "
-    "QEMU, Ceph and their libraries) are taken at noble's own versions: the archive is not reachable here"
-)
 
 
-def record_path(images: list[str]) -> Path:
-    """The record of `images` (or of a set that includes them), built when there is none."""
+def uca_note(release: str) -> str:
+    """kolla's base image adds the Ubuntu Cloud Archive of its release (docker/base/ubuntu.sources of
+    stable/2026.1: noble-updates/gazpacho; sources.list.ubuntu of stable/2025.2: noble-updates/flamingo)."""
+    archive = f"noble-updates/{releases.of(release).codename.lower()}"
+    return (
+        f"packages kolla takes from the Ubuntu Cloud Archive ({archive}: Open vSwitch, libvirt, "
+        "QEMU, Ceph and their libraries) are taken at noble's own versions: the archive is not reachable here"
+    )
+
+
+def record_path(images: list[str], release: str = DEFAULT_RELEASE) -> Path:
+    """The record of `images` (or of a set that includes them) for the release, built when there is none."""
     wanted = sorted(set(images))
-    decisive = [RECORD_VERSION, kolla.TOOL_REQUIREMENTS, PINNED, RELEASE_CUTOFF, ubuntu.SUITES]
+    pins = RELEASES[release]
+    decisive = [RECORD_VERSION, kolla.tool_requirements(release), pins.pinned, pins.cutoff, ubuntu.SUITES]
     prefix = "contents-" + hashlib.sha256(json.dumps(decisive).encode()).hexdigest()[:12]
     base = cache_dir()
     with (base / "contents.lock").open("w") as lock:
@@ -50,7 +59,7 @@ def record_path(images: list[str]) -> Path:
                 return listed.with_name(listed.name.replace(".images.json", ".json.gz"))
         key = hashlib.sha256(json.dumps(wanted).encode()).hexdigest()[:8]
         path = base / f"{prefix}-{key}.json.gz"
-        record = build(wanted)
+        record = build(wanted, release)
         partial = path.with_suffix(".part")
         partial.write_bytes(gzip.compress(json.dumps(record, sort_keys=True).encode()))
         partial.replace(path)
@@ -91,10 +100,10 @@ def _venv_requirements(found: Recipe, venv: str, table: dict[str, dict[str, str]
     ]
 
 
-def build(wanted: Iterable[str]) -> dict[str, Any]:
+def build(wanted: Iterable[str], release: str = DEFAULT_RELEASE) -> dict[str, Any]:
     started = time.monotonic()
     names = sorted(set(wanted))
-    rendered = kolla.render(names)
+    rendered = kolla.render(names, release)
     table = kolla.sources(rendered)
     recipes = {name: recipe(kolla.chain(rendered, name)) for name in names}
     archive = ubuntu.Archive.noble()
@@ -130,7 +139,7 @@ def build(wanted: Iterable[str]) -> dict[str, Any]:
     for name, found in recipes.items():
         venvs[name] = {}
         for venv, system_site in found.venvs.items():
-            pins = pypi.resolve(_venv_requirements(found, venv, table))
+            pins = pypi.resolve(_venv_requirements(found, venv, table), release)
             all_pins.update(pins)
             venvs[name][venv] = {"system_site_packages": system_site, "pins": pins}
     dists = pypi.contents(all_pins)
@@ -172,11 +181,12 @@ def build(wanted: Iterable[str]) -> dict[str, Any]:
         }
     return {
         "meta": {
-            "kolla": kolla.KOLLA_VERSION,
+            "kolla": kolla.KOLLA_VERSIONS[release],
+            "release": release,
             "release_dates": ubuntu.release_dates(),
             "unverified_indexes": ubuntu.unverified(),
-            "uca": UCA_NOTE,
-            "pypi_cutoff": RELEASE_CUTOFF,
+            "uca": uca_note(release),
+            "pypi_cutoff": RELEASES[release].cutoff,
             "build_seconds": round(time.monotonic() - started, 1),
         },
         "packages": packages,

@@ -1,7 +1,7 @@
 """What a Kolla image contains, as the check and the lab ask it: files, commands, Python modules.
 
-`load(images)` returns an `ImageContents` per image name, from the record tools/imagecheck/build.py
-writes once (cached). Paths are compared as the image resolves them: Ubuntu noble has merged
+`load(images, release)` returns an `ImageContents` per image name of that release, from the record
+tools/imagecheck/build.py writes once (cached). Paths are compared as the image resolves them: Ubuntu noble has merged
 /usr (/bin, /sbin and /lib are links into /usr) and /var/run is /run.
 
 `image_software(images)` is the lab's view: per image, the commands on its PATH (name → path)
@@ -21,6 +21,7 @@ from fnmatch import fnmatch
 from functools import cache, cached_property
 from typing import Any
 
+from components.releases import DEFAULT_RELEASE
 from tools.imagecheck.pypi import _modules
 
 PYTHON_VERSION = "3.12"
@@ -241,29 +242,30 @@ def _removed(path: str, removed: Iterable[str]) -> bool:
 
 
 @cache
-def _record(images: frozenset[str]) -> dict[str, Any]:
+def _record(images: frozenset[str], release: str) -> dict[str, Any]:
     from tools.imagecheck.build import record_path  # it builds on this module's neighbours
 
-    path = record_path(sorted(images))
+    path = record_path(sorted(images), release)
     record: dict[str, Any] = json.loads(gzip.decompress(path.read_bytes()))
     return record
 
 
-def load(images: Iterable[str]) -> dict[str, ImageContents]:
-    """The contents of each of `images` (Kolla image names), built and cached the first time."""
+def load(images: Iterable[str], release: str = DEFAULT_RELEASE) -> dict[str, ImageContents]:
+    """The contents of each of `images` (Kolla image names) of the release, built and cached the first time."""
     wanted = frozenset(images)
-    return {name: image for name, image in from_record(_record(wanted)).items() if name in wanted}
+    return {name: image for name, image in from_record(_record(wanted, release)).items() if name in wanted}
 
 
-def limits(images: Iterable[str]) -> list[str]:
+def limits(images: Iterable[str], release: str = DEFAULT_RELEASE) -> list[str]:
     """What the record of `images` could not see, for the report."""
     wanted = frozenset(images)
-    record = _record(wanted)
+    record = _record(wanted, release)
     meta = record["meta"]
     found = [
         f"kolla {meta['kolla']} (--template-only); Ubuntu indexes as published {meta['release_dates']}",
         meta["uca"],
-        f"Python packages as PyPI stood on {meta['pypi_cutoff']} (standing in for upper-constraints of stable/2026.1)",
+        f"Python packages as PyPI stood on {meta['pypi_cutoff']} "
+        f"(standing in for upper-constraints of stable/{release})",
     ]
     found += [
         f"{index} did not match its Release file; kept as first downloaded" for index in meta["unverified_indexes"]
@@ -278,10 +280,10 @@ def limits(images: Iterable[str]) -> list[str]:
     return found
 
 
-def image_software(images: Iterable[str]) -> dict[str, ImageSoftware]:
-    """Per Kolla image name: the commands on its PATH and its venv's distributions."""
+def image_software(images: Iterable[str], release: str = DEFAULT_RELEASE) -> dict[str, ImageSoftware]:
+    """Per Kolla image name of the release: the commands on its PATH and its venv's distributions."""
     out = {}
-    for name, contents in load(images).items():
+    for name, contents in load(images, release).items():
         venv = next((v for v in contents.venvs.values() if contents.path_env.startswith(v.path + "/bin")), None)
         out[name] = ImageSoftware(contents.executables(), dict(venv.distributions) if venv else {})
     return out

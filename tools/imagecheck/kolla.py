@@ -1,7 +1,11 @@
 """Kolla's own recipe of the images: `kolla-build --template-only`, from a pinned, cached install.
 
-kolla's stable/2026.1 branch is its 22.x series (22.0.0 was tagged on it in May 2026; 23.0.0 of
-October 2026 belongs to 2026.2); 22.2.0 (2026-09-08) is the newest 2026.1 release on PyPI.
+One kolla per OpenStack release, since kolla branches with it (PyPI JSON API, 2026-11-27):
+- kolla's stable/2026.1 branch is its 22.x series (22.0.0 was tagged on it in May 2026; 23.0.0 of
+  October 2026 belongs to 2026.2); 22.2.0 (2026-09-08) is the newest 2026.1 release on PyPI.
+- stable/2025.2 is the 21.x series (openstack/releases deliverables/flamingo/kolla.yaml; kolla
+  trails the release: 21.0.0 came on 2025-11-19); 21.3.0 (2026-09-08) is its newest on PyPI. Its
+  requirements are 22.x's (requirements.txt of both branches), so both take one set of pins.
 `--template-only` renders every Dockerfile of the images asked for and their parents without a
 container engine (it still imports the `docker` library, hence its pin). What the images install
 from source comes from kolla's SOURCES table (`kolla/common/sources.py`): each image's project
@@ -20,16 +24,17 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from components.releases import DEFAULT_RELEASE
 from tools.imagecheck.fetch import cache_dir
 from tools.realenv.openstack_venv import UV_VERSION
 
-KOLLA_VERSION = "22.2.0"
-BASE, BASE_TAG = "ubuntu", "24.04"  # noble: the base of the `2026.1-ubuntu-noble` tags
-OPENSTACK_RELEASE = "2026.1"
-# kolla and everything it imports, as pip resolved them on 2026-11-24; uv resolves the
-# images' Python packages (tools/imagecheck/pypi.py).
-TOOL_REQUIREMENTS = (
-    f"kolla=={KOLLA_VERSION}",
+KOLLA_VERSIONS = {"2025.2": "21.3.0", "2026.1": "22.2.0"}
+# noble: the base of the `<release>-ubuntu-noble` tags of both (kolla/common/config.py's
+# DEFAULT_BASE_TAGS, and kolla-ansible's kolla_base_distro_version_default_map).
+BASE, BASE_TAG = "ubuntu", "24.04"
+# What kolla imports, as pip resolved them on 2026-11-24; uv resolves the images' Python
+# packages (tools/imagecheck/pypi.py).
+_TOOL_DEPENDENCIES = (
     "docker==7.2.0",
     "certifi==2026.10.18",
     "charset-normalizer==3.5.2",
@@ -50,6 +55,14 @@ TOOL_REQUIREMENTS = (
     "urllib3==2.8.0",
     f"uv=={UV_VERSION}",
 )
+
+
+def tool_requirements(release: str = DEFAULT_RELEASE) -> tuple[str, ...]:
+    if release not in KOLLA_VERSIONS:
+        raise KeyError(f"no kolla known for release {release!r}; known: {', '.join(KOLLA_VERSIONS)}")
+    return (f"kolla=={KOLLA_VERSIONS[release]}", *_TOOL_DEPENDENCIES)
+
+
 _FROM = re.compile(r"^FROM\s+(\S+)", re.M)
 
 
@@ -71,38 +84,39 @@ def _key(*parts: object) -> str:
     return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()[:12]
 
 
-def tool_venv() -> Path:
-    """The venv holding the pinned kolla (and uv), built once."""
+def tool_venv(release: str = DEFAULT_RELEASE) -> Path:
+    """The venv holding the release's pinned kolla (and uv), built once."""
     base = cache_dir()
-    path = base / f"kolla-{KOLLA_VERSION}-{_key(TOOL_REQUIREMENTS, sys.version_info[:2])}"
+    requirements = tool_requirements(release)
+    path = base / f"kolla-{KOLLA_VERSIONS[release]}-{_key(requirements, sys.version_info[:2])}"
     with (base / "kolla.lock").open("w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if not (path / "installed").exists():
             shutil.rmtree(path, ignore_errors=True)
             subprocess.run([sys.executable, "-m", "venv", path], check=True)
             install: list[str | Path] = [path / "bin/python", "-m", "pip", "install", "--quiet", "--no-deps"]
-            install += TOOL_REQUIREMENTS
+            install += requirements
             done = subprocess.run(install, capture_output=True, text=True)
             if done.returncode != 0:
-                raise RuntimeError(f"installing kolla {KOLLA_VERSION} failed:\n{done.stdout}{done.stderr}")
-            (path / "installed").write_text("\n".join(TOOL_REQUIREMENTS) + "\n")
+                raise RuntimeError(f"installing {requirements[0]} failed:\n{done.stdout}{done.stderr}")
+            (path / "installed").write_text("\n".join(requirements) + "\n")
     return path
 
 
-def render(images: list[str]) -> dict[str, Rendered]:
-    """Every image of `images` and its parents, rendered once per image set (cached)."""
+def render(images: list[str], release: str = DEFAULT_RELEASE) -> dict[str, Rendered]:
+    """Every image of `images` and its parents, as the release's kolla renders them: once per image set (cached)."""
     wanted = sorted(set(images))
-    work = cache_dir() / f"kolla-render-{_key(TOOL_REQUIREMENTS, BASE, BASE_TAG, OPENSTACK_RELEASE, wanted)}"
+    work = cache_dir() / f"kolla-render-{_key(tool_requirements(release), BASE, BASE_TAG, release, wanted)}"
     marker = work / "rendered.json"
     if not marker.exists():
-        venv = tool_venv()
+        venv = tool_venv(release)
         shutil.rmtree(work, ignore_errors=True)
         work.mkdir(parents=True)
         regex = "^(" + "|".join(re.escape(name) for name in wanted) + ")$"
         command: list[str | Path] = [
             venv / "bin/kolla-build",
             "--template-only",
-            *("--base", BASE, "--base-tag", BASE_TAG, "--openstack-release", OPENSTACK_RELEASE),
+            *("--base", BASE, "--base-tag", BASE_TAG, "--openstack-release", release),
             *("--work-dir", work, regex),
         ]
         done = subprocess.run(command, capture_output=True, text=True)
@@ -144,7 +158,7 @@ def chain(rendered: dict[str, Rendered], image: str) -> list[Rendered]:
     current: str | None = image
     while current is not None:
         if current not in rendered:
-            raise KeyError(f"kolla {KOLLA_VERSION} renders no image {current!r}")
+            raise KeyError(f"kolla renders no image {current!r}")
         out.append(rendered[current])
         current = rendered[current].parent
     return out[::-1]

@@ -1,11 +1,11 @@
 """The Python packages of an image's venv: resolved as Kolla installs them, read from PyPI.
 
 Kolla installs each venv with `pip install -c upper-constraints.txt ...`, the constraints of
-openstack/requirements' stable/2026.1, which is not on PyPI and not reachable from here. What
-stands in for it is what tools/realenv/openstack_venv.py uses: the OpenStack projects at its
-pinned 2026.1 releases, everything else as PyPI stood the day after the release
-(RELEASE_CUTOFF), resolved by uv for noble's Python 3.12 on x86_64 (glibc 2.39). Each image's
-venv is resolved from its own Dockerfiles' `pip install` lines.
+openstack/requirements' stable branch of the release, which is not on PyPI and not reachable from
+here. What stands in for it is what tools/realenv/openstack_venv.py uses: the OpenStack projects
+at the release's pinned versions (where an image's `pip install` names them), everything else as
+PyPI stood the day after the release (its cutoff), resolved by uv for noble's Python 3.12 on
+x86_64 (glibc 2.39). Each image's venv is resolved from its own Dockerfiles' `pip install` lines.
 
 What a distribution puts in the venv is read from its wheel without downloading it: the zip's
 index and entry_points.txt, by HTTP range. A distribution with no wheel for the image is read
@@ -27,10 +27,11 @@ from dataclasses import asdict, dataclass
 from packaging.tags import Tag, compatible_tags, cpython_tags
 from packaging.utils import canonicalize_name, parse_sdist_filename, parse_wheel_filename
 
+from components.releases import DEFAULT_RELEASE
 from tools.imagecheck.fetch import RemoteFile, cache_dir, download, get_json, parallel
 from tools.imagecheck.kolla import tool_venv
 from tools.imagecheck.sdist import sdist_contents
-from tools.realenv.openstack_venv import PINNED, RELEASE_CUTOFF, cache_base
+from tools.realenv.openstack_venv import RELEASES, cache_base
 
 SIMPLE = "https://pypi.org/simple"
 PYTHON = (3, 12)  # noble's python3
@@ -80,30 +81,31 @@ def requirement(word: str, sources: dict[str, str], table: dict[str, dict[str, s
     return [name + (f"[{extras}" if extras else "")]
 
 
-def _pinned(requirements: list[str]) -> list[str]:
+def _pinned(requirements: list[str], pinned: dict[str, str]) -> list[str]:
     out = []
     for entry in requirements:
         name = re.split(r"[\[=<>!~ ]", entry, maxsplit=1)[0]
-        version = PINNED.get(name)
+        version = pinned.get(name)
         out.append(f"{entry}=={version}" if version and "=" not in entry else entry)
     return out
 
 
-def resolve(requirements: list[str]) -> dict[str, str]:
+def resolve(requirements: list[str], release: str = DEFAULT_RELEASE) -> dict[str, str]:
     """Distribution → version of the venv `pip install requirements` makes (cached per set)."""
-    wanted = _pinned(sorted(set(requirements)))
-    key = hashlib.sha256(json.dumps([wanted, RELEASE_CUTOFF, PYTHON, PLATFORM]).encode()).hexdigest()[:12]
+    release_pins = RELEASES[release]
+    wanted = _pinned(sorted(set(requirements)), release_pins.pinned)
+    key = hashlib.sha256(json.dumps([wanted, release_pins.cutoff, PYTHON, PLATFORM]).encode()).hexdigest()[:12]
     out = cache_dir("pypi") / f"resolved-{key}.txt"
     if not out.exists():
-        venv = tool_venv()
+        venv = tool_venv(release)
         source = out.with_suffix(".in")
         source.write_text("\n".join(wanted) + "\n")
-        exempt = [a for name in PINNED for a in ("--exclude-newer-package", f"{name}=false")]
+        exempt = [a for name in release_pins.pinned for a in ("--exclude-newer-package", f"{name}=false")]
         command = [
             str(venv / "bin/uv"),
             *("pip", "compile", "--no-config", "--quiet", "--no-header", "--no-annotate"),
             *("--python", str(venv / "bin/python"), "--python-version", ".".join(map(str, PYTHON))),
-            *("--python-platform", PLATFORM, "--exclude-newer", RELEASE_CUTOFF, *exempt),
+            *("--python-platform", PLATFORM, "--exclude-newer", release_pins.cutoff, *exempt),
             *(str(source), "-o", str(out.with_suffix(".part"))),
         ]
         env = dict(os.environ, UV_CACHE_DIR=str(cache_base() / "uv-cache"), UV_PYTHON_DOWNLOADS="never")
@@ -111,7 +113,7 @@ def resolve(requirements: list[str]) -> dict[str, str]:
         if done.returncode != 0:
             raise RuntimeError(f"uv could not resolve {source}:\n{done.stderr[-3000:]}")
         out.with_suffix(".part").replace(out)
-    pins = {}
+    pins: dict[str, str] = {}
     for line in out.read_text().splitlines():
         if "==" in line and not line.startswith((" ", "#")):
             name, _, version = line.partition("==")

@@ -1,10 +1,12 @@
-"""The check over whole stacks: every container of each stack's plan against its Kolla image."""
+"""The check over whole stacks: every container of each stack's plan against its Kolla image, as
+kolla builds it for the plan's release."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from components.releases import DEFAULT_RELEASE
 from tools.imagecheck.check import Miss, check_container
 from tools.imagecheck.contents import ImageContents, load
 from tools.imagecheck.pods import Skipped, plan_containers
@@ -25,6 +27,7 @@ CANNOT_SEE = (
 @dataclass
 class StackReport:
     stack: str
+    release: str = DEFAULT_RELEASE
     containers: int = 0
     images: set[str] = field(default_factory=set)
     commands: int = 0
@@ -36,9 +39,9 @@ class StackReport:
 
     def summary(self) -> str:
         return (
-            f"stack {self.stack}: {self.containers} containers of {len(self.images)} Kolla images; checked "
-            f"{self.commands} commands, {self.files} files, {self.modules} modules; {len(self.misses)} missing; "
-            f"{len(self.skipped)} skipped"
+            f"stack {self.stack} ({self.release}): {self.containers} containers of {len(self.images)} Kolla images; "
+            f"checked {self.commands} commands, {self.files} files, {self.modules} modules; "
+            f"{len(self.misses)} missing; {len(self.skipped)} skipped"
         )
 
 
@@ -66,18 +69,21 @@ def _references(plan: Plan) -> set[str]:
 
 
 def check_plans(plans: list[Plan], contents: dict[str, ImageContents] | None = None) -> list[StackReport]:
-    """The check of each plan; `contents` stands in for the images' (tests give small ones)."""
-    named = {plan.stack: kolla_images(plan, _references(plan)) for plan in plans}
-    if contents is None:
-        contents = load({name for images in named.values() for name in images.values()})
+    """The check of each plan against its release's images; `contents` stands in for the images'
+    (tests give small ones)."""
+    named = [kolla_images(plan, _references(plan)) for plan in plans]
+    wanted: dict[str, set[str]] = {}
+    for plan, images in zip(plans, named, strict=True):
+        wanted.setdefault(plan.settings.release, set()).update(images.values())
+    loaded = {release: contents or load(names, release) for release, names in wanted.items()}
     reports = []
-    for plan in plans:
-        report = StackReport(plan.stack)
-        found = plan_containers(plan, named[plan.stack])
+    for plan, images in zip(plans, named, strict=True):
+        report = StackReport(plan.stack, plan.settings.release)
+        found = plan_containers(plan, images)
         report.skipped = found.skipped
         for container in found.containers:
-            name = named[plan.stack][container.image]
-            result = check_container(container, name, contents[name])
+            name = images[container.image]
+            result = check_container(container, name, loaded[plan.settings.release][name])
             report.containers += 1
             report.images.add(name)
             report.commands += len(result.commands)
@@ -89,5 +95,8 @@ def check_plans(plans: list[Plan], contents: dict[str, ImageContents] | None = N
     return reports
 
 
-def check_stacks(stacks: Iterable[str] = STACKS) -> list[StackReport]:
-    return check_plans([build_plan(stack) for stack in stacks])
+def check_stacks(stacks: Iterable[str] = STACKS, release: str | None = None) -> list[StackReport]:
+    """The check of each stack file's plan, as its own release or `release` deploys it (settings
+    refuse a stack that release cannot deploy, saying why)."""
+    overrides = {"release": release} if release is not None else None
+    return check_plans([build_plan(stack, overrides) for stack in stacks])

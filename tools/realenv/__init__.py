@@ -1,6 +1,6 @@
 """Helpers for testing against the real OpenStack release and real servers.
 
-openstack_venv  the cached virtualenv with the release's projects (never the program's)
+openstack_venv  the cached virtualenvs, one per release, with its projects (never the program's)
 tempest_venv    the cached virtualenv with Tempest, OpenStack's test suite, for the running cloud
 servers         MariaDB, RabbitMQ and memcached on loopback, started and stopped by tests
 validator       oslo-config-validator plus a value check, one rendered file at a time

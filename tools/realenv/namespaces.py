@@ -1,7 +1,7 @@
-"""Which oslo.config namespaces describe which rendered config file.
+"""Which oslo.config namespaces describe which rendered config file, per release.
 
 Taken from the projects' own generator configs in the 2026.1 sdists (those files are
-not installed with the wheels):
+not installed with the wheels), and what 2025.2's differ by (RELEASE_ADDED):
   keystone-29.1.0/config-generator/keystone.conf
   glance-32.0.0/etc/oslo-config-generator/glance-api.conf
   openstack_placement-15.0.0/etc/placement/config-generator.conf
@@ -15,6 +15,8 @@ nova's leaves out oslo.db, both on purpose upstream).
 import configparser
 from fnmatch import fnmatch
 from pathlib import PurePath
+
+from components.releases import DEFAULT_RELEASE
 
 
 def _ns(names: str) -> tuple[str, ...]:
@@ -60,6 +62,12 @@ NAMESPACES: dict[str, tuple[str, ...]] = {
         " oslo.versionedobjects os_brick"
     ),
 }
+
+# What a release's generator configs list beyond the table above (2026.1's), per file. The
+# generator configs of stable/2025.2 (keystone, glance, placement, nova, neutron, cinder) are
+# 2026.1's but for neutron.conf's oslo.service.sslutils, which neutron 28 dropped with its own
+# TLS listener.
+RELEASE_ADDED: dict[str, dict[str, tuple[str, ...]]] = {"2025.2": {"neutron.conf": ("oslo.service.sslutils",)}}
 
 # Namespaces listed above that cannot be loaded from the 2026.1 venv, and why.
 # tests/real/test_machinery.py asserts this table is exact.
@@ -123,10 +131,10 @@ def not_oslo_reason(path: str | PurePath) -> str | None:
     return next((why for pattern, why in NOT_OSLO.items() if fnmatch(name, pattern)), None)
 
 
-def namespaces_for(path: str | PurePath) -> tuple[str, ...]:
-    """The namespaces of a rendered oslo.config file, by its base name."""
+def namespaces_for(path: str | PurePath, release: str = DEFAULT_RELEASE) -> tuple[str, ...]:
+    """The namespaces of a rendered oslo.config file of the release, by its base name."""
     name = PurePath(path).name
     entry = name if name in NAMESPACES else next((e for p, e in PATTERNS.items() if fnmatch(name, p)), None)
     if entry is None:
         raise KeyError(f"no oslo.config namespaces recorded for {name!r}: add it to tools/realenv/namespaces.py")
-    return NAMESPACES[entry]
+    return NAMESPACES[entry] + RELEASE_ADDED.get(release, {}).get(entry, ())

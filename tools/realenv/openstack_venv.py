@@ -1,11 +1,12 @@
-"""A separate, cached virtualenv holding the OpenStack release the stacks target.
+"""Separate, cached virtualenvs, one per OpenStack release the program deploys.
 
 The OpenStack projects must never enter the program's own environment, so they live
-in their own venv, built once per requirement set and reused (keyed by a hash of
-everything that decides its contents). Build it ahead of the tests with
-`python -m tools.realenv.openstack_venv`.
+in their own venv, built once per release and requirement set and reused (keyed by a hash
+of everything that decides its contents). Build one ahead of the tests with
+`python -m tools.realenv.openstack_venv [--release 2025.2 | --all]` (default: the stacks' release).
 """
 
+import argparse
 import fcntl
 import hashlib
 import json
@@ -17,7 +18,19 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-RELEASE = "2026.1"  # Gazpacho
+from components.releases import DEFAULT_RELEASE
+
+
+@dataclass(frozen=True)
+class ReleasePins:
+    """What one release's venv takes from PyPI: its projects' versions, and the instant that
+    stands in for openstack/requirements' upper-constraints.txt of its stable branch."""
+
+    codename: str
+    pinned: dict[str, str]  # taken at these versions even when newer than the cutoff
+    cutoff: str  # every other package as PyPI stood at this instant
+    extra: tuple[str, ...] = ()  # requirements of this release's alone, resolved within the cutoff
+
 
 # How these were determined (2026-11-22, PyPI JSON API and `pip index versions`):
 # - keystone 29.0.0, glance 32.0.0, openstack-placement 15.0.0, nova 33.0.0,
@@ -32,22 +45,65 @@ RELEASE = "2026.1"  # Gazpacho
 # - horizon keeps one major across releases: its stable/2026.1 branch descends from the
 #   25.7.x tags (25.7.3 on 2026-05-05 is its newest point release); 26.0.0 (2026-07-03)
 #   is the first 2026.2 release.
-PINNED: dict[str, str] = {
-    "keystone": "29.1.0",
-    "glance": "32.0.0",
-    "openstack-placement": "15.0.0",
-    "nova": "33.0.2",
-    "neutron": "28.0.2",
-    "cinder": "28.0.0",
-    "horizon": "25.7.3",
-    "python-openstackclient": "9.0.1",
-    "openstacksdk": "4.10.0",
-    "oslo.config": "10.3.0",
-}
-# Every other package is resolved as PyPI stood the day after the release, standing in
-# for openstack/requirements' upper-constraints.txt of stable/2026.1 (not on PyPI):
-# newer oslo libraries belong to 2026.2 and drop things 2026.1 services still use.
-RELEASE_CUTOFF = "2026-04-02T00:00:00Z"
+# Every other package is resolved as PyPI stood the day after the release: newer oslo
+# libraries belong to 2026.2 and drop things 2026.1 services still use.
+GAZPACHO = ReleasePins(
+    "Gazpacho",
+    {
+        "keystone": "29.1.0",
+        "glance": "32.0.0",
+        "openstack-placement": "15.0.0",
+        "nova": "33.0.2",
+        "neutron": "28.0.2",
+        "cinder": "28.0.0",
+        "horizon": "25.7.3",
+        "python-openstackclient": "9.0.1",
+        "openstacksdk": "4.10.0",
+        "oslo.config": "10.3.0",
+    },
+    "2026-04-02T00:00:00Z",
+)
+# How these were determined (2026-11-27, PyPI JSON API; openstack/releases
+# deliverables/flamingo/*.yaml and openstack/requirements stable/2025.2 upper-constraints.txt):
+# - keystone 28.0.0, glance 31.0.0, openstack-placement 14.0.0, nova 32.0.0, neutron 27.0.0
+#   and cinder 27.0.0 were uploaded on 2025-10-01, the 2025.2 release day; their next majors
+#   are 2026.1's. The newest point release of each 2025.2 series: keystone 28.1.0
+#   (2026-09-03), glance 31.1.0 (2026-03-23), nova 32.2.1 (2026-07-01), neutron 27.0.4
+#   (2026-09-11); placement and cinder have none after 14.0.0 and 27.0.0.
+# - python-openstackclient 8.2.0, openstacksdk 4.7.x and oslo.config 10.0.0 are the 2025.2
+#   libraries (the deliverables' last 2025.2 versions, and upper-constraints' pins);
+#   openstacksdk 4.7.2 (2025-11-20) is its stable/2025.2 point release.
+# - horizon's stable/2025.2 releases are 25.4.0 to 25.5.x; 25.5.2 (2026-03-19) is the newest
+#   (upper-constraints pins it too); 25.6.0 and later are 2026.1's.
+# - XStatic-Font-Awesome 4.7.0.0, as upper-constraints pins it: horizon 25.5 asks for >=4.7.0.0
+#   but imports Font Awesome 4's SCSS (openstack_dashboard/static/dashboard/scss/horizon.scss,
+#   font-awesome.scss); 6.2.1.1, which the cutoff would take, has none, and `django compress`
+#   fails. Horizon moved to Font Awesome 6 in 2026.1 (its requirements: >=6.2.1.2).
+# - setuptools 80.9.0, the newest on the cutoff (upper-constraints has none), and held to it: cinder
+#   27 lists its options through its Windows drivers (cinder/opts.py), whose os-win imports
+#   pkg_resources, which the setuptools `uv venv --seed` brings (84.x) no longer has. Not exempt
+#   from the cutoff (a pin would be, and sdists' isolated builds would then take 84.x as well).
+#   cinder 28 dropped those drivers.
+FLAMINGO = ReleasePins(
+    "Flamingo",
+    {
+        "keystone": "28.1.0",
+        "glance": "31.1.0",
+        "openstack-placement": "14.0.0",
+        "nova": "32.2.1",
+        "neutron": "27.0.4",
+        "cinder": "27.0.0",
+        "horizon": "25.5.2",
+        "python-openstackclient": "8.2.0",
+        "openstacksdk": "4.7.2",
+        "oslo.config": "10.0.0",
+        "XStatic-Font-Awesome": "4.7.0.0",
+    },
+    "2025-10-02T00:00:00Z",
+    ("setuptools==80.9.0",),
+)
+# The releases the program deploys (components/releases.py; tests/real/test_machinery.py checks they agree).
+RELEASES: dict[str, ReleasePins] = {"2025.2": FLAMINGO, "2026.1": GAZPACHO}
 # Not pulled in by the services, but needed to run them here: PyMySQL for the
 # mysql+pymysql:// URLs; uWSGI, which the images run and the program configures
 # (*-uwsgi.ini), built from its sdist (needs gcc and Python headers); python-memcached
@@ -108,15 +164,12 @@ class VenvRecipe:
         return hashlib.sha256(json.dumps(decisive, sort_keys=True).encode()).hexdigest()[:12]
 
 
-OPENSTACK = VenvRecipe(f"openstack-venv-{RELEASE}", PINNED, RELEASE_CUTOFF, EXTRA, IMAGE_LINKS, LAYOUT)
-
-
-def requirements() -> list[str]:
-    return OPENSTACK.requirements()
-
-
-def cache_key() -> str:
-    return OPENSTACK.cache_key()
+def recipe(release: str) -> VenvRecipe:
+    """The venv recipe of a release the program deploys."""
+    if release not in RELEASES:
+        raise KeyError(f"no OpenStack venv for release {release!r}; known: {', '.join(RELEASES)}")
+    pins = RELEASES[release]
+    return VenvRecipe(f"openstack-venv-{release}", pins.pinned, pins.cutoff, EXTRA + pins.extra, IMAGE_LINKS, LAYOUT)
 
 
 def cache_base() -> Path:
@@ -126,6 +179,7 @@ def cache_base() -> Path:
 @dataclass(frozen=True)
 class OpenStackVenv:
     path: Path
+    release: str
 
     @property
     def python(self) -> Path:
@@ -226,12 +280,22 @@ def ensure_built(recipe: VenvRecipe, base: Path | None = None) -> Path:
     return path
 
 
-def ensure_venv(base: Path | None = None) -> OpenStackVenv:
-    """The venv for RELEASE, built if missing or left half-built by an earlier run."""
-    return OpenStackVenv(ensure_built(OPENSTACK, base))
+def ensure_venv(release: str = DEFAULT_RELEASE, base: Path | None = None) -> OpenStackVenv:
+    """The venv of a release, built if missing or left half-built by an earlier run."""
+    return OpenStackVenv(ensure_built(recipe(release), base), release)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m tools.realenv.openstack_venv", description=__doc__)
+    which = parser.add_mutually_exclusive_group()
+    which.add_argument("--release", choices=list(RELEASES), default=DEFAULT_RELEASE)
+    which.add_argument("--all", action="store_true", help="every release's (what make test uses)")
+    args = parser.parse_args(argv)
+    for release in RELEASES if args.all else [args.release]:
+        started = time.monotonic()
+        venv = ensure_venv(release)
+        print(f"{release}: {venv.path} ready in {time.monotonic() - started:.1f}s")
 
 
 if __name__ == "__main__":
-    started = time.monotonic()
-    venv = ensure_venv()
-    print(f"{venv.path} ready in {time.monotonic() - started:.1f}s")
+    main()

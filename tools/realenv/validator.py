@@ -91,14 +91,14 @@ def validate(
     exclude_groups: Iterable[str] = (),
     group_aliases: Mapping[str, str] | None = None,
 ) -> ValidationResult:
-    """Validate `path`; namespaces default to the table entry for its file name.
+    """Validate `path`; namespaces default to the table entry for its file name and the venv's release.
 
     group_aliases maps a dynamically named section to the group whose options it
     takes (cinder's `[lvm]` -> `backend_defaults`); such sections are checked by the
     value pass only, since the validator cannot know their names. By default they
     come from namespaces.dynamic_sections.
     """
-    namespaces = tuple(namespaces) if namespaces is not None else namespaces_for(path)
+    namespaces = tuple(namespaces) if namespaces is not None else namespaces_for(path, venv.release)
     if group_aliases is None:
         group_aliases = dynamic_sections(path, Path(path).read_text())
     aliases = dict(group_aliases)

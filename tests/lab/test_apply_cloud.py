@@ -1,0 +1,181 @@
+"""apply() end to end on the lab's Cloud, its pods test doubles: the real walk, engine steps, controllers and
+record, and --against's prediction for the same two plans checked against it.
+
+A unit test cannot start the lab's pods (namespaces, cgroups, the OpenStack code: tests/cloud does), so
+the Cloud here is the real one on nodes that are never created, with its kubelet replaced by FakePod
+(ready a moment after it starts; a Job's pod succeeds then) and kube-proxy and DNS by no-ops. The plans
+are small hand-made ones with the staging stack's settings.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from tests.conftest import plan_of
+from tools import plan_diff, views
+from tools.cloud.apply import apply
+from tools.cloud.cluster import Cluster
+from tools.cloud.deploy import Cloud, Workload
+from tools.cloud.node import Node
+from tools.cloud.prediction import not_compared, predicted_vs_actual
+from tools.cloud.services import Endpoint
+from tools.plan import Plan
+from tools.runtime import Registration
+
+NAMESPACE = "openstack"
+START_SECONDS = 0.3  # a FakePod is ready (a Job's: done) this long after it started
+# Short waits: a step that never completes fails the apply (and the test) in seconds, not ten minutes.
+TIMEOUTS = {"create": "20s", "update": "20s", "delete": "20s"}
+
+
+class FakePod:
+    """A pod as the lab's controllers, waits and reports read it (a test double for kubelet.PodRuntime)."""
+
+    def __init__(self, name: str, workload: Workload, node: Node, index: int, revision: int):
+        labels = dict((workload.template.get("metadata") or {}).get("labels") or {})
+        self.plan = SimpleNamespace(name=name, index=index, host_network=True, labels=labels, synced_volumes=[])
+        self.node, self.revision, self.job = node, revision, workload.kind == "Job"
+        self.phase, self.failure, self.restarts = "Pending", "", {"c": 0}
+        self.image = workload.template["spec"]["containers"][0]["image"]
+        self._started = 0.0
+
+    def start(self) -> None:
+        self.phase, self._started = "Running", time.monotonic()
+
+    def _up(self) -> bool:
+        return self.phase in ("Running", "Succeeded") and time.monotonic() > self._started + START_SECONDS
+
+    @property
+    def ready(self) -> bool:
+        return not self.job and self._up()
+
+    @property
+    def done(self) -> bool:
+        if self.job and self._up():
+            self.phase = "Succeeded"
+        return self.phase in ("Succeeded", "Failed")
+
+    def stop(self) -> None:
+        self.phase = "Stopped"
+
+    def endpoint(self) -> Endpoint:
+        return Endpoint(self.plan.name, self.node.ip, self.ready, tuple(sorted(self.plan.labels.items())))
+
+
+def k8s(kind: str, name: str, group: str, body: dict[str, Any], dependencies: list[str] | None = None,
+        **options: Any) -> Registration:  # fmt: skip
+    manifest = {"kind": kind, "metadata": {"name": name, "namespace": NAMESPACE}, **body}
+    return Registration(
+        urn=f"urn:pulumi:staging::openstack::kubernetes:{group}:{kind}::{name}", type=f"kubernetes:{group}:{kind}",
+        name=name, parent="", custom=True, remote=False, dependencies=dependencies or [], inputs=manifest,
+        revealed=manifest, custom_timeouts=TIMEOUTS, **options,
+    )  # fmt: skip
+
+
+def template(name: str, image: str) -> dict[str, Any]:
+    return {"metadata": {"labels": {"app": name}}, "spec": {"containers": [{"name": "c", "image": image}]}}
+
+
+def plan(version: int, keep_old: bool = True) -> Plan:
+    """Version 2 changes the config Secret, the images of the API, the db-sync Job and the OnDelete agent,
+    a Service port; drops `old-worker`; adds a ConfigMap."""
+    image = f"quay.io/openstack.kolla/keystone:{version}"
+    etc = k8s("Secret", "keystone-etc", "core/v1", {"stringData": {"keystone.conf": f"[DEFAULT]\nx = {version}\n"}})
+    sync = k8s("Job", "keystone-db-sync", "batch/v1", {"spec": {"template": template("sync", image)}})
+    strategy = {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 0, "maxSurge": 1}}
+    api = k8s("Deployment", "keystone-api", "apps/v1", {"spec": {
+        "replicas": 1, "selector": {"matchLabels": {"app": "keystone-api"}}, "strategy": strategy,
+        "template": template("keystone-api", image)}})  # fmt: skip
+    agent = k8s("DaemonSet", "agent", "apps/v1", {
+        "metadata": {"name": "agent", "namespace": NAMESPACE, "annotations": {"pulumi.com/skipAwait": "true"}},
+        "spec": {"selector": {"matchLabels": {"app": "agent"}}, "updateStrategy": {"type": "OnDelete"},
+                 "template": template("agent", image)}})  # fmt: skip
+    service = k8s("Service", "keystone-api", "core/v1", {"spec": {
+        "selector": {"app": "keystone-api"}, "ports": [{"name": "api", "port": 5000 + version}]}})  # fmt: skip
+    worker = k8s("Deployment", "old-worker", "apps/v1", {"spec": {
+        "replicas": 1, "selector": {"matchLabels": {"app": "w"}}, "template": template("w", "w:1")}})  # fmt: skip
+    extra = k8s("ConfigMap", "extra", "core/v1", {"data": {"a": "b"}})
+    registrations = [etc, sync, api, agent, service, *([worker] if version == 1 else [extra])]
+    dependencies = {sync.urn: [etc.urn], api.urn: [etc.urn, sync.urn], service.urn: [api.urn]}
+    if version == 1:
+        dependencies[worker.urn] = [etc.urn]
+    return Plan("staging", plan_of("staging").settings, registrations, dependencies)
+
+
+@pytest.fixture
+def cloud(tmp_path: Path) -> Iterator[Cloud]:
+    cluster = Cluster(tmp_path, [Node("control-plane", 1, tmp_path / "cp", {}), Node("compute-1", 2, tmp_path / "c1",
+                                                                                    {})])  # fmt: skip
+    lines: list[str] = []
+    found = Cloud(plan(1), cluster, tmp_path, tmp_path, lines.append)
+    found.proxy = SimpleNamespace(apply=lambda: None)  # type: ignore[assignment]  # no iptables here
+    found.dns = SimpleNamespace(reload=lambda hosts: None, stop=lambda: None)  # type: ignore[assignment]
+
+    def fake_pod(workload: Workload, node: Node, index: int, attempt: int = 0, revision: int | None = None) -> Any:
+        unique = index + attempt * 100 + (node.index * 1000 if workload.kind == "DaemonSet" else 0)
+        revision = workload.revision if revision is None else revision
+        name = found.factory.pod_name(workload.kind, workload.name, unique)
+        return FakePod(name, Workload(workload.kind, workload.name, "", workload.template_of(revision), 1), node,
+                       index, revision)  # fmt: skip
+
+    found.pod = fake_pod  # type: ignore[method-assign]
+    # The endpoints controller (tools/cloud/deploy.py _sync_loop): a Service is done once it has Ready endpoints.
+    threading.Thread(target=found._sync_loop, daemon=True).start()
+    found.deploy()
+    yield found
+    found._stopping.set()
+
+
+def test_apply_does_what_pulumi_up_does_and_what_against_predicted(cloud: Cloud) -> None:
+    before = {w.name: [p.plan.name for p in w.pods] for w in cloud.workloads.values()}
+    first_sync_run = cloud.workload("keystone-db-sync").job
+    old, new = cloud.plan, plan(2)
+    applied = apply(cloud, new)
+    assert applied.error == ""
+    assert {op: sorted(refs) for op, refs in applied.objects().items()} == {
+        "replace": ["Job/keystone-db-sync", "Secret/keystone-etc"],
+        "update": ["DaemonSet/agent", "Deployment/keystone-api", "Service/keystone-api"],
+        "delete": ["Deployment/old-worker"],
+        "create": ["ConfigMap/extra"],
+    }
+    # The Job ran again, with the new image; the API rolled to the new image; the OnDelete agent kept its pod.
+    sync = cloud.workload("keystone-db-sync")
+    assert sync.job is not first_sync_run and sync.job is not None and sync.job.phase == "Complete"
+    assert applied.jobs_run == {"Job/keystone-db-sync": "Complete"}
+    api = cloud.workload("keystone-api")
+    assert [p.image for p in api.pods] == ["quay.io/openstack.kolla/keystone:2"]  # type: ignore[attr-defined]
+    assert api.pods[0].plan.name not in before["keystone-api"]
+    assert set(applied.rolled) == {"Deployment/keystone-api"}
+    assert applied.rolled["Deployment/keystone-api"].deleted == before["keystone-api"]
+    agent = cloud.workload("agent")
+    assert [p.plan.name for p in agent.pods] == before["agent"] and agent.revision == 1 and agent.pods[0].revision == 0
+    # The data and the Service as the new plan has them; the removed Deployment gone with its pods.
+    assert cloud.objects[("Secret", "keystone-etc")] == {"keystone.conf": "[DEFAULT]\nx = 2\n"}
+    assert cloud.table.service("keystone-api").ports[0].port == 5002
+    assert "old-worker" not in {w.name for w in cloud.workloads.values()}
+    # The engine's order: the Secret, then the Job it configures, then the API that waits for both.
+    steps = {f"{t.kind}/{t.name}": t for t in applied.timings.values() if t.operation != "same"}
+    assert steps["Job/keystone-db-sync"].created >= steps["Secret/keystone-etc"].done  # type: ignore[operator]
+    assert steps["Deployment/keystone-api"].created >= steps["Job/keystone-db-sync"].done  # type: ignore[operator]
+    assert steps["Deployment/old-worker"].operation == "delete"
+    assert steps["Deployment/old-worker"].created >= max(t.done or 0 for t in steps.values() if t.operation != "delete")
+    # What --against says of the same two plans is what happened.
+    check = predicted_vs_actual(views.diff_result(plan_diff.view_of(old), new), applied, not_compared(cloud))
+    assert check["pods_rolled"]["actual"] == ["Deployment/keystone-api"]
+    assert check["matches"], check
+
+
+def test_a_retained_object_replaced_fails_on_its_name(cloud: Cloud) -> None:
+    new = plan(2)
+    retained = next(r for r in cloud.plan.custom if r.k8s_name == "keystone-etc")
+    retained.retain_on_delete = True
+    applied = apply(cloud, new)
+    assert "retained (retainOnDelete)" in applied.error
+    assert applied.jobs_run == {}  # nothing after it began

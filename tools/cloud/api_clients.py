@@ -1,0 +1,133 @@
+"""Clients that call the cloud's APIs every second while something changes, and the verdict on their calls.
+
+tools/cloud/api_loop.py runs in two places: the laptop outside, through the gateway and the public
+certificate (when the stack routes its public hosts through one), and the user's pod, on the
+internal endpoints. Each call's outcome is a JSON line in `<prefix>-<client>.jsonl` of the run's
+output. A failed call counts against a restart (a pod that went away and came back) when it
+overlapped it, up to RESTART_GRACE_SECONDS after its successor was ready; the rest are
+`failed_outside_restarts`. Used by the certificate renewal (tools/cloud/rotation.py) and the
+apply of a changed stack (tools/cloud/apply_scenario.py).
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from components.oslo import KEYSTONE, public_url
+from tools.runtime import REPO
+
+if TYPE_CHECKING:
+    from tools.cloud.deploy import Cloud
+    from tools.cloud.public_access import FrontDoor
+    from tools.cloud.userpod import UserPod
+
+RESTART_GRACE_SECONDS = 10.0  # a failure this long after a restarted pod was ready still counts against it
+
+
+@dataclass
+class Restart:
+    pod: str
+    why: str
+    started: float  # wall clock, as the clients stamp their calls
+    ready_at: float | None = None
+
+    def covers(self, start: float, end: float | None = None) -> bool:
+        """Whether a call from `start` to `end` overlapped the restart (a call in flight when the pod
+        went away fails because of it, though it started a moment before)."""
+        until = (self.ready_at or time.time()) + RESTART_GRACE_SECONDS
+        return start <= until and (start if end is None else end) >= self.started
+
+
+@dataclass
+class Client:
+    name: str
+    process: subprocess.Popen[bytes]
+    output: Path
+
+    def stop(self) -> list[dict[str, Any]]:
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        calls = []
+        for line in self.output.read_text().splitlines():
+            try:
+                calls.append({**json.loads(line), "client": self.name})
+            except json.JSONDecodeError:
+                continue  # a line cut by the stop
+        return calls
+
+
+def _client(cloud: Cloud, python: Path, name: str, command: Callable[[list[str]], list[str]],
+            env: Mapping[str, str], server_id: str, prefix: str) -> Client:  # fmt: skip
+    output = cloud.out / f"{prefix}-{name}.jsonl"
+    argv = command([str(python), "-m", "tools.cloud.api_loop", server_id])
+    with output.open("wb") as out, (cloud.out / f"{prefix}-{name}.log").open("wb") as err:
+        process = subprocess.Popen(argv, env=dict(env), cwd=REPO, stdout=out, stderr=err)
+    return Client(name, process, output)
+
+
+def start_clients(
+    door: FrontDoor, cloud: Cloud, user: UserPod, python: Path, admin: Mapping[str, str], server_id: str,
+    prefix: str = "api-loop",
+) -> list[Client]:  # fmt: skip
+    """The user's pod's client, and the laptop's where the stack has a public door."""
+    base = {"PATH": f"{python.parent}:/usr/sbin:/usr/bin:/sbin:/bin", "PYTHONPATH": str(REPO),
+            "HOME": str(user.home)}  # fmt: skip
+    clients = [_client(cloud, python, "user-pod", user.command, {**base, **admin}, server_id, prefix)]
+    if door.laptop is not None:
+        laptop = door.laptop
+        auth_url = public_url(cloud.plan.settings, KEYSTONE, "/v3")
+        public = {**base, **admin, "HOME": str(laptop.home), "OS_INTERFACE": "public", "OS_AUTH_URL": auth_url,
+                  **laptop.environment()}  # fmt: skip
+        clients.append(_client(cloud, python, "laptop", laptop.command, public, server_id, prefix))
+    return clients
+
+
+def stop_all(clients: list[Client]) -> list[dict[str, Any]]:
+    return [call for client in clients for call in client.stop()]
+
+
+def judge(
+    calls: list[dict[str, Any]], restarts: list[Restart], renewal_started: float, event: str = "renewal"
+) -> dict[str, Any]:
+    """The clients' calls: how many failed, before the event (a renewal, an apply: the clients themselves)
+    and after, and which of those fell outside every restart made meanwhile."""
+    failed = [c for c in calls if not c.get("ok")]
+
+    def ended_before(call: dict[str, Any]) -> bool:
+        # The baseline is what had ended when the event began: a call under way then meets what
+        # the event did (a restart a moment later) and is judged with the calls after it.
+        return call["t"] + call.get("seconds", 0.0) < renewal_started
+
+    before = [c for c in calls if ended_before(c)]
+    outside = [
+        c
+        for c in failed
+        if not ended_before(c) and not any(r.covers(c["t"], c["t"] + c.get("seconds", 0.0)) for r in restarts)
+    ]
+    by_client: dict[str, dict[str, Any]] = {}
+    for call in calls:
+        counts = by_client.setdefault(call["client"], {"calls": 0, "failed": 0, "slowest_seconds": 0.0})
+        counts["calls"] += 1
+        counts["failed"] += 0 if call.get("ok") else 1
+        counts["slowest_seconds"] = max(counts["slowest_seconds"], call.get("seconds", 0.0))
+    return {
+        "calls": len(calls),
+        f"calls_before_{event}": len(before),
+        f"failed_before_{event}": sum(1 for c in before if not c.get("ok")),
+        "failed_calls": len(failed),
+        "failed_outside_restarts": len(outside),
+        "by_client": by_client,
+        "failures": [{k: c.get(k) for k in ("client", "call", "status", "error", "t")} for c in failed[:20]],
+    }
