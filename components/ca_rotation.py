@@ -38,7 +38,7 @@ from components.inifile import parse_ini
 from components.internal_ca import CaPhase, ca_phase
 from components.meta import labels
 from components.service_configs import config_path, containers
-from components.settings import Problem, Settings, problem
+from components.settings import MIN_ADMISSION_POLICY_MINOR, Problem, Settings, problem
 from components.spec import CA_BUNDLE_SPEC, KUBE_API, ApiAccess, Process, RenderContext, ServiceSpec, Step
 from components.workload import env
 
@@ -74,15 +74,47 @@ def bundle_step(settings: Settings) -> Step:
         ),
         service=internal_tls.OWNER,
         # Reads the trust Secrets (a certificate each, no CA key); replaces the bundle, or creates it on a
-        # new stack: a create cannot be limited to a name (RBAC checks resourceNames on no create).
+        # new stack: a create cannot be limited to a name (RBAC checks resourceNames on no create), so a
+        # ValidatingAdmissionPolicy admits the bundle's name only (bundle_policy_spec).
         api_access=(
             ApiAccess("secrets", trusts, ("get",)),
             ApiAccess("secrets", (internal_tls.CA_BUNDLE,), ("get", "update")),
             ApiAccess("secrets", (), ("create",)),
         ),
+        admission=bundle_policy_spec(settings),
         purpose=f"waits for the CAs it trusts: the Secret {internal_tls.CA_BUNDLE} this Job writes",
         trusts_internal_ca=False,  # it writes the bundle: it cannot wait for it
     )
+
+
+def bundle_account(settings: Settings) -> str:
+    return f"system:serviceaccount:{settings.namespace}:{BUNDLE_JOB}"
+
+
+def bundle_policy_spec(settings: Settings) -> dict[str, object]:
+    """What the bundle Job's account may create or update: the Secret internal-ca-bundle, nothing else. Its
+    Role grants `create` on every Secret of the namespace (RBAC cannot name what is created); the policy,
+    bound with Deny (components/kube.py admission_policy), refuses any other name before it is stored.
+    From Kubernetes' ValidatingAdmissionPolicy docs: `request.name` is the object's name (on CREATE, as
+    the client sent it), `request.userInfo.username` the ServiceAccount's `system:serviceaccount:<ns>:<name>`."""
+    namespace = settings.namespace
+    return {
+        "failurePolicy": "Fail",
+        "matchConstraints": {
+            "resourceRules": [
+                {"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE", "UPDATE"], "resources": ["secrets"]}
+            ]
+        },
+        "matchConditions": [
+            {"name": BUNDLE_JOB, "expression": f"request.userInfo.username == '{bundle_account(settings)}'"}
+        ],
+        "validations": [
+            {
+                "expression": f"request.namespace == '{namespace}' && request.name == '{internal_tls.CA_BUNDLE}'",
+                "message": f"{BUNDLE_JOB} may create or update only the Secret {internal_tls.CA_BUNDLE}",
+            }
+        ],
+    }
 
 
 def bundle_spec(settings: Settings) -> ServiceSpec:
@@ -141,6 +173,11 @@ def problems(settings: Settings) -> Iterator[Problem]:
     internal, public = settings.tls.internal, settings.tls.public
     if internal is None:
         return
+    if internal.enabled and int(settings.kubernetes_version.split(".")[1]) < MIN_ADMISSION_POLICY_MINOR:
+        yield problem(("kubernetesVersion",), settings.kubernetes_version, "internal TLS needs Kubernetes 1.30 or "
+                      "later: a ValidatingAdmissionPolicy (admissionregistration.k8s.io/v1) narrows the Job "
+                      f"{BUNDLE_JOB}'s right to create Secrets to its own; set kubernetesVersion to the cluster's "
+                      "(1.30 or later), or tls.internal plainText: true")  # fmt: skip
     rotation, at = internal.rotation, ("tls", "internal")
     if internal.generation != 1 and not internal.self_signed:
         yield problem((*at, "generation"), internal.generation, "numbers the program's own CAs (selfSigned: true): "

@@ -288,8 +288,10 @@ def service_account(
     component: str,
     rules: Sequence[Manifest],
     parent: pulumi.Resource,
+    narrowed_by: Sequence[pulumi.Resource] = (),
 ) -> list[pulumi.Resource]:
-    """A ServiceAccount bound to a Role of exactly `rules` in the namespace; its pods get its token."""
+    """A ServiceAccount bound to a Role of exactly `rules` in the namespace; its pods get its token. The
+    binding waits for `narrowed_by` (an admission policy that narrows the rules: admission_policy)."""
     meta = metadata(name, namespace, service_name, component)
     account = k8s.core.v1.ServiceAccount(
         name,
@@ -304,7 +306,7 @@ def service_account(
         metadata=meta,
         role_ref={"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name},
         subjects=[{"kind": "ServiceAccount", "name": name, "namespace": namespace}],
-        opts=_opts(parent, [account, role]),
+        opts=_opts(parent, [account, role, *narrowed_by]),
     )
     return [account, role, binding]
 

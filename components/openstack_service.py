@@ -166,7 +166,12 @@ class OpenStackService(pulumi.ComponentResource):
         account: list[pulumi.Resource] = []
         if step.api_access:
             rules = [access.rule() for access in step.api_access]
-            account = kube.service_account(step.name, settings.namespace, service, component, rules, self)
+            narrowing = (
+                kube.admission_policy(f"{settings.namespace}-{step.name}", service, component, step.admission, self)
+                if step.admission is not None
+                else []
+            )
+            account = kube.service_account(step.name, settings.namespace, service, component, rules, self, narrowing)
         pod = control_plane_pod(
             settings,
             service=service,

@@ -91,6 +91,9 @@ class Step:
     schedule: str | None = None  # a cron schedule makes this a CronJob that repeats the step
     service: str | None = None  # its app.kubernetes.io/name, when declared outside its service
     api_access: tuple[ApiAccess, ...] = ()
+    # A ValidatingAdmissionPolicy's spec narrowing api_access where RBAC cannot (a create's name: RBAC
+    # checks no resourceNames on create); its binding exists before the RoleBinding (kube.admission_policy).
+    admission: Manifest | None = None
     # The service spec that declared it before it moved here: its Pulumi parent then, kept as
     # an alias so an upgrade neither recreates the Job nor collides with its own name.
     moved_from: str | None = None

@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from components.settings import Settings, SettingsError
+from tests.admission import admits
 from tests.conftest import plan_of
 from tests.helpers import containers, objects, pod_template
 from tests.test_front_door import _check_against_the_crd
@@ -185,6 +186,45 @@ def test_the_bundle_job_reads_only_the_trust_secrets_and_writes_only_the_bundle(
     assert secrets == set()  # it mounts no CA (it writes the bundle) and no root's key
     assert spec["serviceAccountName"] == "internal-ca-bundle"
     assert _env(job)["BUNDLE_NAME"] == "internal-ca-bundle"
+
+
+BUNDLE_ACCOUNT = "system:serviceaccount:openstack:internal-ca-bundle"
+
+
+def _secret_write(operation: str, name: str, username: str = BUNDLE_ACCOUNT, namespace: str = "openstack") -> bool:
+    """Whether the plan's ValidatingAdmissionPolicy admits this write of a Secret (tests/admission.py)."""
+    policy = _plan("trust").by_name("openstack-internal-ca-bundle", "ValidatingAdmissionPolicy").inputs["spec"]
+    secret = {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": name, "namespace": namespace}}
+    request = {"operation": operation, "name": name, "namespace": namespace, "userInfo": {"username": username}}
+    return admits(policy, request, secret, secret if operation == "UPDATE" else None)
+
+
+def test_the_bundle_jobs_right_to_create_secrets_is_narrowed_to_the_bundle_before_it_is_bound() -> None:
+    plan = _plan("trust")
+    policy = plan.by_name("openstack-internal-ca-bundle", "ValidatingAdmissionPolicy").inputs["spec"]
+    binding = plan.by_name("openstack-internal-ca-bundle", "ValidatingAdmissionPolicyBinding").inputs["spec"]
+    assert binding == {"policyName": "openstack-internal-ca-bundle", "validationActions": ["Deny"]}
+    assert policy["failurePolicy"] == "Fail"
+    assert _secret_write("CREATE", "internal-ca-bundle") and _secret_write("UPDATE", "internal-ca-bundle")
+    # What the Role's create on every Secret would let the Job's token do, refused.
+    assert not _secret_write("CREATE", "keystone-admin")  # another Secret of the namespace
+    assert not _secret_write("CREATE", "internal-ca-2")  # a CA's name: a root of its own, with its key
+    assert not _secret_write("UPDATE", "internal-ca-trust")
+    assert not _secret_write("CREATE", "internal-ca-bundle", namespace="kube-system")
+    assert _secret_write("CREATE", "keystone-admin", username="system:serviceaccount:openstack:keystone-bootstrap")
+    # The RoleBinding that grants the rights waits for the policy and its binding.
+    role_binding = plan.by_name("internal-ca-bundle", "RoleBinding")
+    narrowing = {plan.by_name("openstack-internal-ca-bundle", kind).urn for kind in (
+        "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding")}  # fmt: skip
+    assert narrowing <= set(plan.dependencies[role_binding.urn])
+
+
+def test_internal_tls_needs_kubernetes_130_for_the_bundle_jobs_admission_policy() -> None:
+    old = {"kubernetesVersion": "1.29", "maintenance": {"enabled": False}}  # its own policy aside
+    with pytest.raises(SettingsError) as caught:
+        Settings.parse({**_staging_settings({"selfSigned": True}), **old})
+    assert [p for p in caught.value.problems if p.startswith("openstack:kubernetesVersion:") and "internal TLS" in p]
+    Settings.parse({**_staging_settings({"plainText": True}), **old})  # no bundle, no Job
 
 
 @pytest.mark.parametrize("phase", ["trust", None])

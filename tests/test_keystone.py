@@ -42,7 +42,9 @@ def test_infrastructure_and_keystone_objects_exist(stack_plan: Plan) -> None:
 
 @pytest.mark.parametrize("name", sorted(KEYSTONE_CHAIN))
 def test_keystone_chain_edge_by_edge(stack_plan: Plan, name: str) -> None:
-    assert waits_for(stack_plan, name) == KEYSTONE_CHAIN[name]
+    # Under internal TLS each of them mounts the CA bundle, so waits for the Job that writes it too.
+    bundle = {"internal-ca-bundle"} if stack_plan.settings.tls.internal_enabled else set()
+    assert waits_for(stack_plan, name) == KEYSTONE_CHAIN[name] | bundle
 
 
 def test_every_object_is_labelled_and_namespaced(stack_plan: Plan) -> None:
@@ -59,6 +61,9 @@ def test_every_object_is_labelled_and_namespaced(stack_plan: Plan) -> None:
         # What narrows libvirt-tls's CertificateRequests to its own node's (tls.libvirt; cluster-scoped).
         ("ValidatingAdmissionPolicy", f"{namespace}-libvirt-tls"): None,
         ("ValidatingAdmissionPolicyBinding", f"{namespace}-libvirt-tls"): None,
+        # What narrows the CA bundle Job's right to create Secrets to its own (internal TLS; cluster-scoped).
+        ("ValidatingAdmissionPolicy", f"{namespace}-internal-ca-bundle"): None,
+        ("ValidatingAdmissionPolicyBinding", f"{namespace}-internal-ca-bundle"): None,
         ("Role", f"{namespace}-nova-compute-maintenance-events"): "default",
         ("RoleBinding", f"{namespace}-nova-compute-maintenance-events"): "default",
     }

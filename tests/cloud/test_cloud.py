@@ -198,24 +198,31 @@ def test_every_certificate_renews_under_load_with_no_failed_call_but_during_the_
 
 def test_the_internal_ca_is_rotated_under_load_without_an_outage(report: dict[str, Any]) -> None:
     """tools/cloud/ca_rotation.py: under the same client loops, staging's CA internal-ca replaced by internal-ca-2
-    in its phases (trust, issue, the rotation removed), each one's plan applied as `pulumi up` and the cluster
-    would. The bundle holds both CAs, then the new one only; the processes that read it once roll when it
-    changes and not at issue; every endpoint verifies with the bundle after each phase (at the end with
-    internal-ca-2 alone); no call fails but while MariaDB's pod is replaced; the VM runs throughout."""
+    in its phases (trust, issue, the rotation removed), each one's plan applied by tools/cloud/apply.py as
+    `pulumi up` and the cluster would, and checked against --against's prediction. The bundle holds both CAs,
+    then the new one only; the processes that read it once roll when it changes and not at issue; every
+    endpoint verifies with the bundle after each phase (at the end with internal-ca-2 alone); no call fails
+    but while MariaDB's pod is replaced or a Deployment rolls; the VM runs throughout."""
     found = report["tls"]["ca_rotation"]
     if not plan_of(report["stack"]).settings.tls.internal_enabled:
         assert "plainText" in found["not_run"], found
         return
     phases = found["phases"]
     assert list(phases) == ["trust", "issue", "done"], found
+    assert {name: p["error"] for name, p in phases.items()} == {"trust": "", "issue": "", "done": ""}, phases
     assert phases["trust"]["bundle"] == ["CN=internal-ca", "CN=internal-ca-2"], phases["trust"]
     assert phases["done"]["bundle"] == ["CN=internal-ca-2"], phases["done"]
-    assert phases["trust"]["jobs"].keys() == phases["done"]["jobs"].keys() == {"internal-ca-bundle"}
+    bundle_job = {"Job/internal-ca-bundle": "Complete"}
+    assert phases["trust"]["jobs"] == phases["done"]["jobs"] == bundle_job and phases["issue"]["jobs"] == {}
     read_once = {"keystone-api", "glance-api", "placement-api", "nova-api", "nova-metadata", "neutron-server",
                  "cinder-api", "nova-scheduler", "nova-conductor", "nova-novncproxy", "horizon"}  # fmt: skip
-    assert set(phases["trust"]["rolled"]) == set(phases["done"]["rolled"]) == read_once, found
-    assert phases["issue"]["rolled"] == {} and phases["issue"]["jobs"] == {}
-    assert all(p["changed_not_rolled"] == [] for p in phases.values()), phases
+    rolled = {f"Deployment/{name}" for name in read_once}
+    assert set(phases["trust"]["rolled"]) == set(phases["done"]["rolled"]) == rolled, found
+    assert phases["issue"]["rolled"] == {}
+    for name, phase in phases.items():
+        check = phase["predicted_vs_actual"]
+        for what in ("pods_rolled", "jobs_run", "objects_replaced"):
+            assert check[what]["missing"] == [] and check[what]["unexpected"] == [], (name, what, check[what])
     assert {name: p["unverified"] for name, p in phases.items()} == {"trust": [], "issue": [], "done": []}
     assert {r["pod"] for p in phases.values() for r in p["restarted"]} == {"mariadb-0"}, phases
     assert found["failed_outside_restarts"] == 0 and found["vm_survived"], found
