@@ -43,6 +43,7 @@ class FakePod:
         self.plan = SimpleNamespace(name=name, index=index, host_network=True, labels=labels, synced_volumes=[])
         self.node, self.revision, self.job = node, revision, workload.kind == "Job"
         self.phase, self.failure, self.restarts = "Pending", "", {"c": 0}
+        self.terminating = False
         self.image = workload.template["spec"]["containers"][0]["image"]
         self._started = 0.0
 
@@ -66,7 +67,8 @@ class FakePod:
         self.phase = "Stopped"
 
     def endpoint(self) -> Endpoint:
-        return Endpoint(self.plan.name, self.node.ip, self.ready, tuple(sorted(self.plan.labels.items())))
+        ready = self.ready and not self.terminating  # as kubelet.PodRuntime's
+        return Endpoint(self.plan.name, self.node.ip, ready, tuple(sorted(self.plan.labels.items())))
 
 
 def k8s(kind: str, name: str, group: str, body: dict[str, Any], dependencies: list[str] | None = None,
@@ -179,3 +181,35 @@ def test_a_retained_object_replaced_fails_on_its_name(cloud: Cloud) -> None:
     applied = apply(cloud, new)
     assert "retained (retainOnDelete)" in applied.error
     assert applied.jobs_run == {}  # nothing after it began
+
+
+def test_watchers_see_each_step_once_it_began_as_an_operators_watch_does(cloud: Cloud) -> None:
+    seen: list[tuple[str, str]] = []
+    data_then: list[str] = []
+
+    def watch(r: Registration, step: Any) -> None:
+        seen.append((step.op, step.ref))
+        data_then.append(cloud.objects.get(("Secret", "keystone-etc"), {}).get("keystone.conf", ""))
+
+    applied = apply(cloud, plan(2), watchers=[watch])
+    assert applied.error == ""
+    # Every step but the same ones and the deletes (done after the walk), each once it was done to the cluster.
+    assert set(seen) == {
+        ("replace", "Secret/keystone-etc"), ("replace", "Job/keystone-db-sync"), ("update", "Deployment/keystone-api"),
+        ("update", "DaemonSet/agent"), ("update", "Service/keystone-api"), ("create", "ConfigMap/extra")}  # fmt: skip
+    assert len(seen) == 6 and seen.index(("replace", "Secret/keystone-etc")) < seen.index(
+        ("replace", "Job/keystone-db-sync"))  # fmt: skip
+    assert data_then[seen.index(("replace", "Secret/keystone-etc"))] == "[DEFAULT]\nx = 2\n"
+
+
+def test_a_deleted_pod_leaves_its_services_before_the_kubelet_stops_it(cloud: Cloud) -> None:
+    api = cloud.workload("keystone-api")
+    pod = api.pods[0]
+    ready_at_stop: list[bool] = []
+    pod.stop = lambda: ready_at_stop.append(  # type: ignore[method-assign]
+        any(e.ready for e in cloud.table.endpoints.get("keystone-api", ()))
+    )
+    cloud.sync()
+    assert any(e.ready for e in cloud.table.endpoints["keystone-api"])
+    cloud.remove_pod(api, pod)
+    assert ready_at_stop == [False]

@@ -370,9 +370,12 @@ def prove_apply(
     """An everyday change of the stack file applied as `pulumi up` would, under load, checked against
     `--against`'s prediction (tools/cloud/apply_scenario.py)."""
     stack = cloud.plan.stack
+    # The cloud runs the plan the CA rotation ended with (tools/cloud/rotation.py): its tls is what the stack
+    # file says once the rotation is done, so the change applied is the node group's alone.
+    rotated = {"tls": cloud.plan.settings.tls.model_dump(mode="json", by_alias=True, exclude_none=True)}
 
     def plan_of(path: Path) -> Plan:
-        return build_plan(stack, machine_overrides(stack, virt, path), stack_path=path)
+        return build_plan(stack, {**machine_overrides(stack, virt, path), **rotated}, stack_path=path)
 
     try:
         return apply_scenario.prove(door, cloud, user, venv / "bin" / "python", admin_env(cloud, ca_file), server,
