@@ -28,8 +28,9 @@ def test_a_stack_with_three_groups_plans_three_of_each_compute_daemonset(
     assert sorted(selectors) == ["nova-compute-g1", "nova-compute-g2", "nova-compute-g3"]
     for n in (1, 2, 3):
         assert selectors[f"nova-compute-g{n}"][GROUP_LABEL] == f"g{n}"  # disjoint groups of nodes
-    libvirt = [r for r in resources if r["kind"] == "DaemonSet" and r["k8s_name"].startswith("libvirt-")]
-    assert len(libvirt) == 3
+    libvirt = {r["k8s_name"] for r in resources if r["kind"] == "DaemonSet" and r["k8s_name"].startswith("libvirt-")}
+    # libvirtd and, since prod turns on tls.libvirt, the pod that keeps each node's libvirt certificate.
+    assert libvirt == {f"{daemon}-g{n}" for daemon in ("libvirt", "libvirt-tls") for n in (1, 2, 3)}
 
 
 def test_the_groups_copy_the_base_stacks_group_and_nothing_else_changes() -> None:

@@ -15,7 +15,7 @@ import hashlib
 import pulumi
 import pytest
 
-from components import maintenance
+from components import libvirt_tls, maintenance
 from components.inifile import parse_ini
 from components.keystone import CREDENTIAL_DIR, CREDENTIAL_SECRET, FERNET_DIR, FERNET_SECRET
 from tests.conftest import plan_of
@@ -29,8 +29,10 @@ POD_KINDS = {"Deployment", "StatefulSet", "DaemonSet", "Job", "CronJob"}
 
 
 def rotation_objects(plan: Plan, kind: str) -> dict[str, Registration]:
-    """The stack's objects of `kind` but the maintenance controller's (tests/maintenance pins those)."""
-    return {n: r for n, r in objects(plan, kind).items() if maintenance.NAME not in n}
+    """The stack's objects of `kind` but the other API clients': the maintenance controller's (tests/maintenance
+    pins those) and the libvirt certificate keeper's (tests/test_libvirt_tls.py)."""
+    others = (maintenance.NAME, libvirt_tls.NAME)
+    return {n: r for n, r in objects(plan, kind).items() if not any(other in n for other in others)}
 
 
 def _keystone_conf(plan: Plan) -> configparser.ConfigParser:
@@ -68,7 +70,9 @@ def test_only_the_rotation_pods_get_an_api_token(stack_plan: Plan) -> None:
             assert spec["serviceAccountName"] == r.k8s_name
             assert spec["automountServiceAccountToken"] is True
         elif r.kind == "Deployment" and r.k8s_name == maintenance.NAME:
-            assert spec["serviceAccountName"] == maintenance.NAME  # the other API client of the cloud
+            assert spec["serviceAccountName"] == maintenance.NAME  # the other API clients of the cloud
+        elif r.kind == "DaemonSet" and r.k8s_name.startswith(f"{libvirt_tls.NAME}-"):
+            assert spec["serviceAccountName"] == libvirt_tls.NAME  # asks for its node's certificate
         else:
             assert spec["automountServiceAccountToken"] is False, r.k8s_name
             assert "serviceAccountName" not in spec, r.k8s_name
