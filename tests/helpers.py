@@ -31,6 +31,12 @@ def waits_for(plan: Plan, k8s_name: str) -> set[str]:
     return {name_of(by_urn[d]) for d in plan.dependencies[urn] if by_urn[d].kind in GRAPH_KINDS}
 
 
+def bundle_job(plan: Plan) -> set[str]:
+    """What every pod that mounts the internal CA bundle also waits for, under internal TLS: the Job that
+    writes it (components/ca_rotation.py)."""
+    return {"internal-ca-bundle"} if plan.settings.tls.internal_enabled else set()
+
+
 def ancestors(plan: Plan, k8s_name: str) -> set[str]:
     urn = next(r.urn for r in plan.custom if r.k8s_name == k8s_name and r.kind in GRAPH_KINDS)
     by_urn = {r.urn: r for r in plan.custom}

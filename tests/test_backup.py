@@ -17,7 +17,7 @@ import yaml
 
 from components.isolation import policies
 from tests.conftest import plan_of
-from tests.helpers import objects, unknown_fields
+from tests.helpers import bundle_job, objects, unknown_fields
 from tools.plan import Plan
 from tools.runtime import REPO, Registration
 
@@ -76,6 +76,7 @@ def test_backups_go_to_a_claim_that_outlives_the_backup(stack_plan: Plan) -> Non
     assert waits - {("Namespace", stack_plan.settings.namespace)} == {
         ("MariaDB", "mariadb"),
         ("PersistentVolumeClaim", "mariadb-backup"),
+        *(("Job", job) for job in bundle_job(stack_plan)),  # its pod verifies MariaDB with the bundle
     }
 
 

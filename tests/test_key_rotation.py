@@ -15,11 +15,11 @@ import hashlib
 import pulumi
 import pytest
 
-from components import libvirt_tls, maintenance
+from components import ca_rotation, libvirt_tls, maintenance
 from components.inifile import parse_ini
 from components.keystone import CREDENTIAL_DIR, CREDENTIAL_SECRET, FERNET_DIR, FERNET_SECRET
 from tests.conftest import plan_of
-from tests.helpers import containers, objects, pod_template
+from tests.helpers import bundle_job, containers, objects, pod_template
 from tools.plan import Plan
 from tools.runtime import FakeCloudMocks, RecordingMonitor, Registration, run_program, stack_config, stack_with
 
@@ -30,8 +30,9 @@ POD_KINDS = {"Deployment", "StatefulSet", "DaemonSet", "Job", "CronJob"}
 
 def rotation_objects(plan: Plan, kind: str) -> dict[str, Registration]:
     """The stack's objects of `kind` but the other API clients': the maintenance controller's (tests/maintenance
-    pins those) and the libvirt certificate keeper's (tests/test_libvirt_tls.py)."""
-    others = (maintenance.NAME, libvirt_tls.NAME)
+    pins those), the libvirt certificate keeper's (tests/test_libvirt_tls.py) and the CA bundle Job's
+    (tests/test_ca_rotation.py)."""
+    others = (maintenance.NAME, libvirt_tls.NAME, ca_rotation.BUNDLE_JOB)
     return {n: r for n, r in objects(plan, kind).items() if not any(other in n for other in others)}
 
 
@@ -73,6 +74,8 @@ def test_only_the_rotation_pods_get_an_api_token(stack_plan: Plan) -> None:
             assert spec["serviceAccountName"] == maintenance.NAME  # the other API clients of the cloud
         elif r.kind == "DaemonSet" and r.k8s_name.startswith(f"{libvirt_tls.NAME}-"):
             assert spec["serviceAccountName"] == libvirt_tls.NAME  # asks for its node's certificate
+        elif r.kind == "Job" and r.k8s_name in bundle_job(stack_plan):
+            assert spec["serviceAccountName"] == r.k8s_name  # writes the CA bundle (tests/test_ca_rotation.py)
         else:
             assert spec["automountServiceAccountToken"] is False, r.k8s_name
             assert "serviceAccountName" not in spec, r.k8s_name

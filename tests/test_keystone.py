@@ -6,7 +6,7 @@ import pytest
 
 from components.inifile import parse_ini
 from tests.conftest import plan_of
-from tests.helpers import objects, pod_template, waits_for
+from tests.helpers import bundle_job, objects, pod_template, waits_for
 from tools.plan import Plan
 
 KEYSTONE_JOBS = {
@@ -43,8 +43,7 @@ def test_infrastructure_and_keystone_objects_exist(stack_plan: Plan) -> None:
 @pytest.mark.parametrize("name", sorted(KEYSTONE_CHAIN))
 def test_keystone_chain_edge_by_edge(stack_plan: Plan, name: str) -> None:
     # Under internal TLS each of them mounts the CA bundle, so waits for the Job that writes it too.
-    bundle = {"internal-ca-bundle"} if stack_plan.settings.tls.internal_enabled else set()
-    assert waits_for(stack_plan, name) == KEYSTONE_CHAIN[name] | bundle
+    assert waits_for(stack_plan, name) == KEYSTONE_CHAIN[name] | bundle_job(stack_plan)
 
 
 def test_every_object_is_labelled_and_namespaced(stack_plan: Plan) -> None:

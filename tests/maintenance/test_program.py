@@ -36,6 +36,8 @@ def test_one_controller_pod_with_its_own_token(stack_plan: Plan) -> None:
         rotation = r.kind == "CronJob" and r.k8s_name in ("keystone-fernet-rotate", "keystone-credential-rotate")
         # So are the compute nodes' libvirt certificate keepers under tls.libvirt (tests/test_libvirt_tls.py).
         keeper = r.kind == "DaemonSet" and str(r.k8s_name).startswith("libvirt-tls")
+        # And the Job that writes the internal CA bundle (tests/test_ca_rotation.py).
+        keeper |= r.kind == "Job" and r.k8s_name == "internal-ca-bundle"
         if (
             r.kind in ("Deployment", "DaemonSet", "StatefulSet", "Job", "CronJob")
             and r.k8s_name != NAME
