@@ -72,7 +72,7 @@ def test_only_the_rotation_pods_get_an_api_token(stack_plan: Plan) -> None:
             assert spec["automountServiceAccountToken"] is True
         elif r.kind == "Deployment" and r.k8s_name == maintenance.NAME:
             assert spec["serviceAccountName"] == maintenance.NAME  # the other API clients of the cloud
-        elif r.kind == "DaemonSet" and r.k8s_name.startswith(f"{libvirt_tls.NAME}-"):
+        elif r.kind == "DaemonSet" and str(r.k8s_name).startswith(f"{libvirt_tls.NAME}-"):
             assert spec["serviceAccountName"] == libvirt_tls.NAME  # asks for its node's certificate
         elif r.kind == "Job" and r.k8s_name in bundle_job(stack_plan):
             assert spec["serviceAccountName"] == r.k8s_name  # writes the CA bundle (tests/test_ca_rotation.py)
