@@ -3,7 +3,7 @@ certificate, the per-node certificate keeper and what its account may ask of the
 
 What the configuration does with the real software is tests/real/test_libvirt_tls.py's; here, what
 the plan declares, and that the ValidatingAdmissionPolicy admits a node's own request only (its CEL
-evaluated with cel-python, as tests/maintenance/test_node_narrowing.py does).
+evaluated with cel-python: tests/admission.py).
 """
 
 from __future__ import annotations
@@ -11,15 +11,14 @@ from __future__ import annotations
 import configparser
 from typing import Any
 
-import celpy
 import pytest
 
 from components import libvirt_tls
+from tests.admission import admits as policy_admits
 from tests.conftest import plan_of
 from tests.helpers import containers, objects, pod_template
 from tools.plan import Plan
 
-CEL = celpy.Environment()
 GROUP = "kvm-general"  # prod's node group
 
 
@@ -167,19 +166,8 @@ def admits(
     policy = plan.by_name("openstack-libvirt-tls", "ValidatingAdmissionPolicy").inputs["spec"]
     extra = {NODE_NAME: [node]} if node else {}
     name = (obj or {}).get("metadata", {}).get("name", "libvirt-tls-compute-1")
-    activation = {
-        "object": celpy.json_to_cel(obj) if obj is not None else celpy.celtypes.MapType({}),
-        "oldObject": celpy.json_to_cel(obj or {}),
-        "request": celpy.json_to_cel(
-            {"operation": operation, "name": name, "userInfo": {"username": username, "extra": extra}}
-        ),
-    }
-    run = lambda expression: CEL.program(CEL.compile(expression)).evaluate(activation)  # noqa: E731
-    if not all(run(c["expression"]) for c in policy["matchConditions"]):
-        return True  # not this account's request: the policy does not apply
-    results = [run(v["expression"]) for v in policy["validations"]]
-    assert all(isinstance(r, celpy.celtypes.BoolType) for r in results), results  # no CEL error
-    return all(results)
+    request = {"operation": operation, "name": name, "userInfo": {"username": username, "extra": extra}}
+    return policy_admits(policy, request, obj, obj or {})
 
 
 def test_a_node_asks_for_its_own_certificate_of_the_libvirt_ca(prod: Plan) -> None:

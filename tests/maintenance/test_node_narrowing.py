@@ -2,7 +2,7 @@
 narrows it to its own annotations. Without it a compromised controller could relabel a
 control-plane node so that the privileged compute DaemonSets land there.
 
-The policy's CEL is evaluated here with cel-python (celpy), a CEL implementation, over the
+The policy's CEL is evaluated with cel-python (celpy, tests/admission.py), a CEL implementation, over the
 objects the API server would hand it: `object` and `oldObject` of an UPDATE (a PATCH is one),
 `request.userInfo`, and `variables` computed first, as a ValidatingAdmissionPolicy does
 (matchConditions all true, then every validation true, or the request is denied).
@@ -13,18 +13,17 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-import celpy
 import pytest
 from kubernetes_validate import ValidationError
 from maintenance_plan import PHASE, PROGRESS, STATE
 
 from components.maintenance import NAME
 from components.settings import KUBERNETES_VERSIONS, Settings, SettingsError
+from tests.admission import admits as policy_admits
 from tests.conftest import plan_of
 from tools import schemas
 from tools.plan import Plan
 
-CEL = celpy.Environment()
 NODE: dict[str, Any] = {
     "apiVersion": "v1",
     "kind": "Node",
@@ -38,28 +37,10 @@ NODE: dict[str, Any] = {
 }
 
 
-def evaluate(expression: str, activation: dict[str, Any]) -> Any:
-    return CEL.program(CEL.compile(expression)).evaluate(activation)
-
-
 def admits(plan: Plan, old: dict[str, Any], new: dict[str, Any], username: str) -> bool:
     """Whether the stack's ValidatingAdmissionPolicy admits this UPDATE of a Node by `username`."""
     policy = plan.by_name(f"{plan.settings.namespace}-{NAME}", "ValidatingAdmissionPolicy").inputs["spec"]
-    activation: dict[str, Any] = {
-        "object": celpy.json_to_cel(new),
-        "oldObject": celpy.json_to_cel(old),
-        "request": celpy.json_to_cel({"operation": "UPDATE", "userInfo": {"username": username}}),
-    }
-    if not all(evaluate(c["expression"], activation) for c in policy.get("matchConditions", [])):
-        return True  # the policy does not apply to this request
-    variables: dict[Any, Any] = {}
-    for variable in policy.get("variables", []):
-        activation["variables"] = celpy.celtypes.MapType(variables)
-        variables[celpy.celtypes.StringType(variable["name"])] = evaluate(variable["expression"], activation)
-    activation["variables"] = celpy.celtypes.MapType(variables)
-    results = [evaluate(v["expression"], activation) for v in policy["validations"]]
-    assert all(isinstance(result, celpy.celtypes.BoolType) for result in results), results  # no CEL error
-    return all(results)
+    return policy_admits(policy, {"operation": "UPDATE", "userInfo": {"username": username}}, new, old)
 
 
 @pytest.fixture(scope="module")
