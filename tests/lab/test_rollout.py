@@ -85,6 +85,20 @@ def test_a_single_replica_with_surge_one_is_replaced_only_once_its_successor_is_
     assert [p.revision for p in world.pods] == [1]
 
 
+def test_the_lab_running_one_of_the_plans_two_replicas_keeps_it_until_its_successor_is_ready() -> None:
+    # staging's APIs: two replicas, maxUnavailable 1 (one of them always serves); the lab runs one.
+    strategy = {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 1}}
+    at_lab = rollout.at_lab_scale(strategy, 2, 1)
+    assert at_lab["rollingUpdate"] == {"maxSurge": 1, "maxUnavailable": 0}
+    world = World(old_pods(1))
+    world.run(lambda pods: rollout.deployment(at_lab, 1, pods, 1))
+    assert world.log == ["create 1@1", "delete old-0"] and min(world.ready_counts) == 1
+    # As planned (no cap), or Recreate, the strategy is the plan's.
+    assert rollout.at_lab_scale(strategy, 2, 2) == strategy
+    assert rollout.at_lab_scale({"type": "Recreate"}, 3, 1) == {"type": "Recreate"}
+    assert rollout.at_lab_scale({}, 8, 4)["rollingUpdate"] == {"maxSurge": 2, "maxUnavailable": 1}  # 25% of 8: 6 of 8
+
+
 def test_a_deployment_keeps_its_minimum_available_through_the_rollout() -> None:
     world = World(old_pods(4))
     world.run(lambda pods: rollout.deployment(ROLLING, 4, pods, 1))

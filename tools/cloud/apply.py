@@ -125,7 +125,8 @@ class Controller(threading.Thread):
         w = self.workload
         pods = [rollout.Pod(p.plan.name, p.revision, p.ready, p.plan.index, p.node.name) for p in w.pods]
         if w.kind == "Deployment":
-            return rollout.deployment(w.strategy, w.replicas, pods, w.revision)
+            strategy = rollout.at_lab_scale(w.strategy, w.planned_replicas, w.replicas)
+            return rollout.deployment(strategy, w.replicas, pods, w.revision)
         if w.kind == "StatefulSet":
             return rollout.statefulset(w.strategy, w.replicas, pods, w.revision, self.current)
         return rollout.daemonset(w.strategy, [n.name for n in w.nodes], pods, w.revision)

@@ -25,7 +25,9 @@ DaemonSets "Perform a Rolling Update"):
   one goes once the new one is ready. OnDelete: only nodes without a pod get one.
 
 Deleting a pod returns once the kubelet stopped it, so a sync sees the pods that remain. Scaling
-(replicas changed) is the same step with the template unchanged.
+(replicas changed) is the same step with the template unchanged. Where the lab runs fewer replicas
+of a Deployment than the plan asks, its rolling update keeps the plan's share available
+(`at_lab_scale`).
 """
 
 from __future__ import annotations
@@ -82,6 +84,18 @@ def fenceposts(strategy: Mapping[str, Any], replicas: int) -> tuple[int, int]:
     surge = scaled(rolling.get("maxSurge"), replicas, DEFAULT_SURGE, round_up=True)
     unavailable = scaled(rolling.get("maxUnavailable"), replicas, DEFAULT_UNAVAILABLE, round_up=False)
     return (surge, 1) if surge == 0 and unavailable == 0 else (surge, unavailable)
+
+
+def at_lab_scale(strategy: Mapping[str, Any], planned: int, running: int) -> Mapping[str, Any]:
+    """A Deployment's RollingUpdate for the `running` replicas the lab runs where the plan asks `planned`
+    (tools/cloud/deploy.py `deployment_replicas`): the share of the replicas the plan keeps available
+    through a rollout is kept, so that the lab does not take down its only pod where the plan's two may
+    lose one (maxUnavailable 1 of 2 replicas is half of them available; of one, that one)."""
+    if strategy.get("type") == "Recreate" or running >= planned or running == 0:
+        return strategy
+    surge, unavailable = fenceposts(strategy, planned)
+    kept = math.ceil(running * (planned - unavailable) / planned)
+    return {**strategy, "rollingUpdate": {"maxSurge": surge, "maxUnavailable": running - kept}}
 
 
 def _free_indexes(pods: Sequence[Pod], count: int) -> list[int]:
