@@ -146,16 +146,14 @@ def validate_all(checks: Sequence[ConfigCheck], workers: int = 2) -> list[Valida
     batches: dict[tuple[OpenStackVenv, tuple[str, ...]], list[int]] = {}
     for index, check in enumerate(checks):
         batches.setdefault((check.venv, check.namespaces), []).append(index)
-    results: list[ValidationResult | None] = [None] * len(checks)
+    results: dict[int, ValidationResult] = {}
 
     def run(indexes: list[int]) -> None:
-        for index, result in zip(indexes, _validate_batch([checks[i] for i in indexes]), strict=True):
-            results[index] = result
+        results.update(zip(indexes, _validate_batch([checks[i] for i in indexes]), strict=True))
 
-    # The biggest batches first, so that one does not start last and run alone.
     with ThreadPoolExecutor(max_workers=workers) as pool:
-        list(pool.map(run, sorted(batches.values(), key=len, reverse=True)))
-    return [r for r in results if r is not None]
+        list(pool.map(run, batches.values()))
+    return [results[index] for index in range(len(checks))]
 
 
 def _validate_batch(checks: Sequence[ConfigCheck]) -> list[ValidationResult]:
