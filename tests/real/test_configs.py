@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -25,7 +24,7 @@ from tests.conftest import STACKS, plan_of, release_plan
 from tests.helpers import containers, objects, pod_template
 from tools.realenv.namespaces import not_oslo_reason
 from tools.realenv.openstack_venv import OpenStackVenv
-from tools.realenv.validator import ValidationResult, validate
+from tools.realenv.validator import ValidationResult, config_check, validate, validate_all
 
 REPORT = Path(__file__).resolve().parents[2] / "build" / "real" / "config-validation.txt"
 
@@ -73,10 +72,9 @@ def results(
             distinct[key] = path
     venvs = {release: venv_of(release) for release in RELEASES}
     started = time.monotonic()
-    # Each validation imports a whole project (seconds of CPU): one per core.
-    with ThreadPoolExecutor(max_workers=2) as pool:
-        found = pool.map(lambda item: validate(venvs[item[0][0]], item[1]), distinct.items())
-        verdicts = dict(zip(distinct, found, strict=True))
+    # One process per release and namespace list, two at a time (validate_all).
+    found = validate_all([config_check(venvs[release], path) for (release, _, _), path in distinct.items()])
+    verdicts = dict(zip(distinct, found, strict=True))
     elapsed = time.monotonic() - started
     by_label = {f.label: verdicts[(f.release, f.name, f.text)] for f in OSLO_FILES}
     _write_report(by_label, len(distinct), elapsed)
@@ -165,10 +163,12 @@ def test_the_previous_releases_checks_read_files_it_understands(
     components/releases.py does for [ml2])."""
     files = _read_by_the_previous_release(stack, previous)
     assert {f.name for f in files} >= {"keystone.conf", "nova.conf", "placement.conf"}
+    checks = []
     for rendered in files:
         path = tmp_path / rendered.secret / rendered.name
         path.parent.mkdir(exist_ok=True)
         path.write_text(rendered.text)
-        result = validate(venv_of(previous), path)
+        checks.append(config_check(venv_of(previous), path))
+    for result in validate_all(checks):
         assert result.checked > 0
         assert result.ok, result.summary()

@@ -18,7 +18,7 @@ from tools.realenv.namespaces import NAMESPACES, UNLOADABLE, dynamic_sections, n
 from tools.realenv.openstack_venv import RELEASES as VENV_PINS
 from tools.realenv.openstack_venv import OpenStackVenv
 from tools.realenv.servers import MariaDB, MissingServerBinaryError, RabbitMQ, Server, free_port, require_binary
-from tools.realenv.validator import VALUES_SCRIPT, parse_validator_output, validate
+from tools.realenv.validator import VALUES_SCRIPT, config_check, parse_validator_output, validate, validate_all
 
 FIXTURES = Path(__file__).parent / "fixtures"
 
@@ -168,6 +168,25 @@ def test_validator_leaves_excluded_sections_alone(openstack_venv: OpenStackVenv)
     result = validate(openstack_venv, FIXTURES / "bad" / "keystone.conf", exclude_groups=["token"])
     assert result.invalid == []
     assert result.excluded == [("token", "provider"), ("token", "expiration")]
+
+
+def test_validator_gives_each_file_of_a_batch_its_own_verdict(openstack_venv: OpenStackVenv) -> None:
+    # One process checks every file of a namespace list: nothing of one file may leak into another's.
+    good, bad = FIXTURES / "good" / "keystone.conf", FIXTURES / "bad" / "keystone.conf"
+    checks = [
+        config_check(openstack_venv, bad),
+        config_check(openstack_venv, good),
+        config_check(openstack_venv, FIXTURES / "bad" / "placement.conf"),
+        config_check(openstack_venv, bad, exclude_groups=["token"]),
+    ]
+    flagged, clean, placement, excluded = validate_all(checks)
+    assert flagged.path == bad and flagged.unknown == [("DEFAULT", "no_such_option")]
+    assert [(section, name) for section, name, _ in flagged.invalid] == [("token", "expiration")]
+    assert flagged.deprecated == [("DEFAULT", "logdir")]
+    assert clean.path == good and clean.ok and clean.deprecated == [], clean.summary()
+    assert placement.unknown == [("keystone_authtoken", "pasword")]
+    assert excluded.invalid == [] and excluded.excluded == [("token", "provider"), ("token", "expiration")]
+    assert excluded.unknown == [("DEFAULT", "no_such_option")]
 
 
 def _unloadable(venv: OpenStackVenv, empty: Path, namespaces: tuple[str, ...]) -> dict[str, str]:

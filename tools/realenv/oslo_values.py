@@ -89,6 +89,13 @@ def read_sections(path: str) -> dict[str, dict[str, list[str]]]:
 
 def check(path: str, namespaces: list[str], aliases: dict[str, str]) -> dict[str, Any]:
     groups, unloadable = load_namespaces(namespaces)
+    return check_file(path, groups, unloadable, aliases)
+
+
+def check_file(
+    path: str, groups: dict[str, list[cfg.Opt]], unloadable: dict[str, str], aliases: dict[str, str]
+) -> dict[str, Any]:
+    """The value check of one file against namespaces loaded once (load_namespaces); a ConfigOpts of its own."""
     sections = read_sections(path)
     registry = Registry()
     # Parse first: the "oslo.config" namespace lists --config-file and friends, which

@@ -1,10 +1,10 @@
-"""Checks one rendered oslo.config file against the real OpenStack release.
+"""Checks rendered oslo.config files against the real OpenStack release.
 
-Two passes, both in the OpenStack venv:
-1. `oslo-config-validator` (the projects' own tool) decides which option names are
-   unknown or deprecated. It exits 1 on an unknown option, 0 otherwise (deprecated
-   names only fail with --fatal-warnings, which we leave to the caller), and reports
-   on stderr through `logging`:
+Two passes, both in the OpenStack venv, in one process per namespace list (oslo_check.py):
+1. oslo.config's validator (what `oslo-config-validator` runs, its own functions)
+   decides which option names are unknown or deprecated. It exits 1 on an unknown
+   option, 0 otherwise (deprecated names only fail with --fatal-warnings, which we
+   leave to the caller), and reports through `logging`, as the tool prints on stderr:
        ERROR:root:<group>/<option> is not part of the sample config
        WARNING:root:Deprecated opt <group>/<option> found
        INFO:root:Ignoring missing option "<option>" from group "<group>" because ...
@@ -19,14 +19,17 @@ Two passes, both in the OpenStack venv:
 import json
 import re
 import subprocess
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from tools.realenv.namespaces import dynamic_sections, namespaces_for
 from tools.realenv.openstack_venv import OpenStackVenv
 
 VALUES_SCRIPT = Path(__file__).with_name("oslo_values.py")
+CHECK_SCRIPT = Path(__file__).with_name("oslo_check.py")
 
 _UNKNOWN = re.compile(r"^ERROR:root:(?P<section>[^/]+)/(?P<name>.+) is not part of the sample config$")
 _DEPRECATED = re.compile(r"^WARNING:root:Deprecated opt (?P<section>[^/]+)/(?P<name>.+) found$")
@@ -83,6 +86,43 @@ class ValidationResult:
         return "\n".join(lines)
 
 
+@dataclass(frozen=True)
+class ConfigCheck:
+    """One file to validate, with what decides its verdict."""
+
+    venv: OpenStackVenv
+    path: Path
+    namespaces: tuple[str, ...]
+    exclude_groups: frozenset[str] = frozenset()
+    aliases: tuple[tuple[str, str], ...] = ()  # (section, group whose options it takes)
+
+
+def config_check(
+    venv: OpenStackVenv,
+    path: Path,
+    namespaces: Iterable[str] | None = None,
+    *,
+    exclude_groups: Iterable[str] = (),
+    group_aliases: Mapping[str, str] | None = None,
+) -> ConfigCheck:
+    """What to check `path` with; namespaces default to the table entry for its file name and the venv's release.
+
+    group_aliases maps a dynamically named section to the group whose options it
+    takes (cinder's `[lvm]` -> `backend_defaults`); such sections are checked by the
+    value pass only, since the validator cannot know their names. By default they
+    come from namespaces.dynamic_sections.
+    """
+    if group_aliases is None:
+        group_aliases = dynamic_sections(path, Path(path).read_text())
+    return ConfigCheck(
+        venv,
+        Path(path),
+        tuple(namespaces) if namespaces is not None else namespaces_for(path, venv.release),
+        frozenset(exclude_groups),
+        tuple(group_aliases.items()),
+    )
+
+
 def validate(
     venv: OpenStackVenv,
     path: Path,
@@ -91,51 +131,68 @@ def validate(
     exclude_groups: Iterable[str] = (),
     group_aliases: Mapping[str, str] | None = None,
 ) -> ValidationResult:
-    """Validate `path`; namespaces default to the table entry for its file name and the venv's release.
+    """Validate one file (config_check says with what)."""
+    check = config_check(venv, path, namespaces, exclude_groups=exclude_groups, group_aliases=group_aliases)
+    return validate_all([check])[0]
 
-    group_aliases maps a dynamically named section to the group whose options it
-    takes (cinder's `[lvm]` -> `backend_defaults`); such sections are checked by the
-    value pass only, since the validator cannot know their names. By default they
-    come from namespaces.dynamic_sections.
+
+def validate_all(checks: Sequence[ConfigCheck], workers: int = 2) -> list[ValidationResult]:
+    """Validate many files, each with its own verdict, in the order given.
+
+    Loading a project's namespaces costs seconds of CPU, checking a file milliseconds: one
+    process per (venv, namespace list) checks all of its files (oslo_check.py), `workers` such
+    processes at a time (each one core).
     """
-    namespaces = tuple(namespaces) if namespaces is not None else namespaces_for(path, venv.release)
-    if group_aliases is None:
-        group_aliases = dynamic_sections(path, Path(path).read_text())
-    aliases = dict(group_aliases)
-    excluded = set(exclude_groups)
-    ns_args = [arg for ns in namespaces for arg in ("--namespace", ns)]
+    batches: dict[tuple[OpenStackVenv, tuple[str, ...]], list[int]] = {}
+    for index, check in enumerate(checks):
+        batches.setdefault((check.venv, check.namespaces), []).append(index)
+    results: dict[int, ValidationResult] = {}
 
-    cli_args: list[str | Path] = [
-        venv.bin("oslo-config-validator"),
-        "--input-file",
-        path,
-        *ns_args,
-        *[arg for g in sorted(excluded | set(aliases)) for arg in ("--exclude-group", g)],
-    ]
-    values_args: list[str | Path] = [
-        venv.python,
-        VALUES_SCRIPT,
-        "--input-file",
-        path,
-        *ns_args,
-        *[arg for s, g in aliases.items() for arg in ("--group-alias", f"{s}={g}")],
-    ]
-    # Both passes spend seconds importing the projects (cinder: all its drivers), so
-    # they run side by side.
-    cli, values = [
-        subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=venv.env())
-        for args in (cli_args, values_args)
-    ]
-    cli_stderr = cli.communicate()[1]
-    values_stdout, values_stderr = values.communicate()
-    names = parse_validator_output(cli.returncode, cli_stderr)
-    if values.returncode != 0:
-        raise RuntimeError(f"oslo_values.py failed on {path}:\n{values_stderr[-3000:]}")
-    report = json.loads(values_stdout)
+    def run(indexes: list[int]) -> None:
+        results.update(zip(indexes, _validate_batch([checks[i] for i in indexes]), strict=True))
 
-    result = ValidationResult(path, namespaces, deprecated=names.deprecated, unloadable_namespaces=report["unloadable"])
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        list(pool.map(run, batches.values()))
+    return [results[index] for index in range(len(checks))]
+
+
+def _validate_batch(checks: Sequence[ConfigCheck]) -> list[ValidationResult]:
+    """The checks of one venv and one namespace list, in one oslo_check.py process."""
+    venv, namespaces = checks[0].venv, checks[0].namespaces
+    request = {
+        "namespaces": list(namespaces),
+        "files": [
+            {
+                "path": str(c.path),
+                # Dynamically named sections are checked by the value pass only.
+                "exclude_groups": sorted(c.exclude_groups | {s for s, _ in c.aliases}),
+                "aliases": dict(c.aliases),
+            }
+            for c in checks
+        ],
+    }
+    done = subprocess.run(
+        [venv.python, CHECK_SCRIPT], input=json.dumps(request), capture_output=True, text=True, env=venv.env()
+    )
+    if done.returncode != 0:
+        raise RuntimeError(f"oslo_check.py failed on {[str(c.path) for c in checks]}:\n{done.stderr[-3000:]}")
+    report = json.loads(done.stdout)
+    if report["names_error"]:
+        raise RuntimeError(f"oslo-config-validator failed on namespaces {namespaces}:\n{report['names_error'][-3000:]}")
+    return [_verdict(check, report["unloadable"], found) for check, found in zip(checks, report["files"], strict=True)]
+
+
+def _verdict(check: ConfigCheck, unloadable: dict[str, str], found: dict[str, Any]) -> ValidationResult:
+    """Both passes' findings on one file, combined."""
+    names = parse_validator_output(found["returncode"], found["log"])
+    if found["values_error"]:
+        raise RuntimeError(f"oslo_values.py failed on {check.path}:\n{found['values_error'][-3000:]}")
+    aliases, excluded = dict(check.aliases), check.exclude_groups
+    result = ValidationResult(
+        check.path, check.namespaces, deprecated=names.deprecated, unloadable_namespaces=unloadable
+    )
     cli_unknown, cli_ignored = set(names.unknown), set(names.ignored)
-    for entry in report["options"]:
+    for entry in found["values"]["options"]:
         option: Option = (entry["section"], entry["name"])
         section = option[0]
         if section in excluded:
