@@ -23,6 +23,7 @@ from tools import plan_diff, views
 from tools.cloud.apply import apply
 from tools.cloud.cluster import Cluster
 from tools.cloud.deploy import Cloud, Workload
+from tools.cloud.images import ReleaseVenvs
 from tools.cloud.node import Node
 from tools.cloud.prediction import not_compared, predicted_vs_actual
 from tools.cloud.services import Endpoint
@@ -41,7 +42,7 @@ class FakePod:
     def __init__(self, name: str, workload: Workload, node: Node, index: int, revision: int):
         labels = dict((workload.template.get("metadata") or {}).get("labels") or {})
         self.plan = SimpleNamespace(name=name, index=index, host_network=True, labels=labels, synced_volumes=[])
-        self.node, self.revision, self.job = node, revision, workload.kind == "Job"
+        self.node, self.revision, self.job = node, revision, workload.runs_job
         self.phase, self.failure, self.restarts = "Pending", "", {"c": 0}
         self.image = workload.template["spec"]["containers"][0]["image"]
         self._started = 0.0
@@ -114,7 +115,7 @@ def cloud(tmp_path: Path) -> Iterator[Cloud]:
     cluster = Cluster(tmp_path, [Node("control-plane", 1, tmp_path / "cp", {}), Node("compute-1", 2, tmp_path / "c1",
                                                                                     {})])  # fmt: skip
     lines: list[str] = []
-    found = Cloud(plan(1), cluster, tmp_path, tmp_path, lines.append)
+    found = Cloud(plan(1), cluster, ReleaseVenvs("2026.1", {"2026.1": tmp_path}), tmp_path, lines.append)
     found.proxy = SimpleNamespace(apply=lambda: None)  # type: ignore[assignment]  # no iptables here
     found.dns = SimpleNamespace(reload=lambda hosts: None, stop=lambda: None)  # type: ignore[assignment]
 
@@ -122,8 +123,8 @@ def cloud(tmp_path: Path) -> Iterator[Cloud]:
         unique = index + attempt * 100 + (node.index * 1000 if workload.kind == "DaemonSet" else 0)
         revision = workload.revision if revision is None else revision
         name = found.factory.pod_name(workload.kind, workload.name, unique)
-        return FakePod(name, Workload(workload.kind, workload.name, "", workload.template_of(revision), 1), node,
-                       index, revision)  # fmt: skip
+        return FakePod(name, Workload(workload.kind, workload.name, "", workload.template_of(revision), 1,
+                                      job_status=workload.job_status), node, index, revision)  # fmt: skip
 
     found.pod = fake_pod  # type: ignore[method-assign]
     # The endpoints controller (tools/cloud/deploy.py _sync_loop): a Service is done once it has Ready endpoints.
@@ -179,3 +180,34 @@ def test_a_retained_object_replaced_fails_on_its_name(cloud: Cloud) -> None:
     applied = apply(cloud, new)
     assert "retained (retainOnDelete)" in applied.error
     assert applied.jobs_run == {}  # nothing after it began
+
+
+def _with_backup(base: Plan) -> Plan:
+    """`base` with the MariaDB and a one-time Backup of prod's upgrade, the db-sync Job after the Backup."""
+    upgrading = plan_of("prod", upgrade={"from": "2025.2"})
+    mariadb, backup = (upgrading.by_name(n, k) for n, k in (("mariadb", "MariaDB"), ("mariadb-backup-before-2026-1",
+                                                                                     "Backup")))  # fmt: skip
+    backup.custom_timeouts = TIMEOUTS
+    sync = next(r for r in base.custom if r.k8s_name == "keystone-db-sync")
+    dependencies = {**base.dependencies, backup.urn: [mariadb.urn], sync.urn: [*base.dependencies[sync.urn], backup.urn]}
+    return Plan("staging", base.settings, [*base.custom, mariadb, backup], dependencies)
+
+
+def test_a_backup_the_new_plan_adds_is_taken_and_awaited_before_what_waits_for_it(cloud: Cloud) -> None:
+    """mariadb-operator's part played (tools/cloud/backup_standin.py): the Backup's Job runs, and the engine
+    waits until the Backup's status meets the plan's waitFor before the db-sync Job that waits for it."""
+    cloud.cluster.node("control-plane").labels["openstack-control-plane"] = "enabled"  # prod's selector
+    with_mariadb = _with_backup(plan(1))
+    mariadb_only = Plan("staging", with_mariadb.settings, [r for r in with_mariadb.custom if r.kind != "Backup"],
+                        with_mariadb.dependencies)  # fmt: skip
+    assert apply(cloud, mariadb_only).error == ""
+    applied = apply(cloud, _with_backup(plan(2)))
+    assert applied.error == ""
+    steps = {f"{t.kind}/{t.name}": t for t in applied.timings.values() if t.operation != "same"}
+    backup = steps["Backup/mariadb-backup-before-2026-1"]
+    assert backup.operation == "create" and backup.done is not None
+    assert backup.done - backup.created >= START_SECONDS  # awaited until its Job's pod had completed
+    assert steps["Job/keystone-db-sync"].created >= backup.done
+    taken = cloud.workload("mariadb-backup-before-2026-1")
+    assert taken.status()["conditions"][0]["reason"] == "JobComplete"
+    assert "Job/mariadb-backup-before-2026-1" not in applied.jobs_run  # a Backup, not a Job of the plan

@@ -47,13 +47,14 @@ class Report:
     tls: dict[str, Any] | None = None  # the proof from outside (tools/cloud/public_access.py)
     gateway_proxy: dict[str, Any] | None = None  # the stand-in for the Gateway's proxy pod: pods, ready
     apply: dict[str, Any] | None = None  # a changed stack applied (tools/cloud/apply_scenario.py)
+    upgrade: dict[str, Any] | None = None  # a release upgrade of the running cloud (tools/cloud/upgrade_scenario.py)
     deploy_error: str = ""
     not_run: list[dict[str, str]] = field(default_factory=list)
     data: dict[str, Any] = field(default_factory=dict)
 
     def build(self, cloud: Cloud, cannot_run: dict[str, str]) -> dict[str, Any]:
         plan_workloads = [w for w in cloud.workloads.values() if not w.stand_in and w.kind != "Job"]
-        stand_ins = [w for w in cloud.workloads.values() if w.stand_in]
+        stand_ins = [w for w in cloud.workloads.values() if w.stand_in and not w.runs_job]  # servers, not Jobs
         long_running = [p for w in plan_workloads for p in w.pods]
         # Every pod the plan asks of the lab's nodes: a DaemonSet's pod per admitted node, every
         # StatefulSet replica, a Deployment's pods as the lab runs them (not_run says how many).
@@ -102,6 +103,7 @@ class Report:
             "libvirt_restart": self.libvirt_restart or {"not_run": "no running server to test it with"},
             "libvirt_listener": self.libvirt_listener,
             "apply": self.apply or {"not_run": "one stack's scenario (tools/cloud/run.py APPLY_STACKS), once deployed"},
+            "upgrade": self.upgrade or {"not_run": "one stack's scenario (upgrade_scenario.py UPGRADE_FROM)"},
             "maintenance": self._maintenance(),
             "network_policies": self.network_policies,
             "provider_network": self.provider,
