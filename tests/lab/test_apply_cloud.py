@@ -9,6 +9,7 @@ are small hand-made ones with the staging stack's settings.
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 import time
 from collections.abc import Iterator
@@ -187,9 +188,10 @@ def _with_backup(base: Plan) -> Plan:
     upgrading = plan_of("prod", upgrade={"from": "2025.2"})
     mariadb, backup = (upgrading.by_name(n, k) for n, k in (("mariadb", "MariaDB"), ("mariadb-backup-before-2026-1",
                                                                                      "Backup")))  # fmt: skip
-    backup.custom_timeouts = TIMEOUTS
+    backup = dataclasses.replace(backup, custom_timeouts=TIMEOUTS)  # a copy: the plan is the session's
     sync = next(r for r in base.custom if r.k8s_name == "keystone-db-sync")
-    dependencies = {**base.dependencies, backup.urn: [mariadb.urn], sync.urn: [*base.dependencies[sync.urn], backup.urn]}
+    dependencies = {**base.dependencies, backup.urn: [mariadb.urn], sync.urn: [*base.dependencies[sync.urn],
+                                                                                backup.urn]}  # fmt: skip
     return Plan("staging", base.settings, [*base.custom, mariadb, backup], dependencies)
 
 

@@ -226,6 +226,7 @@ class Report:
             f"  certificates renewed under load: {_rotation_line(d['tls'].get('rotation') or {})}",
             f"  ceph: {_ceph_line(d['ceph'])}",
             f"  a changed stack applied: {_apply_line(d['apply'])}",
+            f"  release upgrade: {_upgrade_line(d['upgrade'])}",
             f"  libvirt pod restart: {restart}",
             f"  libvirt for migrations: {d['libvirt_listener']}",
             f"  maintenance: {_maintenance_line(maintenance)}",
@@ -256,6 +257,20 @@ def _apply_line(found: dict[str, Any]) -> str:
         f"calls {found['calls']}, failed {found['failed_calls']} ({found['failed_outside_restarts']} outside the "
         f"rollouts); VM survived {found['vm_survived']} (expected {found['vm_expected_to_survive']}); "
         f"{found['seconds']}s {found['error']}"
+    )
+
+
+def _upgrade_line(found: dict[str, Any]) -> str:
+    if "steps" not in found:
+        return str(found.get("not_run") or found.get("error"))
+    check = found["predicted_vs_actual"]
+    done = sum(1 for s in found["steps"] if s["end_s"] is not None)
+    return (
+        f"{found['from']} -> {found['to']}: {done}/{len(found['steps'])} steps done, prediction matches "
+        f"{check['matches']}; calls {found['calls']}, failed {found['api_failed_calls']} "
+        f"({found['failed_outside_restarts']} outside the rollouts), longest outage {found['api_longest_outage_s']}s "
+        f"({found['api_longest_outage'].get('client')}: {found['api_longest_outage'].get('call')}); VMs survived "
+        f"{found['vm_survived']}; rollback {found['rollback'].get('ok')}; {found['seconds']}s {found['error']}"
     )
 
 

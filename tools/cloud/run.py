@@ -480,6 +480,7 @@ def run(
     signal.signal(signal.SIGTERM, _stop_once)
     shutil.rmtree(out / "logs", ignore_errors=True)
     out.mkdir(parents=True, exist_ok=True)
+    (out / "scenario.log").unlink(missing_ok=True)  # the scenario's runs of this run append to it
     events = (out / "events.log").open("w")
     started = time.monotonic()
 
