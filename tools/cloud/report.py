@@ -11,7 +11,8 @@ from tools.cloud.deploy import Cloud
 NOT_REPRODUCED = (
     ("operators (mariadb-operator, RabbitMQ Cluster Operator)", "stand-ins play their MariaDB and RabbitmqCluster "
      "(Debian's MariaDB 10.11 and RabbitMQ 3.10, one server each, behind the operators' Services; counted apart as "
-     "stand_ins); mariadb-operator's Backup (mariadb-backup) takes no dump"),
+     "stand_ins); mariadb-operator's scheduled Backup (mariadb-backup) takes no dump; a one-time Backup (an upgrade's) "
+     "is played as its Backup controller plays it (tools/cloud/backup_standin.py)"),
     ("the Kubernetes API server", "a stand-in serves the nodes, pods, Secrets and Events the plan's pods and the "
      "scenario use, with the plan's RBAC (tools/cloud/apiserver.py)"),
     ("seccomp profiles (RuntimeDefault)", "the harness applies users, groups, capabilities, no_new_privs and "
