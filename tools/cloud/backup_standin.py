@@ -29,9 +29,8 @@ certificate), is refused by name rather than played half.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
-Manifest = dict[str, Any]
+from tools.cloud.standins import Manifest, operator_pod
 
 BACKUP_DIR = "/backup"  # batch_builder.go batchStorageMountPath
 TARGET_FILE = f"{BACKUP_DIR}/0-backup-target.txt"  # batchBackupTargetFilePath
@@ -119,18 +118,9 @@ def backup_job(resource: Manifest, mariadb: Manifest, domain: str = "cluster.loc
             "env": env, "volumeMounts": mounts, "resources": resources}  # fmt: skip
     operator = {"name": "mariadb-operator", "image": OPERATOR_IMAGE, "command": ["bash", "-c", _operator_script(spec)],
                 "volumeMounts": mounts, "resources": resources}  # fmt: skip
-    pod: Manifest = {
-        "initContainers": [dump],
-        "containers": [operator],
-        "volumes": [{"name": "backup", "persistentVolumeClaim": {"claimName": claim}}],
-        "restartPolicy": spec.get("restartPolicy", "OnFailure"),
-        "securityContext": {"runAsUser": 0},
-        "enableServiceLinks": False,
-        "automountServiceAccountToken": False,
-    }
-    for key in ("nodeSelector", "tolerations"):
-        if spec.get(key):
-            pod[key] = spec[key]
+    volumes = [{"name": "backup", "persistentVolumeClaim": {"claimName": claim}}]
+    pod = operator_pod([operator], volumes, spec, initContainers=[dump],
+                       restartPolicy=spec.get("restartPolicy", "OnFailure"))  # fmt: skip
     labels = dict((spec.get("podMetadata") or {}).get("labels") or {})
     job_spec = {"backoffLimit": int(spec.get("backoffLimit") or DEFAULT_BACKOFF_LIMIT)}
     return BackupJob(name, {"metadata": {"labels": labels}, "spec": pod}, job_spec, claim)
