@@ -104,7 +104,10 @@ def plan(version: int, keep_old: bool = True) -> Plan:
     worker = k8s("Deployment", "old-worker", "apps/v1", {"spec": {
         "replicas": 1, "selector": {"matchLabels": {"app": "w"}}, "template": template("w", "w:1")}})  # fmt: skip
     extra = k8s("ConfigMap", "extra", "core/v1", {"data": {"a": "b"}})
-    registrations = [etc, sync, api, agent, service, *([worker] if version == 1 else [extra])]
+    cache = k8s("StatefulSet", "cache", "apps/v1", {"spec": {
+        "replicas": 2, "serviceName": "cache", "selector": {"matchLabels": {"app": "cache"}},
+        "updateStrategy": {"type": "RollingUpdate"}, "template": template("cache", image)}})  # fmt: skip
+    registrations = [etc, sync, api, agent, service, cache, *([worker] if version == 1 else [extra])]
     dependencies = {sync.urn: [etc.urn], api.urn: [etc.urn, sync.urn], service.urn: [api.urn]}
     if version == 1:
         dependencies[worker.urn] = [etc.urn]
@@ -121,9 +124,8 @@ def cloud(tmp_path: Path) -> Iterator[Cloud]:
     found.dns = SimpleNamespace(reload=lambda hosts: None, stop=lambda: None)  # type: ignore[assignment]
 
     def fake_pod(workload: Workload, node: Node, index: int, attempt: int = 0, revision: int | None = None) -> Any:
-        unique = index + attempt * 100 + (node.index * 1000 if workload.kind == "DaemonSet" else 0)
         revision = workload.revision if revision is None else revision
-        name = found.factory.pod_name(workload.kind, workload.name, unique)
+        name = found.pod_name(workload, node, index, attempt)
         return FakePod(name, Workload(workload.kind, workload.name, "", workload.template_of(revision), 1,
                                       job_status=workload.job_status), node, index, revision)  # fmt: skip
 
@@ -143,7 +145,7 @@ def test_apply_does_what_pulumi_up_does_and_what_against_predicted(cloud: Cloud)
     assert applied.error == ""
     assert {op: sorted(refs) for op, refs in applied.objects().items()} == {
         "replace": ["Job/keystone-db-sync", "Secret/keystone-etc"],
-        "update": ["DaemonSet/agent", "Deployment/keystone-api", "Service/keystone-api"],
+        "update": ["DaemonSet/agent", "Deployment/keystone-api", "Service/keystone-api", "StatefulSet/cache"],
         "delete": ["Deployment/old-worker"],
         "create": ["ConfigMap/extra"],
     }
@@ -154,8 +156,12 @@ def test_apply_does_what_pulumi_up_does_and_what_against_predicted(cloud: Cloud)
     api = cloud.workload("keystone-api")
     assert [p.image for p in api.pods] == ["quay.io/openstack.kolla/keystone:2"]  # type: ignore[attr-defined]
     assert api.pods[0].plan.name not in before["keystone-api"]
-    assert set(applied.rolled) == {"Deployment/keystone-api"}
+    assert set(applied.rolled) == {"Deployment/keystone-api", "StatefulSet/cache"}
     assert applied.rolled["Deployment/keystone-api"].deleted == before["keystone-api"]
+    # A StatefulSet's pods are replaced one at a time, the highest ordinal first, each under its own name.
+    assert applied.rolled["StatefulSet/cache"].deleted == ["cache-1", "cache-0"]
+    assert applied.rolled["StatefulSet/cache"].started == ["cache-1", "cache-0"]
+    assert sorted(p.plan.name for p in cloud.workload("cache").pods) == ["cache-0", "cache-1"]
     agent = cloud.workload("agent")
     assert [p.plan.name for p in agent.pods] == before["agent"] and agent.revision == 1 and agent.pods[0].revision == 0
     # The data and the Service as the new plan has them; the removed Deployment gone with its pods.
@@ -170,7 +176,7 @@ def test_apply_does_what_pulumi_up_does_and_what_against_predicted(cloud: Cloud)
     assert steps["Deployment/old-worker"].created >= max(t.done or 0 for t in steps.values() if t.operation != "delete")
     # What --against says of the same two plans is what happened.
     check = predicted_vs_actual(views.diff_result(plan_diff.view_of(old), new), applied, not_compared(cloud))
-    assert check["pods_rolled"]["actual"] == ["Deployment/keystone-api"]
+    assert check["pods_rolled"]["actual"] == ["Deployment/keystone-api", "StatefulSet/cache"]
     assert check["matches"], check
 
 

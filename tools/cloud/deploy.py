@@ -336,12 +336,21 @@ class Cloud:
         self, workload: Workload, node: Node, index: int, attempt: int = 0, revision: int | None = None
     ) -> PodRuntime:
         revision = workload.revision if revision is None else revision
-        unique = index + attempt * 100 + (node.index * 1000 if workload.kind == "DaemonSet" else 0)
-        name = workload.pod_name or self.factory.pod_name(workload.kind, workload.name, unique)
+        name = self.pod_name(workload, node, index, attempt)
         ip = node.ip if workload.host_network else node.allocate_ip()
         template = workload.template_of(revision)
         plan = self.factory.build(workload.kind, workload.name, template, name, ip, node, index)
         return PodRuntime(plan, node, self.log, on_network=self._enforce_policies, revision=revision)
+
+    def pod_name(self, workload: Workload, node: Node, index: int, attempt: int = 0) -> str:
+        """A StatefulSet's pod is `<name>-<ordinal>` whoever replaces it (its DNS name and its claims go by it);
+        a stand-in's as its operator's StatefulSet names it; other pods get a new name per attempt and node."""
+        if workload.pod_name:
+            return workload.pod_name
+        if workload.kind == "StatefulSet":
+            return self.factory.pod_name(workload.kind, workload.name, index)
+        unique = index + attempt * 100 + (node.index * 1000 if workload.kind == "DaemonSet" else 0)
+        return self.factory.pod_name(workload.kind, workload.name, unique)
 
     def start_successor(self, workload: Workload, index: int, node: Node | None, revision: int) -> PodRuntime:
         """A pod its controller starts after the first ones: of `revision`, on `node` (a DaemonSet's) or
