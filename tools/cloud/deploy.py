@@ -162,6 +162,7 @@ class Cloud:
     timings: dict[str, Timing] = field(default_factory=dict)  # urn → its wait
     extra_endpoints: list[Endpoint] = field(default_factory=list)  # the cluster's own pods (DNS, API)
     api: LabApiServer | None = None  # the lab's API server (tools/cloud/run.py): its Secrets and RBAC
+    deployed: Plan | None = None  # the plan the first deploy created (tools/cloud/apply.py changes `plan`)
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _stopping: threading.Event = field(default_factory=threading.Event)
 
@@ -403,6 +404,7 @@ class Cloud:
 
     def deploy(self) -> None:
         """Create everything in graph order; raise at the first failed Job or pod, or a wait that times out."""
+        self.deployed = self.plan  # what `timings` measured, whatever an apply makes of the cloud later
         self.walk(self.plan.custom, self.plan.dependencies, self._create, self._object_done, self.timings)
 
     def _create(self, r: Registration) -> None:

@@ -61,7 +61,8 @@ class Report:
         # StatefulSet replica, a Deployment's pods as the lab runs them (not_run says how many).
         wanted = sum(w.replicas for w in plan_workloads)
         probes = [record for pod in long_running for record in pod.probe_records]
-        jobs = [w.job for w in [*cloud.workloads.values(), *cloud.cron_jobs] if w.job is not None]
+        # The plan's Jobs and CronJobs' runs (a stand-in's Job, the one-time Backup's, is its operator's).
+        jobs = [w.job for w in [*cloud.workloads.values(), *cloud.cron_jobs] if w.job is not None and not w.stand_in]
         planned_jobs = [w for w in cloud.workloads.values() if w.kind == "Job"] + [
             w for w in cloud.cron_jobs if not w.why_not_scheduled
         ]
@@ -172,7 +173,7 @@ class Report:
         makespan = max(t.done for t in timings.values() if t.done is not None)
         durations = {u: (t.done or 0) - t.created for u, t in timings.items()}
         names = {u: f"{t.kind} {t.name}" for u, t in timings.items()}
-        path = critical_path(durations, cloud.plan.dependencies, names)
+        path = critical_path(durations, (cloud.deployed or cloud.plan).dependencies, names)
         # How much of its timeout each wait used: a wait near its limit fails on a slower cluster.
         used = sorted(
             ((round(durations[u] / t.timeout, 2), names[u]) for u, t in timings.items() if t.timeout), reverse=True

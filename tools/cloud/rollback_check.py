@@ -78,7 +78,8 @@ def restored_schemas(dump: Path, databases: list[str], constraint: tuple[str, st
 
 def _live(cloud: Cloud, databases: list[str], constraint: tuple[str, str, str]) -> dict[str, Any]:
     """The same read in the cloud's own MariaDB (the stand-in's pod), as its root."""
-    pod = next(p for w in cloud.workloads.values() if w.stand_in and w.kind == "MariaDB" for p in w.pods)
+    # A copy: the second `pulumi up` changes the workloads meanwhile (tools/cloud/upgrade_scenario.py).
+    pod = next(p for w in list(cloud.workloads.values()) if w.stand_in and w.kind == "MariaDB" for p in list(w.pods))
     container = pod.container("mariadb")
     command = ["/bin/sh", "-c", 'MYSQL_PWD="$MARIADB_ROOT_PASSWORD" mariadb --protocol=tcp -h127.0.0.1 -uroot '
                '--batch --skip-column-names -e "$QUERY"']  # fmt: skip

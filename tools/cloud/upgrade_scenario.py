@@ -25,6 +25,7 @@ import itertools
 import json
 import time
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -207,19 +208,27 @@ def prove(
     settled: Applied | None = None
     backup_status: dict[str, Any] = {}
     backup_name = next(s["name"] for s in predicted["upgrade"]["steps"] if s["kind"] == "Backup")
+    claim = _claim_of(upgrading, backup_name)
     began = time.time()
-    try:
-        time.sleep(BASELINE_SECONDS)
-        began = time.time()
-        upgraded = apply(cloud, upgrading, log)
-        backup = next((w for w in cloud.workloads.values() if w.kind == "Backup" and w.name == backup_name), None)
-        backup_status = backup.status() if backup is not None else {}
-        upgrade_ended = time.time()
-        if not upgraded.error:
-            settled = apply(cloud, final, log)
-        time.sleep(AFTER_SECONDS)
-    finally:
-        calls = stop_all(clients)
+    # The rollback's restore runs beside the second `pulumi up`, most of which is nova-compute's own stop.
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="rollback") as beside:
+        try:
+            time.sleep(BASELINE_SECONDS)
+            began = time.time()
+            upgraded = apply(cloud, upgrading, log)
+            backup = next((w for w in list(cloud.workloads.values()) if w.kind == "Backup" and w.name == backup_name),
+                          None)  # fmt: skip
+            backup_status = backup.status() if backup is not None else {}
+            upgrade_ended = time.time()
+            dump = dump_facts(cloud, claim, began) if claim else {"file": None}
+            dumped = Path(str(dump["file"])) if dump.get("file") else None
+            restore = beside.submit(rollback_check.prove, cloud, dumped, venvs, previous, target, log)
+            if not upgraded.error:
+                settled = apply(cloud, final, log)
+            time.sleep(AFTER_SECONDS)
+        finally:
+            calls = stop_all(clients)
+        rollback = restore.result()
     vms_after = _vms(cloud, running)
     check = predicted_vs_actual(predicted, upgraded, {**skipped, **not_compared(cloud)})
     check_after = predicted_vs_actual(predicted_after, settled, not_compared(cloud)) if settled else None
@@ -229,10 +238,6 @@ def prove(
     longest: tuple[str | None, dict[str, Any]] = max(
         per_client.items(), key=lambda kv: kv[1]["longest_outage_s"], default=(None, {})
     )
-    claim = _claim_of(upgrading, backup_name)
-    dump = dump_facts(cloud, claim, began) if claim else {"file": None}
-    dumped = Path(str(dump["file"])) if dump.get("file") else None
-    rollback = rollback_check.prove(cloud, dumped, venvs, previous, target, log)
     vms = {vm: _vm_verdict(vms_before[vm], vms_after[vm]) for vm in vms_before}
     steps = step_records(predicted["upgrade"]["steps"], upgraded, backup_status)
     matches = check["matches"] and check_after is not None and check_after["matches"]
