@@ -345,7 +345,7 @@ def test_a_release_upgrade_runs_its_checks_and_backup_before_any_change_and_its_
     # The backup completed (its dump in the claim) before the first migration began.
     [backup] = [s for s in listed if s["phase"] == "backup"]
     assert backup["outcome"] == "Complete True, reason JobComplete", backup
-    assert found["backup"]["bytes"] > 0 and found["backup"]["name"] == backup["name"], found["backup"]
+    assert found["backup"]["name"] == backup["name"] and found["backup"]["dump"]["bytes"] > 0, found["backup"]
     migrations = [s for s in listed if s["phase"] in ("expand", "migrate", "contract", "online migrations")]
     assert backup["end_s"] <= min(s["start_s"] for s in migrations)
     # Service by service in the documented order, each after the one before has rolled.

@@ -149,8 +149,7 @@ def dump_facts(cloud: Cloud, claim: str, taken_after: float) -> dict[str, Any]:
     if not dumps:
         return {"claim": claim, "file": None}
     dump = dumps[-1]
-    return {"claim": claim, "file": str(dump), "name": dump.name, "bytes": dump.stat().st_size,
-            "path_in_pod": f"{BACKUP_DIR}/{dump.name}"}  # fmt: skip
+    return {"claim": claim, "file": str(dump), "bytes": dump.stat().st_size, "path_in_pod": f"{BACKUP_DIR}/{dump.name}"}
 
 
 def _vms(cloud: Cloud, servers: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
@@ -256,7 +255,7 @@ def prove(
             "the Job the operator makes for a one-time Backup (Debian's mariadb-dump of every database into the "
             "Backup's claim, gzip), and the status condition the plan's pulumi.com/waitFor reads",
             "status": backup_status,
-            **dump,
+            "dump": dump,
         },
         "rollback": rollback,
         "applied": _applied(upgraded),
