@@ -7,7 +7,7 @@ from collections.abc import Callable
 import pulumi
 import pulumi_kubernetes as k8s
 
-from components import maintenance, mariadb_backup, memcached, oslo, rook, upgrade
+from components import libvirt_tls, maintenance, mariadb_backup, memcached, oslo, rook, upgrade
 from components.cloud_graph import INFRASTRUCTURE, CloudGraph, Node, cloud_graph
 from components.credentials import Credentials
 from components.front_door import FrontDoor
@@ -29,6 +29,7 @@ def _infrastructure_builders(settings: Settings, graph: CloudGraph) -> dict[str,
         oslo.MARIADB: lambda ctx, opts: MariaDB(settings, ctx.credentials, ctx.graph, opts),
         oslo.RABBITMQ: lambda ctx, opts: RabbitMQ(settings, ctx.graph, opts),
         maintenance.cluster_name(settings): lambda ctx, opts: maintenance.MaintenanceAccess(settings, ctx.graph, opts),
+        libvirt_tls.access_name(settings): lambda ctx, opts: libvirt_tls.LibvirtNodeAccess(settings, ctx.graph, opts),
         rook.CLIENTS_NODE: lambda ctx, opts: rook.RookCeph(settings, ctx.graph, opts),
         upgrade.backup_name(settings): lambda ctx, opts: _upgrade_backup(settings, graph, ctx, opts),
     }
@@ -73,6 +74,8 @@ def build(settings: Settings) -> CloudGraph:
         # No edge in the graph: a pod whose Secret is not issued yet waits in ContainerCreating
         # until cert-manager writes it, as the gateway waits for public-tls.
         InternalCertificates(settings, {oslo.MEMCACHED: memcached.dns_names(settings)}, in_namespace)
+    if libvirt_tls.enabled(settings):
+        libvirt_tls.LibvirtCertificates(settings, in_namespace)
     if settings.gateway is not None:
         FrontDoor(settings, ctx.credentials, in_namespace)
         FrontDoorIsolation(settings, in_namespace)

@@ -18,7 +18,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 
-from components import maintenance, oslo, rook, upgrade
+from components import libvirt_tls, maintenance, oslo, rook, upgrade
 from components.bootstrap import standard_steps
 from components.service_configs import ConfigObject, config_objects
 from components.services import service_specs
@@ -211,6 +211,9 @@ def _infrastructure(settings: Settings, specs: tuple[ServiceSpec, ...]) -> Itera
     yield Node(oslo.RABBITMQ, "RabbitmqCluster", "rabbitmq", INFRASTRUCTURE), ()
     if settings.services.on("nova") and maintenance.enabled(settings):
         yield Node(maintenance.cluster_name(settings), "ClusterRoleBinding", maintenance.SERVICE, INFRASTRUCTURE), ()
+    if libvirt_tls.in_pods(settings):
+        node = Node(libvirt_tls.access_name(settings), "ValidatingAdmissionPolicy", libvirt_tls.SERVICE, INFRASTRUCTURE)
+        yield node, ()
     if rook.rook_of(settings) is not None:
         yield Node(rook.CLIENTS_NODE, "CephClient", rook.SERVICE, INFRASTRUCTURE), ()
     if settings.upgrade is not None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from components import ceph, libvirt, maintenance, oslo
+from components import ceph, libvirt, libvirt_tls, maintenance, oslo
 from components.api import HEALTH_SCRIPT, connected_to
 from components.bootstrap import client_env
 from components.ceph_settings import CephClient
@@ -122,6 +122,8 @@ def _nova_compute_conf(nova_ctx: RenderContext, group: NodeGroup) -> str:
     # server_listen, server_proxyclient_address, my_ip and live_migration_inbound_addr are the
     # node's own address, which only the pod knows: set from NODE_IP (node_address_env()).
     sections["libvirt"] = {"virt_type": group.virt_type, "cpu_mode": group.cpu_mode, "cpu_models": cpu_models}
+    if libvirt_tls.enabled(nova_ctx.settings):
+        sections["libvirt"].update(libvirt_tls.nova_compute_options())
     if nova_ctx.settings.compute.ephemeral_of(group) == "rbd":
         sections["libvirt"].update(_rbd_disks(nova_ctx.settings))
     return render_ini(sections)
@@ -145,8 +147,8 @@ def render(ctx: RenderContext) -> dict[str, str]:
     }
     for group in ctx.settings.compute.node_groups:
         files[f"nova-{group.name}.conf"] = _nova_compute_conf(nova_ctx, group)
-        files.update(libvirt.config_files(group))
-    files.update(libvirt.sasl_files(ctx.secrets[libvirt.SASL_PASSWORD]))
+        files.update(libvirt.config_files(group, tls=libvirt_tls.enabled(ctx.settings)))
+    files.update(libvirt.sasl_files(ctx.secrets[libvirt.SASL_PASSWORD], tls=libvirt_tls.enabled(ctx.settings)))
     if any(ceph_clients(ctx.settings, group) for group in ctx.settings.compute.node_groups):
         files.update(ceph.conf_files(ctx.settings))
     return files
@@ -219,11 +221,15 @@ class _Containers:
                 *libvirt.sasl_env(),
                 *libvirt.qemu_env(self.group),
                 *ceph_env,
+                *(libvirt_tls.libvirt_env() if libvirt_tls.in_pods(self.settings) else ()),
             ),
             extra_volumes=ceph_volumes,
             extra_mounts=ceph_mounts,
             probe=Probe(command=("virsh", "-c", "qemu:///system", "uri")),
         )
+
+    def libvirt_tls(self, role: Role) -> Process:
+        return libvirt_tls.node_process(self.settings)
 
     def openvswitch_db(self, role: Role) -> Process:
         return Process(

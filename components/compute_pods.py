@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from components.roles import ISCSID_POD, NodePod, compute_node_pods
+from components import libvirt_tls
+from components.roles import ISCSID_POD, LIBVIRT_TLS_POD, NodePod, compute_node_pods
 from components.settings import NodeGroup, Settings
 
 
@@ -23,10 +24,16 @@ def iscsi_pods(settings: Settings) -> tuple[NodePod, ...]:
     return (ISCSID_POD,) if iscsi and not settings.hypervisor_isolation.host_runs_hypervisor else ()
 
 
+def libvirt_tls_pods(settings: Settings) -> tuple[NodePod, ...]:
+    """The node's libvirt certificate keeper, where tls.libvirt names a CA and the program runs libvirt."""
+    return (LIBVIRT_TLS_POD,) if libvirt_tls.in_pods(settings) else ()
+
+
 def compute_pods(settings: Settings) -> Iterator[tuple[NodeGroup, NodePod, str]]:
     """(node group, pod, DaemonSet name) of every DaemonSet on compute nodes."""
+    extra = iscsi_pods(settings) + libvirt_tls_pods(settings)
     for group in settings.compute.node_groups:
-        for pod in compute_node_pods(settings.hypervisor_isolation) + iscsi_pods(settings):
+        for pod in compute_node_pods(settings.hypervisor_isolation) + extra:
             yield group, pod, f"{pod.name}{group_suffix(group)}"
 
 

@@ -10,7 +10,8 @@ the program routes nothing: the catalog's public URLs are then someone else's to
 Separate CAs for public, internal and libvirt traffic: `tls.internal` names the CA of the
 certificates the APIs serve inside the cluster (or `plainText: true`, said in the stack file,
 keeps them on http: dev), required with a gateway, which reaches them too; `tls.libvirt` the
-CA of the hypervisors' migrations and consoles. The settings refuse one issuer for two of them.
+CA of the hypervisors' migrations and consoles (components/libvirt_tls.py). The settings refuse
+one issuer for two of them.
 """
 
 from __future__ import annotations
@@ -186,7 +187,8 @@ def _same_issuer(one: IssuedCa | InternalTls | None, other: IssuedCa | InternalT
 
 def problems(settings: Settings) -> Iterator[Problem]:
     """What the front door's settings contradict in the rest of the stack."""
-    from components.settings import problem  # settings.py imports this module for its models
+    # settings.py imports this module for its models
+    from components.settings import MIN_ADMISSION_POLICY_MINOR, problem
 
     gateway, public, internal, libvirt = (
         settings.gateway,
@@ -243,9 +245,13 @@ def problems(settings: Settings) -> Iterator[Problem]:
                     libvirt.model_dump(by_alias=True)["issuer"],
                     f"is tls.{key}'s issuer: libvirt's CA must be a separate one",
                 )
-        yield problem(
-            ("tls", "libvirt"),
-            libvirt.model_dump(by_alias=True, exclude_defaults=True),
-            "libvirt's TLS (live migration, VeNCrypt between the console proxy and QEMU) is not built yet "
-            "(issue 20, phase 3): unset tls.libvirt",
-        )
+        # The nodes' right to ask for their certificates is narrowed by a ValidatingAdmissionPolicy
+        # (admissionregistration.k8s.io/v1) to the node its pod's token names (Kubernetes 1.30).
+        if int(settings.kubernetes_version.split(".")[1]) < MIN_ADMISSION_POLICY_MINOR:
+            yield problem(
+                ("kubernetesVersion",),
+                settings.kubernetes_version,
+                "tls.libvirt needs Kubernetes 1.30 or later: a ValidatingAdmissionPolicy narrows each compute "
+                "node's CertificateRequest to its own node, named in its pod's token; set kubernetesVersion to "
+                "the cluster's (1.30 or later), or unset tls.libvirt",
+            )

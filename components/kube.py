@@ -9,7 +9,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from components.cron import TIME_ZONE
-from components.meta import metadata, selector
+from components.meta import labels, metadata, selector
 from components.workload import Manifest, PodSpec
 
 SKIP_AWAIT = "pulumi.com/skipAwait"
@@ -319,3 +319,16 @@ def config_map(
         data=dict(data),
         opts=_opts(parent),
     )
+
+
+def admission_policy(
+    name: str, service_name: str, component: str, spec: Manifest, parent: pulumi.Resource
+) -> list[pulumi.Resource]:
+    """A ValidatingAdmissionPolicy and its binding, which denies what the policy refuses; cluster-scoped,
+    so `name` carries the stack's namespace. Bind the rights it narrows only after both exist."""
+    meta = {"name": name, "labels": labels(service_name, component)}
+    policy = k8s.admissionregistration.v1.ValidatingAdmissionPolicy(name, metadata=meta, spec=spec, opts=_opts(parent))
+    binding = k8s.admissionregistration.v1.ValidatingAdmissionPolicyBinding(
+        name, metadata=meta, spec={"policyName": name, "validationActions": ["Deny"]}, opts=_opts(parent, [policy])
+    )
+    return [policy, binding]

@@ -4,13 +4,15 @@ Live migration: the source's libvirtd connects to the destination's over TCP on 
 address (libvirt_start.sh adds listen_addr at start), authenticated with SASL as
 kolla-ansible does (DIGEST-MD5, which encrypts the session; SCRAM only with TLS), with a
 generated password held in the Secret `libvirt-sasl`. The local socket is for nova-compute,
-on the same node, without authentication.
+on the same node, without authentication. Under `tls.libvirt` the listener is TLS alone, with
+SASL SCRAM-SHA-256 over it, and QEMU's migrations and VNC are on TLS (components/libvirt_tls.py).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 
+from components import libvirt_tls
 from components.settings import NodeGroup
 from components.workload import Manifest, env, secret_env
 
@@ -43,8 +45,8 @@ def _key_values(values: Mapping[str, object]) -> str:
     return "".join(f"{k} = {v}\n" for k, v in values.items())
 
 
-def config_files(group: NodeGroup) -> dict[str, str]:
-    """libvirtd.conf and qemu.conf of a node group."""
+def config_files(group: NodeGroup, tls: bool = False) -> dict[str, str]:
+    """libvirtd.conf and qemu.conf of a node group; `tls`: on libvirt's CA (components/libvirt_tls.py)."""
     libvirtd = {
         "listen_tls": 0,
         "listen_tcp": 1,
@@ -56,6 +58,9 @@ def config_files(group: NodeGroup) -> dict[str, str]:
         "log_outputs": '"3:stderr"',
         **LIBVIRTD_LIMITS,
     }
+    if tls:
+        del libvirtd["tcp_port"], libvirtd["auth_tcp"]
+        libvirtd.update(libvirt_tls.libvirtd_options())
     qemu = {
         "user": f'"{QEMU_USER}"',
         "group": f'"{QEMU_GROUP}"',
@@ -72,14 +77,16 @@ def config_files(group: NodeGroup) -> dict[str, str]:
         "max_files": group.qemu_max_files,
         "max_processes": group.qemu_max_processes,
     }
+    if tls:
+        qemu.update(libvirt_tls.qemu_options())
     if group.virt_type == "lxc":
         qemu = {}
     return {f"libvirtd-{group.name}.conf": _key_values(libvirtd), f"qemu-{group.name}.conf": _key_values(qemu)}
 
 
-def sasl_files(password: str) -> dict[str, str]:
+def sasl_files(password: str, tls: bool = False) -> dict[str, str]:
     """The SASL server config of libvirtd, and the credentials a migrating libvirtd presents."""
-    sasl = f"mech_list: {SASL_MECH}\nsasldb_path: {SASLDB}\n"
+    sasl = f"mech_list: {libvirt_tls.SASL_MECH if tls else SASL_MECH}\nsasldb_path: {SASLDB}\n"
     auth = (
         f"[credentials-default]\nauthname={SASL_USER}\npassword={password}\n\n"
         "[auth-libvirt-default]\ncredentials=default\n"

@@ -29,6 +29,7 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as k8s
 
+from components import kube
 from components.bootstrap import TOOLBOX
 from components.graph import DeployGraph
 from components.meta import labels, metadata
@@ -135,8 +136,8 @@ def maintenance_process(settings: Settings, nova_credentials: tuple[Manifest, ..
             env("HEALTH_PORT", str(HEALTH_PORT)),
             {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
         ),
-        # Ready, and alive, while its passes keep coming (a hung call would stop them).
-        probe=Probe(port=HEALTH_PORT, http_path="/healthz"),
+        # Ready, and alive, while its passes keep coming (a hung call would stop them): liveness asks too.
+        probe=Probe(port=HEALTH_PORT, http_path="/healthz", liveness_asks_health=True),
         service=SERVICE,
         service_account=NAME,
         singleton=True,
@@ -163,15 +164,7 @@ class MaintenanceAccess(pulumi.ComponentResource):
             opts=child,
         )
         cluster = cluster_name(settings)
-        policy = k8s.admissionregistration.v1.ValidatingAdmissionPolicy(
-            cluster, metadata=_cluster_metadata(cluster), spec=node_policy_spec(settings), opts=child
-        )
-        narrowing = k8s.admissionregistration.v1.ValidatingAdmissionPolicyBinding(
-            cluster,
-            metadata=_cluster_metadata(cluster),
-            spec={"policyName": cluster, "validationActions": ["Deny"]},
-            opts=pulumi.ResourceOptions(parent=self, depends_on=[policy]),
-        )
+        narrowing = kube.admission_policy(cluster, SERVICE, COMPONENT, node_policy_spec(settings), self)
         k8s.rbac.v1.ClusterRole(cluster, metadata=_cluster_metadata(cluster), rules=NODE_RULES, opts=child)
         # The right to patch nodes exists only once the policy narrows it.
         k8s.rbac.v1.ClusterRoleBinding(
@@ -179,7 +172,7 @@ class MaintenanceAccess(pulumi.ComponentResource):
             metadata=_cluster_metadata(cluster),
             role_ref={"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": cluster},
             subjects=subject,
-            opts=pulumi.ResourceOptions(parent=self, depends_on=[policy, narrowing]),
+            opts=pulumi.ResourceOptions(parent=self, depends_on=narrowing),
         )
         for name, namespace, rules in ((NAME, ns, POD_RULES), (f"{cluster}-events", EVENTS_NAMESPACE, EVENT_RULES)):
             k8s.rbac.v1.Role(name, metadata=metadata(name, namespace, SERVICE, COMPONENT), rules=rules, opts=child)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from components import internal_tls, oslo
+from components import internal_tls, libvirt_tls, oslo
 from components.api import registered_api_needs, rpc_daemon, uwsgi_file, wsgi_api
 from components.compute_pods import compute_daemonsets
 from components.inifile import render_ini
@@ -92,14 +92,17 @@ def console_proxy_sections(settings: Settings) -> dict[str, dict]:
     """`nova-novncproxy.conf`, read by the console proxy after nova.conf: under internal TLS
     (components/internal_tls.py CONSOLE_PROXY) it serves HTTPS from its own certificate, refuses
     plain connections (ssl_only) and takes TLS 1.2 at least, as Envoy Gateway speaks to its
-    backends (nova/cmd/baseproxy.py). A file of its own, not nova.conf: only its container mounts
-    the certificate these name, and every other Nova container would name a file it lacks."""
-    if not internal_tls.serves_tls(settings, internal_tls.CONSOLE_PROXY):
-        return {}
-    return {
-        "DEFAULT": {"ssl_only": True, "cert": internal_tls.SERVER_CERT, "key": internal_tls.SERVER_KEY},
-        "console": {"ssl_minimum_version": "tlsv1_2"},
-    }
+    backends (nova/cmd/baseproxy.py); under libvirt's TLS it speaks VeNCrypt to the guests' VNC
+    servers with its own certificate (components/libvirt_tls.py). A file of its own, not nova.conf:
+    only its container mounts the certificates these name, and every other Nova container would
+    name files it lacks."""
+    sections: dict[str, dict] = {}
+    if internal_tls.serves_tls(settings, internal_tls.CONSOLE_PROXY):
+        sections["DEFAULT"] = {"ssl_only": True, "cert": internal_tls.SERVER_CERT, "key": internal_tls.SERVER_KEY}
+        sections["console"] = {"ssl_minimum_version": "tlsv1_2"}
+    if libvirt_tls.enabled(settings):
+        sections["vnc"] = libvirt_tls.console_proxy_options()
+    return sections
 
 
 def render(ctx: RenderContext) -> dict[str, str]:
@@ -166,7 +169,7 @@ def housekeeping(settings: Settings) -> tuple[Step, ...]:
 
 
 def nova(settings: Settings) -> ServiceSpec:
-    # The console proxy reads its own file after nova.conf only where it has options (internal TLS).
+    # The console proxy reads its own file after nova.conf only where it has options (internal or libvirt TLS).
     proxy_files = (*NOVA_CONF, *((CONSOLE_PROXY_CONF,) if console_proxy_sections(settings) else ()))
     # The compute API and the metadata API read the same databases and send the same RPCs,
     # so they wait for the same Jobs. Calls to Placement, Glance, Neutron and Cinder happen
@@ -203,6 +206,9 @@ def nova(settings: Settings) -> ServiceSpec:
                 config_files=proxy_files,
                 port=VNC_PORT,
                 probe=Probe(VNC_PORT),
+                # Its VeNCrypt client certificate, in its container only.
+                extra_volumes=(libvirt_tls.proxy_volume(),) if libvirt_tls.enabled(settings) else (),
+                extra_mounts=(libvirt_tls.PROXY_MOUNT,) if libvirt_tls.enabled(settings) else (),
             ),
         ),
     )

@@ -267,6 +267,7 @@ class OpenStackService(pulumi.ComponentResource):
             volumes=volumes + host_path_volumes(node_pod.roles),
             node_selector={**base, **process.node_selector},
             pod_overrides=overrides,
+            service_account=process.service_account,
             **common,
         )
 

@@ -315,6 +315,22 @@ STORAGE_NODE_PODS: tuple[NodePod, ...] = (
 )
 
 
+# libvirt's certificate on a compute node (tls.libvirt, components/libvirt_tls.py): it asks
+# cert-manager for the node's certificate and writes it where libvirt and QEMU read it, under the
+# host's /run/libvirt (memory, not disk), then has libvirtd and the running QEMUs load a renewal.
+# No privilege: root only to reach libvirt's root-only admin socket, and CHOWN to give QEMU's group
+# (nova) its key. A pod of its own, not a container of libvirt's: the API token stays out of the
+# privileged pod, and it may restart or roll without touching libvirt or a VM.
+LIBVIRT_TLS = Role(
+    name="libvirt-tls",
+    image="nova-libvirt",
+    capabilities=("CHOWN",),
+    host_paths=(_LIBVIRT_RUN,),
+    why="keeps the node's libvirt certificate current: writes it under /run/libvirt and reloads libvirt's TLS",
+)
+LIBVIRT_TLS_POD = NodePod("libvirt-tls", "nova", NodeKind.COMPUTE, (LIBVIRT_TLS,))
+
+
 # Attaching iSCSI volumes needs the initiator daemon on every compute node. Under options 2 and
 # 3 the host runs it with libvirt and OVS; otherwise it is a pod of its own, declared only for
 # an iSCSI backend (lvm among cinder.backends).
@@ -371,5 +387,5 @@ def network_node_pods(topology: Topology) -> tuple[NodePod, ...]:
 @cache  # the policy pack asks for every pod template it judges
 def node_pods(topology: Topology) -> tuple[NodePod, ...]:
     """Every privileged pod a stack with this topology may run."""
-    iscsid = () if topology.host_runs_hypervisor else (ISCSID_POD,)
-    return compute_node_pods(topology) + iscsid + network_node_pods(topology) + STORAGE_NODE_PODS
+    in_pods = () if topology.host_runs_hypervisor else (ISCSID_POD, LIBVIRT_TLS_POD)
+    return compute_node_pods(topology) + in_pods + network_node_pods(topology) + STORAGE_NODE_PODS

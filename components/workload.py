@@ -34,6 +34,9 @@ class Probe:
     initial_delay: int = 10
     period: int = 15
     https: bool = False  # an httpGet over TLS (the kubelet does not verify the certificate)
+    # Liveness asks the readiness path too: for a controller whose health endpoint reports its own
+    # loop (nova-compute-maintenance's /healthz), not for a server whose workers may all be busy.
+    liveness_asks_health: bool = False
 
     def liveness(self) -> Manifest | None:
         """The liveness probe: alive while the port accepts connections, whatever the readiness check asks.
@@ -51,6 +54,8 @@ class Probe:
             return None
         if self.command:  # a server checked by a command (memcached over TLS): its port, at the defaults
             return Probe(self.port).manifest(liveness=True)
+        if self.liveness_asks_health:
+            return self.manifest(liveness=True)
         return Probe(self.port, initial_delay=self.initial_delay, period=self.period).manifest(liveness=True)
 
     def manifest(self, *, liveness: bool) -> Manifest:

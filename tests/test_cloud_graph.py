@@ -26,7 +26,7 @@ def _planned(plan: Plan) -> dict[str, Registration]:
     """Planned objects by the graph's key for them (a CronJob may share its name with a Job)."""
     found = {}
     for r in plan.custom:
-        if r.kind in GRAPH_KINDS | CONFIG_KINDS | {"ClusterRoleBinding"}:
+        if r.kind in GRAPH_KINDS | CONFIG_KINDS | {"ClusterRoleBinding", "ValidatingAdmissionPolicy"}:
             key = f"{r.k8s_name} (CronJob)" if r.kind == "CronJob" else str(r.k8s_name)
             found[key] = r
     return found

@@ -185,8 +185,10 @@ def test_staging_and_prod_attach_to_the_clusters_gateway_and_name_their_issuer(s
     assert not objects(plan, "Gateway") and not objects(plan, "GatewayClass")
     # No Issuer for the public certificate (the cluster's ClusterIssuer signs it); staging's only Issuers
     # are its self-signed internal CA's (tls.internal.selfSigned), whose names are no public issuer's.
-    internal = plan.settings.tls.internal
+    internal, libvirt = plan.settings.tls.internal, plan.settings.tls.libvirt
     own_ca = {"internal-ca-selfsigned", "internal-ca"} if internal is not None and internal.self_signed else set()
+    # and prod's libvirt CA (tls.libvirt.selfSigned), as private.
+    own_ca |= {"libvirt-ca-selfsigned", "libvirt-ca"} if libvirt is not None and libvirt.self_signed else set()
     assert set(objects(plan, "Issuer")) == own_ca
     for route in objects(plan, "HTTPRoute").values():
         [parent] = route.inputs["spec"]["parentRefs"]

@@ -91,9 +91,9 @@ REFUSED: list[tuple[dict[str, Any], str, str]] = [
     ),
     ({"gateway": CREATED, "tls": {**SELF_SIGNED, "libvirt": {}}}, "openstack:tls.libvirt", "hypervisors' certif"),
     (
-        {"gateway": CREATED, "tls": {**SELF_SIGNED, "libvirt": {"selfSigned": True}}},
-        "openstack:tls.libvirt",
-        "not built yet",
+        {"gateway": CREATED, "tls": {**SELF_SIGNED, "libvirt": {"selfSigned": True}}, "kubernetesVersion": "1.29"},
+        "openstack:kubernetesVersion",
+        "tls.libvirt needs Kubernetes 1.30 or later",
     ),
     (
         {"gateway": CREATED, "tls": SELF_SIGNED, "endpoints": {"scheme": "http"}},
@@ -132,6 +132,16 @@ def test_front_door_settings_name_the_key_and_what_is_allowed(raw: dict[str, Any
         {"gateway": CREATED, "tls": {**ISSUER, "internal": {"selfSigned": True}}},
         # Internal TLS without a front door: the APIs' clients inside the cluster verify them all the same.
         {"tls": {"internal": {"selfSigned": True}}},
+        # libvirt's CA of its own, without or with a front door and an internal CA of other issuers.
+        {"tls": {"libvirt": {"selfSigned": True}}},
+        {
+            "gateway": CREATED,
+            "tls": {
+                **ISSUER,
+                "internal": INTERNAL_ISSUER,
+                "libvirt": {"issuer": {"kind": "ClusterIssuer", "name": "hypervisors"}},
+            },
+        },
     ],
 )
 def test_a_gateway_with_an_issuer_is_accepted(raw: dict[str, Any]) -> None:

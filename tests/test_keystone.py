@@ -56,6 +56,9 @@ def test_every_object_is_labelled_and_namespaced(stack_plan: Plan) -> None:
         # What narrows its ClusterRole to its own annotations of a Node (cluster-scoped too).
         ("ValidatingAdmissionPolicy", f"{namespace}-nova-compute-maintenance"): None,
         ("ValidatingAdmissionPolicyBinding", f"{namespace}-nova-compute-maintenance"): None,
+        # What narrows libvirt-tls's CertificateRequests to its own node's (tls.libvirt; cluster-scoped).
+        ("ValidatingAdmissionPolicy", f"{namespace}-libvirt-tls"): None,
+        ("ValidatingAdmissionPolicyBinding", f"{namespace}-libvirt-tls"): None,
         ("Role", f"{namespace}-nova-compute-maintenance-events"): "default",
         ("RoleBinding", f"{namespace}-nova-compute-maintenance-events"): "default",
     }

@@ -114,9 +114,13 @@ def test_vm_impact_under_pod_per_service_kills_vms(staging: dict[str, Any]) -> N
 def test_prod_keeps_vms_and_on_delete_restarts_nothing() -> None:
     settings = stack_settings("prod")
     diff = diff_of("prod", images={"overrides": {"nova-libvirt": LIBVIRT_IMAGE}})
-    assert refs(diff["changed"]) == {"DaemonSet/libvirt-kvm-general"} and not diff["added"] + diff["removed"]
-    [roll] = diff["rolls"]
-    assert roll["strategy"] == "OnDelete" and roll["restarts"] is False
+    # The nova-libvirt image is libvirt-tls's too (tls.libvirt): it rolls, and holds no VM.
+    libvirt, keeper = "DaemonSet/libvirt-kvm-general", "DaemonSet/libvirt-tls-kvm-general"
+    assert refs(diff["changed"]) == {libvirt, keeper} and not diff["added"] + diff["removed"]
+    rolls = {f"{r['kind']}/{r['name']}": r for r in diff["rolls"]}
+    assert rolls[libvirt]["strategy"] == "OnDelete" and rolls[libvirt]["restarts"] is False
+    assert rolls[keeper]["strategy"] == "RollingUpdate" and rolls[keeper]["restarts"] is True
+    assert [t["name"] for t in diff["vms"]["touched"]] == ["libvirt-kvm-general"]
     vms = diff["vms"]
     assert vms["vm_safe"] is settings["compute"]["vmSafe"] is True
     assert vms["kills_vms"] is False and "OnDelete" in vms["verdict"] and "keeps the VMs" in vms["verdict"]

@@ -117,7 +117,10 @@ def test_failed_horizon_settings_are_not_looked_for_elsewhere() -> None:
 
 
 def test_libvirt_listens_for_migrations_with_sasl() -> None:
-    plan = plan_of("prod")
+    # Over TCP without tls.libvirt (staging); prod's TLS listener is tests/test_libvirt_tls.py's.
+    plan = plan_of("prod", tls={"public": {"issuer": {"kind": "ClusterIssuer", "name": "letsencrypt"}},
+                                "internal": {"plainText": True}})  # fmt: skip
+    assert plan.settings.tls.libvirt is None
     files = _files(plan, "compute")
     libvirtd = dict(line.split(" = ", 1) for line in files["libvirtd-kvm-general.conf"].splitlines() if " = " in line)
     assert libvirtd["listen_tcp"] == "1" and libvirtd["auth_tcp"] == '"sasl"' and libvirtd["listen_tls"] == "0"

@@ -5,8 +5,8 @@
 # only what is in the container's cgroup. Needs hostPID and the host's cgroup tree.
 set -euo pipefail
 
-# Migrations arrive over TCP on this node's address, as the SASL user of the pod's Secret
-# (kolla-ansible's saslpasswd2, its listen_addr and `libvirtd --listen`).
+# Migrations arrive over TCP (or TLS, tls.libvirt) on this node's address, as the SASL user of the
+# pod's Secret (kolla-ansible's saslpasswd2, its listen_addr and `libvirtd --listen`).
 printf '%s' "${LIBVIRT_SASL_PASSWORD}" | saslpasswd2 -c -p -a libvirt -f /etc/libvirt/passwd.db "${LIBVIRT_SASL_USER}"
 { cat /etc/libvirt/libvirtd.conf; printf 'listen_addr = "%s"\n' "${NODE_IP}"; } > /tmp/libvirtd.conf
 libvirtd=(libvirtd --listen --config /tmp/libvirtd.conf)
@@ -72,6 +72,30 @@ if [ -n "${LIBVIRT_CEPH_CLIENTS:-}" ]; then
       printf '%s' "$key" > "/etc/libvirt/secrets/$uuid.base64"
     )
   done
+fi
+
+# Under tls.libvirt the pod libvirt-tls on this node keeps the node's certificate under
+# LIBVIRT_PKI_DIR (the host's /run/libvirt/pki; components/libvirt_tls.py), in the directories
+# libvirt and QEMU read by default: /etc/pki/CA, /etc/pki/libvirt, /etc/pki/qemu link there, through
+# `current`, which it swaps at each renewal (and `virt-admin server-update-tls` reloads only those
+# default paths). libvirtd starts once the certificate is there: with listen_tls and no certificate
+# it would not start, and /etc/pki/qemu must exist when it does (qemu.conf).
+if [ -n "${LIBVIRT_PKI_DIR:-}" ]; then
+  waited=0
+  until [ -e "${LIBVIRT_PKI_DIR}/current/libvirt/servercert.pem" ]; do
+    if [ "$waited" -ge "${LIBVIRT_PKI_WAIT:-600}" ]; then
+      echo "error: no certificate under ${LIBVIRT_PKI_DIR}/current after ${waited}s: the pod libvirt-tls on this node writes it (its log says why not)" >&2
+      exit 1
+    fi
+    sleep 2
+    waited=$((waited + 2))
+  done
+  mkdir -p /etc/pki
+  for dir in CA libvirt qemu; do
+    rm -rf "/etc/pki/${dir}"
+    ln -s "${LIBVIRT_PKI_DIR}/current/${dir}" "/etc/pki/${dir}"
+  done
+  echo "TLS: /etc/pki/{CA,libvirt,qemu} -> ${LIBVIRT_PKI_DIR}/current (the node's certificate)" >&2
 fi
 
 if [ "${ESCAPE_POD_CGROUP:-false}" = "true" ]; then

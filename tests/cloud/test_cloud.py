@@ -147,6 +147,8 @@ def test_the_public_endpoints_work_from_a_laptop_outside_through_the_gateway(rep
     console = checks["console"]
     assert console["url_scheme"] == "https" and console["status"] == 101, console
     assert console["rfb"].startswith("RFB 003."), console  # the VNC server's greeting, through the tunnel
+    # On past the proxy's security negotiation with the guest's VNC server (VeNCrypt under tls.libvirt).
+    assert console["handshake"]["reached"] == "ServerInit" and console["handshake"]["security_types"] == [1], console
     assert checks["verification"]["ok"]  # the machine's CA store refuses the certificate: verification is on
     assert checks["unrouted_host"]["status"] == 404
     # Horizon and the console proxy answer the gateway only, not a pod inside the cluster.
@@ -414,9 +416,27 @@ def test_a_release_upgrade_does_what_against_predicted_with_the_vms_running_and_
 
 def test_libvirt_takes_migrations_only_with_credentials(report: dict[str, Any]) -> None:
     listener = report["libvirt_listener"]
-    assert listener["uri"].startswith("qemu+tcp://192.168.")  # the node's address, not the loopback
+    if plan_of(report["stack"]).settings.tls.libvirt is None:
+        assert listener["uri"].startswith("qemu+tcp://192.168.")  # the node's address, not the loopback
+        assert listener["authenticated"], listener
+        assert listener["anonymous_refused"], listener
+        return
+    # tls.libvirt (prod): TLS alone, a client certificate of libvirt's CA and then SASL.
+    assert listener["uri"].startswith("qemu+tls://192.168."), listener
     assert listener["authenticated"], listener
-    assert listener["anonymous_refused"], listener
+    assert listener["anonymous_refused"] and listener["foreign_ca_refused"], listener
+    assert listener["wrong_password_refused"] and listener["tcp_closed"], listener
+
+
+def test_libvirts_hops_are_tls_on_the_wire_under_tls_libvirt(report: dict[str, Any]) -> None:
+    """Migrations (libvirtd's 16514 and QEMU's streams) and the console proxy's VNC sessions, as the
+    capture saw them while the users worked: TLS, the VNC ones after their VeNCrypt negotiation."""
+    if plan_of(report["stack"]).settings.tls.libvirt is None:
+        assert "libvirt_encrypted" not in report["tls"] or not report["tls"]["libvirt_encrypted"]
+        return
+    tls = report["tls"]
+    wire = tls["wire"]
+    assert tls["libvirt_encrypted"], {name: wire.get(name) for name in ("libvirtd", "vnc", "qemu-migration")}
 
 
 def test_data_stores_take_clients_on_their_client_ports_only(report: dict[str, Any]) -> None:

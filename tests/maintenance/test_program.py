@@ -34,10 +34,13 @@ def test_one_controller_pod_with_its_own_token(stack_plan: Plan) -> None:
     for r in stack_plan.custom:
         # The key rotation CronJobs are the cloud's other API clients (tests/test_key_rotation.py).
         rotation = r.kind == "CronJob" and r.k8s_name in ("keystone-fernet-rotate", "keystone-credential-rotate")
+        # So are the compute nodes' libvirt certificate keepers under tls.libvirt (tests/test_libvirt_tls.py).
+        keeper = r.kind == "DaemonSet" and str(r.k8s_name).startswith("libvirt-tls")
         if (
             r.kind in ("Deployment", "DaemonSet", "StatefulSet", "Job", "CronJob")
             and r.k8s_name != NAME
             and not rotation
+            and not keeper
         ):
             assert pod_template(r)["spec"]["automountServiceAccountToken"] is False, r.k8s_name
     account = stack_plan.by_name(NAME, "ServiceAccount").inputs

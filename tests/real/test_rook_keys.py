@@ -106,7 +106,12 @@ class Rig:
         env = {e["name"]: e["value"] for e in container["env"]}  # the plan gives literal values only
         env |= {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "LANG": "C.UTF-8", "KUBERNETES_SERVICE_HOST": ADDRESS,
                 "KUBERNETES_SERVICE_PORT": str(API_PORT)}  # fmt: skip
-        mount = f'mount --bind {account} {ACCOUNT_DIR} && exec setpriv --reuid={uid} --regid={gid} --clear-groups "$@"'
+        # A clean machine has no ServiceAccount directory; an empty mount point left on the host's /run is harmless,
+        # and the bind mount stays inside the Job's own mount namespace.
+        mount = (
+            f"mkdir -p {ACCOUNT_DIR} && mount --bind {account} {ACCOUNT_DIR}"
+            f' && exec setpriv --reuid={uid} --regid={gid} --clear-groups "$@"'
+        )
         command = ["ip", "netns", "exec", NETNS, "unshare", "--mount", "sh", "-c", mount, "sh", *args]
         return subprocess.run(command, env=env, capture_output=True, text=True, timeout=120)
 

@@ -14,7 +14,9 @@ server does where its clients depend on it, and it is the cluster's state, not a
   the pods that mount the Secret as the kubelet's sync would (files replaced, subPath mounts not).
 - Events: create, with the API server's rule for events of cluster-scoped objects (`default`).
 - ConfigMaps and custom resources (`/apis/<group>/<version>/...`, e.g. Rook's CephCluster): get, of
-  what a stand-in put there (put_object): what an operator wrote, status included.
+  what a stand-in put there (put_object): what an operator wrote, status included. Custom resources
+  a controller acts on (cert-manager's CertificateRequests) are also created and deleted by clients;
+  the controller's stand-in (`controllers`) then writes the status, after the create has answered.
 
 Every request is authorised by the plan's own RBAC (Roles, ClusterRoles and their bindings,
 `resourceNames` included): a 403 here is a 403 on a cluster. Tokens are the ServiceAccounts'
@@ -84,6 +86,8 @@ class LabApiServer:
     objects_: dict[tuple[str, str, str, str], Manifest] = field(default_factory=dict)
     # (API group, resource) served from objects_: ConfigMaps, and the custom resources of installed CRDs
     kinds: set[tuple[str, str]] = field(default_factory=lambda: {("", "configmaps")})
+    # (API group, resource) → what its controller makes of a created object (the object with its status)
+    controllers: dict[tuple[str, str], Callable[[Manifest], Manifest]] = field(default_factory=dict)
     events: list[Manifest] = field(default_factory=list)
     requests: list[tuple[str, str, str, int]] = field(default_factory=list)  # (who, verb, path, status)
     denied: list[str] = field(default_factory=list)
@@ -261,12 +265,47 @@ class LabApiServer:
             found = self.get_object(group, resource, namespace, name)
             kind = f"{resource}.{group}" if group else resource
             return (200, found) if found else (404, status(404, "NotFound", f'{kind} "{name}" not found'))
+        if verb in ("create", "delete") and namespace and (group, resource) in self.controllers:
+            return self._controlled(verb, group, resource, namespace, name, body)
         if handler is None:
             return 405, status(405, "MethodNotAllowed", f"{verb} {resource} is not served by the lab's API")
         try:
             return handler(namespace=namespace, name=name, query=query, body=body, content_type=content_type)
         except ValueError as error:
             return 400, status(400, "BadRequest", str(error))
+
+    # custom resources a controller acts on
+
+    def _controlled(
+        self, verb: str, group: str, resource: str, namespace: str, name: str | None, body: Any
+    ) -> tuple[int, Manifest]:
+        kind = f"{resource}.{group}"
+        if verb == "delete":
+            found = self.objects_.pop((group, resource, namespace, name or ""), None)
+            return (200, found) if found else (404, status(404, "NotFound", f'{kind} "{name}" not found'))
+        metadata = (body or {}).get("metadata") or {}
+        wanted = metadata.get("name", "")
+        if name is not None or not wanted:
+            return 400, status(400, "BadRequest", f"create {kind}: POST to the collection with metadata.name")
+        if (group, resource, namespace, wanted) in self.objects_:
+            return 409, status(409, "AlreadyExists", f'{kind} "{wanted}" already exists')
+        created = copy.deepcopy(body)
+        created["metadata"] = {**metadata, "namespace": namespace, "uid": str(uuid.uuid4()),
+                               "resourceVersion": self._next_version()}  # fmt: skip
+        created.pop("status", None)
+        self.objects_[(group, resource, namespace, wanted)] = created
+        # The controller works after the answer, as cert-manager's does when it sees the new object.
+        threading.Thread(target=self._control, args=(group, resource, copy.deepcopy(created)), daemon=True).start()
+        return 201, copy.deepcopy(created)
+
+    def _control(self, group: str, resource: str, created: Manifest) -> None:
+        done = self.controllers[(group, resource)](created)
+        meta = created["metadata"]
+        with self._lock:
+            key = (group, resource, meta["namespace"], meta["name"])
+            if self.objects_.get(key, {}).get("metadata", {}).get("uid") == meta["uid"]:  # not deleted meanwhile
+                done["metadata"]["resourceVersion"] = self._next_version()
+                self.objects_[key] = done
 
     # nodes
 

@@ -19,6 +19,9 @@ It is classed by what its client sent first in the capture:
   a client that wants TLS answers with the 32-byte SSL request (capability CLIENT_SSL) and then
   sends a TLS record (`tls`); one that logs in (or queries) in clear, or sends nothing after its
   SSL request, is `plain`;
+- a VNC client's (the console proxy's to a guest's VNC server): RFB's version and security
+  negotiation come in clear; one that chose VeNCrypt (19, version 0.2, an x509 subtype) and then
+  sends a TLS record is `tls`, one that chose another security type (None) is `plain`;
 - anything else (AMQP's protocol header, an HTTP method, a memcached command): `plain`, kept with
   its first bytes so the report shows what went in clear.
 A connection whose client sent nothing in the capture (refused, or closed at once) is not counted.
@@ -69,6 +72,20 @@ def _after_mariadb_ssl_request(data: bytes) -> bytes | None:
     return data[4 + length :]
 
 
+RFB_VERSION = b"RFB 003.00"  # what a VNC client sends first (RFB 3.3, 3.7, 3.8)
+VENCRYPT = 19  # the security type VeNCrypt (rfbproto: a TLS session follows the negotiation)
+
+
+def _after_vencrypt(data: bytes) -> bytes | None:
+    """What a VNC client sent once its VeNCrypt negotiation in clear was done (version, security type
+    19, VeNCrypt 0.2, a subtype), b"" for a client that chose another type; None when it is no VNC client."""
+    if not data.startswith(RFB_VERSION) or len(data) < 13:
+        return None
+    if data[12] != VENCRYPT or data[13:15] != b"\x00\x02":
+        return b""
+    return data[19:]
+
+
 @dataclass
 class Connection:
     """One TCP connection to a watched port: what its client sent, in the order its segments came."""
@@ -94,6 +111,8 @@ class Connection:
         if not data:
             return None
         after = _after_mariadb_ssl_request(data)  # whatever the port: a test's MariaDB listens anywhere
+        if after is None:
+            after = _after_vencrypt(data)
         if after is not None:
             return "tls" if _is_tls_record(after) else "plain"
         return "tls" if _is_tls_record(data) else "plain"
@@ -152,6 +171,10 @@ def _connection_of(same_client: list[Connection], client: tuple[str, int], tcp: 
     and a port comes back after TIME_WAIT. Each SYN's sequence number tells them apart (the same SYN
     seen on two interfaces, before and after kube-proxy's DNAT, is one connection); a later segment
     belongs to the connection whose initial sequence number it follows most closely."""
+    if tcp.flags & dpkt.tcp.TH_SYN and tcp.flags & dpkt.tcp.TH_ACK:
+        # A server's SYN-ACK to a client whose own port is watched (one of QEMU's migration ports is an
+        # ephemeral port too): no client's connection to that port begins.
+        return _midstream(same_client, client, tcp)
     if tcp.flags & dpkt.tcp.TH_SYN:
         known = next((c for c in same_client if c.initial_sequence == tcp.seq), None)
         if known is not None:
@@ -163,7 +186,11 @@ def _connection_of(same_client: list[Connection], client: tuple[str, int], tcp: 
     following = [(distance, c) for distance, c in after if distance < FOLLOWING_LIMIT]
     if following:
         return min(following, key=lambda pair: pair[0])[1]
-    # Opened before the capture began (a pooled connection, first seen mid-stream): one per client port.
+    return _midstream(same_client, client, tcp)
+
+
+def _midstream(same_client: list[Connection], client: tuple[str, int], tcp: Any) -> Connection:
+    """Opened before the capture began (a pooled connection, first seen mid-stream): one per client port."""
     midstream = next((c for c in same_client if c.initial_sequence is None), None)
     if midstream is None:
         midstream = Connection(client=client, server_port=tcp.dport)
@@ -184,12 +211,15 @@ def summarize(
     found: Iterable[Connection],
     names: Mapping[str, Iterable[int]],
     addresses: Mapping[str, Iterable[str]] | None = None,
+    opened_only: Iterable[str] = (),
 ) -> dict[str, dict[str, Any]]:
     """Per watched name (mariadb, rabbitmq, keystone-api, ...) and its ports (a Service's and its
     target's): connections seen (`opened` of them during the capture), how many TLS and how many plain,
     the first bytes of up to three plain ones, and `encrypted`: seen and none plain. With `addresses`
     (a name's Service address and its pods'), only connections to one of them count for the name:
-    two Services may use one port (Horizon's 8080 and another pod's health port)."""
+    two Services may use one port (Horizon's 8080 and another pod's health port). For the names of
+    `opened_only` (ports in the ephemeral range, to which servers answer clients too) only connections
+    whose client's SYN was seen count."""
     by_port: dict[int, list[Connection]] = {}
     for connection in found:
         if connection.kind is not None:
@@ -200,6 +230,8 @@ def summarize(
         if addresses is not None and name in addresses:
             mine = set(addresses[name])
             seen = [c for c in seen if c.servers & mine]
+        if name in set(opened_only):
+            seen = [c for c in seen if c.opened]
         plain = [c for c in seen if c.kind == "plain"]
         summary[name] = {
             "ports": sorted(set(ports)),

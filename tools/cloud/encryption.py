@@ -7,6 +7,9 @@ behind each (connections, how many opened during the capture, TLS, plain, the fi
 ones). `capture_ok`: the stack turns internal TLS on, MariaDB, RabbitMQ and memcached were seen, and
 every connection seen was TLS but to what tools/cloud/endpoint_tls.py's not_encrypted names, with
 why, as left in clear (the report's `tls.not_encrypted`: the gateway's plain backends and more).
+Under tls.libvirt, libvirt's ports too (LIBVIRT_PORTS): `libvirt_encrypted`, every one of them seen
+(libvirtd's TLS listener and QEMU's streams during the migrations, the guests' VNC servers behind the
+console) and TLS.
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from components import internal_tls
+from components import internal_tls, libvirt_tls
 from components.public_routes import public_routes
 from tools.cloud.capture import Capture, connections, summarize
 from tools.cloud.endpoint_tls import not_encrypted
@@ -25,10 +28,24 @@ if TYPE_CHECKING:
     from tools.cloud.deploy import Cloud
 
 
+# Under tls.libvirt, libvirt's traffic between nodes and to the guests' consoles: libvirtd's listeners
+# (a connection to 16509 would be one in clear), the guests' VNC servers (libvirt's first display
+# ports, from 5900) and QEMU's migration streams (qemu.conf migration_port_min/max, 49152-49215).
+LIBVIRT_PORTS = {
+    "libvirtd": {16509, libvirt_tls.TLS_PORT},
+    "vnc": set(range(5900, 5920)),
+    "qemu-migration": set(range(49152, 49216)),
+}
+EPHEMERAL = ("qemu-migration",)  # counted only from a client's SYN (capture.summarize opened_only)
+
+
 def watched(cloud: Cloud) -> dict[str, set[int]]:
-    """Each data store's client port, and the Service ports of each API and of what the gateway reaches."""
+    """Each data store's client port, and the Service ports of each API and of what the gateway reaches
+    (and libvirt's, under tls.libvirt)."""
     settings = cloud.plan.settings
     names = {store: {port} for store, port in client_ports(settings).items()}
+    if libvirt_tls.enabled(settings):
+        names |= {name: set(ports) for name, ports in LIBVIRT_PORTS.items()}
     services = {service.name: service for service in cloud.table.services}
     behind_gateway = sorted({route.backend for route in public_routes(settings)})
     for name in dict.fromkeys((*internal_tls.apis(settings), *behind_gateway)):
@@ -64,7 +81,8 @@ def capture(cloud: Cloud, directory: Path) -> Capture:
 def encrypted(cloud: Cloud, done: Capture) -> dict[str, Any]:
     """The `tls` report's `encrypted`, `wire` and `capture_ok` from a finished capture."""
     names = watched(cloud)
-    wire = summarize(connections(done.pcaps, done.ports), names, addresses(cloud, names))
+    # QEMU's migration ports lie in Linux's ephemeral range, where servers answer their clients too.
+    wire = summarize(connections(done.pcaps, done.ports), names, addresses(cloud, names), EPHEMERAL)
     settings = cloud.plan.settings
     seen = {name: figures for name, figures in wire.items() if figures["connections"]}
     clear = not_encrypted(settings)
@@ -76,4 +94,7 @@ def encrypted(cloud: Cloud, done: Capture) -> dict[str, Any]:
         and set(client_ports(settings)) <= set(seen)
         and all(figures["encrypted"] for name, figures in seen.items() if name not in clear),
         "wire": wire,
+        # libvirt's hops under tls.libvirt: each seen during the run (migrations, the console) and TLS.
+        "libvirt_encrypted": libvirt_tls.enabled(settings)
+        and all(name in seen and wire[name]["encrypted"] for name in LIBVIRT_PORTS),
     }

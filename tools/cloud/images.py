@@ -187,9 +187,7 @@ class ReleaseVenvs:
     venvs: Mapping[str, Path]  # release → its virtualenv (tools/realenv/openstack_venv.py)
 
     @classmethod
-    def for_images(
-        cls, references: Iterable[str], stack_release: str, ensure: Callable[[str], Path]
-    ) -> ReleaseVenvs:
+    def for_images(cls, references: Iterable[str], stack_release: str, ensure: Callable[[str], Path]) -> ReleaseVenvs:
         """The venvs of the releases of `references` and the stack's, each made by `ensure(release)`
         (tools.realenv.openstack_venv.ensure_venv(release).path)."""
         releases = {stack_release, *(image_release(ref, stack_release) for ref in references)}

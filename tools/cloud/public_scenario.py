@@ -9,7 +9,8 @@ URL and OS_INTERFACE `public`, so every call goes to the catalog's public endpoi
 gateway. Checks: a token; the catalog's public URLs are https at the routed names; every routed API
 answers at its root with links at its public https URL (built from the forwarded headers); the
 guest uploaded to Glance; a server created from it (NETWORK, FLAVOR: the user scenario's) and
-ACTIVE; its console URL opened (noVNC's page, then the websocket: 101 and the RFB greeting);
+ACTIVE; its console URL opened (noVNC's page, then the websocket: 101, the RFB greeting, and on to
+the desktop's ServerInit past the proxy's security negotiation with the guest's VNC server);
 Horizon's login form; a client with only the machine's CA store refuses the certificate (so
 verification is on); a host the gateway does not route gets 404. Prints one JSON object; each
 check's failure is recorded, not raised. The server and the image are deleted at the end.
@@ -107,13 +108,17 @@ def console(conn: openstack.connection.Connection, client: PublicClient, found: 
     # noVNC opens wss://<host>/<path>, path from the page's query (`?token=...`); older URLs carry the token.
     query = parse_qs(parts.query)
     path = "/" + (query["path"][0].lstrip("/") if "path" in query else f"?token={query.get('token', [''])[0]}")
-    opened = client.websocket(host, path, origin=f"{parts.scheme}://{host}")
+    opened = client.websocket(host, path, origin=f"{parts.scheme}://{host}", rfb=True)
     found.update(status=opened["status"], accept_ok=opened.get("accept_ok"))
     message = opened.get("first_message") or {}
     found["rfb"] = message.get("text", "")
+    # Past the proxy's security negotiation with the guest's VNC server (VeNCrypt under tls.libvirt):
+    # the desktop's ServerInit, as noVNC reads it.
+    found["handshake"] = opened.get("rfb") or {}
     found["ok"] = (
         parts.scheme == "https" and host == _hosts()["novncproxy"] and found["page"] == 200
         and opened["status"] == 101 and bool(opened.get("accept_ok")) and found["rfb"].startswith("RFB ")
+        and found["handshake"].get("reached") == "ServerInit"
     )  # fmt: skip
 
 

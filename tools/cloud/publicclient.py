@@ -21,6 +21,8 @@ from http.cookies import SimpleCookie
 from typing import Any
 from urllib.parse import urlencode
 
+from tools.cloud import rfb_client
+
 WEBSOCKET_GUID = "258EAFA5-E914-47DA-95CA-C5AB0DC85B11"  # RFC 6455's
 TIMEOUT = 60.0
 DJANGO_COOKIES = {"sessionid", "csrftoken"}  # SESSION_COOKIE_NAME, CSRF_COOKIE_NAME
@@ -82,8 +84,9 @@ class PublicClient:
             self.cookies.update({k: m.value for k, m in SimpleCookie(header).items()})
         return answer
 
-    def websocket(self, host: str, path: str, origin: str | None = None) -> dict[str, Any]:
-        """Open a websocket as noVNC does (subprotocol binary, the page's origin) and read the first message."""
+    def websocket(self, host: str, path: str, origin: str | None = None, rfb: bool = False) -> dict[str, Any]:
+        """Open a websocket as noVNC does (subprotocol binary, the page's origin) and read the first message;
+        `rfb`: then go on as noVNC's VNC client does, to ServerInit (tools/cloud/rfb_client.py)."""
         key = base64.b64encode(os.urandom(16)).decode()
         lines = [
             f"GET {path} HTTP/1.1", f"Host: {host}", "Upgrade: websocket", "Connection: Upgrade",
@@ -104,6 +107,11 @@ class PublicClient:
             found["accept_ok"] = {k.lower(): v for k, v in headers.items()}.get("sec-websocket-accept") == expected
             opcode, payload = read_frame(tls)
             found["first_message"] = {"opcode": opcode, "text": payload[:64].decode(errors="replace")}
+            if rfb:
+                try:
+                    found["rfb"] = rfb_client.handshake(rfb_client.Stream(tls, read_frame, payload))
+                except (OSError, ValueError, IndexError) as error:
+                    found["rfb"] = {"error": repr(error)}
             return found
 
 

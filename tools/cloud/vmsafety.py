@@ -14,7 +14,9 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Protocol
 
+from components import libvirt_tls
 from tools.cloud.deploy import Cloud, Workload
 from tools.cloud.guest import ALIVE, parse_console
 from tools.cloud.kubelet import PodRuntime
@@ -119,7 +121,8 @@ def restart_libvirt(
 
 
 def libvirt_listener(cloud: Cloud, host: str | None) -> dict[str, object]:
-    """What a migrating peer meets on this node's libvirt TCP port: SASL, with the pod's credentials.
+    """What a migrating peer meets on this node's libvirt port: SASL, with the pod's credentials; under
+    tls.libvirt TLS with a client certificate of libvirt's CA first (tls_listener).
 
     Asked from a libvirt container, as another node's libvirtd connects when it migrates a guest:
     with its mounted auth.conf, and once more with the right user and a wrong password.
@@ -134,6 +137,8 @@ def libvirt_listener(cloud: Cloud, host: str | None) -> dict[str, object]:
         return {"not_run": "no libvirt pod, or no server's host"}
     client = next((p for p in pods if p.node.name != host), pods[0])
     container = client.container("libvirt")
+    if libvirt_tls.enabled(cloud.plan.settings):
+        return {"from": client.node.name, **tls_listener(container, cloud.cluster.node(host).ip)}
     uri = f"qemu+tcp://{cloud.cluster.node(host).ip}/system"
     code, output = container.exec_command(["virsh", "-c", uri, "uri"], timeout=60)
     # A client with the right user and a wrong password: libvirt's SASL must say why it refuses.
@@ -148,4 +153,58 @@ def libvirt_listener(cloud: Cloud, host: str | None) -> dict[str, object]:
         # libvirt's own refusal (remote_driver: "authentication failed: ... SASL(-13)"), not any failure.
         "anonymous_refused": refused_code != 0 and "authentication failed" in refusal,
         "refusal": refusal.strip()[-300:],
+    }
+
+
+WRONG_PASSWORD = "[credentials-x]\nauthname=nova\npassword=not-the-password\n\n[auth-libvirt-default]\ncredentials=x\n"
+
+
+class Exec(Protocol):
+    def exec_command(
+        self, command: list[str], timeout: float, env: dict[str, str] | None = None
+    ) -> tuple[int, str]: ...
+
+
+def tls_listener(container: Exec, address: str) -> dict[str, object]:
+    """The TLS listener as peers meet it (tls.libvirt): the container's own files (its node's certificate
+    under /etc/pki, its auth.conf) are served; the same client without a certificate, with one of another
+    CA (it trusts both CAs, so libvirt's own check of its certificate passes: only the server refuses),
+    or with a wrong SASL password is refused; TCP 16509 is closed."""
+    uri = f"qemu+tls://{address}/system"
+
+    def virsh(setup: str, target: str, auth: str = "") -> tuple[int, str]:
+        script = f'set -e; d=$(mktemp -d); cd $d; {setup}\n{auth}virsh -c "{target}" uri'
+        code, output = container.exec_command(["/bin/sh", "-c", script], timeout=60)
+        return code, output.strip()[-300:]
+
+    # A CA of no one's and a client certificate it signs (openssl in the nova-libvirt image).
+    foreign = (
+        "openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=foreign-ca -keyout ca.key -out ca.pem "
+        "2>/dev/null; "
+        "openssl req -new -newkey rsa:2048 -nodes -subj /CN=intruder -keyout clientkey.pem -out c.csr 2>/dev/null; "
+        "printf 'extendedKeyUsage=clientAuth\\nkeyUsage=digitalSignature,keyEncipherment\\n' > ext; "
+        "openssl x509 -req -in c.csr -CA ca.pem -CAkey ca.key -CAcreateserial -days 1 -extfile ext "
+        "-out clientcert.pem 2>/dev/null; cat /etc/pki/CA/cacert.pem ca.pem > cacert.pem"
+    )
+    code, answer = virsh("", uri)
+    anonymous = virsh("cp /etc/pki/CA/cacert.pem .", f"{uri}?pkipath=$d")
+    foreign_ca = virsh(foreign, f"{uri}?pkipath=$d")
+    wrong = virsh(f"printf '{WRONG_PASSWORD}' > auth.conf", uri, "LIBVIRT_AUTH_FILE=$d/auth.conf ")
+    tcp = virsh("", f"qemu+tcp://{address}/system")
+    authenticated = code == 0 and answer.endswith(uri)
+    return {
+        "uri": uri,
+        "authenticated": authenticated,
+        "answer": answer,
+        # Refusals count only where the same client with its certificate was served.
+        "anonymous_refused": authenticated and anonymous[0] != 0,
+        "foreign_ca_refused": authenticated and foreign_ca[0] != 0,
+        "wrong_password_refused": authenticated and wrong[0] != 0 and "authentication failed" in wrong[1],
+        "tcp_closed": tcp[0] != 0 and "refused" in tcp[1].lower(),
+        "refusals": {
+            "anonymous": anonymous[1],
+            "foreign_ca": foreign_ca[1],
+            "wrong_password": wrong[1],
+            "tcp": tcp[1],
+        },
     }

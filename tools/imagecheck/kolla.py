@@ -61,6 +61,8 @@ def tool_requirements(release: str = DEFAULT_RELEASE) -> tuple[str, ...]:
     if release not in KOLLA_VERSIONS:
         raise KeyError(f"no kolla known for release {release!r}; known: {', '.join(KOLLA_VERSIONS)}")
     return (f"kolla=={KOLLA_VERSIONS[release]}", *_TOOL_DEPENDENCIES)
+
+
 _FROM = re.compile(r"^FROM\s+(\S+)", re.M)
 
 
