@@ -28,8 +28,11 @@ def test_a_stack_with_three_groups_plans_three_of_each_compute_daemonset(
     assert sorted(selectors) == ["nova-compute-g1", "nova-compute-g2", "nova-compute-g3"]
     for n in (1, 2, 3):
         assert selectors[f"nova-compute-g{n}"][GROUP_LABEL] == f"g{n}"  # disjoint groups of nodes
-    libvirt = [r for r in resources if r["kind"] == "DaemonSet" and r["k8s_name"].startswith("libvirt-")]
-    assert len(libvirt) == 3
+    # libvirt's DaemonSet and, under tls.libvirt, its certificate's (libvirt-tls-<group>): one of each per group.
+    libvirt = sorted(
+        r["k8s_name"] for r in resources if r["kind"] == "DaemonSet" and r["k8s_name"].startswith("libvirt-")
+    )
+    assert libvirt == [*(f"libvirt-g{n}" for n in (1, 2, 3)), *(f"libvirt-tls-g{n}" for n in (1, 2, 3))]
 
 
 def test_the_groups_copy_the_base_stacks_group_and_nothing_else_changes() -> None:
