@@ -39,7 +39,7 @@ def test_the_job_dumps_every_database_as_the_operator_does_under_galera() -> Non
     (operator,) = spec["containers"]
     script = _script(dump)
     # pkg/command/backup.go: the target file first, then the dump into it; Galera's two options.
-    assert "printf \"${BACKUP_FILE}\" > /backup/0-backup-target.txt" in script
+    assert 'printf "${BACKUP_FILE}" > /backup/0-backup-target.txt' in script
     assert "export BACKUP_FILE=/backup/backup.$(date -u +'%Y-%m-%dT%H:%M:%SZ').sql.gz" in script
     command = script.splitlines()[-1]
     assert command.startswith("mariadb-dump --user=${MARIADB_OPERATOR_USER} --password=${MARIADB_OPERATOR_PASSWORD}")
@@ -80,9 +80,7 @@ def test_what_the_stand_in_does_not_play_it_refuses_by_name(backup: Any, mariadb
         backup_job(backup, mariadb)
 
 
-@pytest.mark.parametrize(
-    ("phase", "met"), [(None, False), ("Running", False), ("Complete", True), ("Failed", False)]
-)
+@pytest.mark.parametrize(("phase", "met"), [(None, False), ("Running", False), ("Complete", True), ("Failed", False)])
 def test_the_plans_wait_for_is_met_once_the_job_completed_not_when_it_failed(phase: str | None, met: bool) -> None:
     # pkg/condition/complete.go: a failed Job also makes Complete True, with reason JobFailed.
     assert awaits.wait_for_met(WAIT_FOR, {"status": status(phase)}) is met

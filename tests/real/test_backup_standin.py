@@ -64,5 +64,8 @@ def test_the_backup_jobs_commands_dump_every_database_and_the_dump_restores(mari
     # Galera's dump leaves out the users' table (the operator's default there): the server restored into keeps its own.
     assert "CREATE TABLE `global_priv`" not in text and "INSERT INTO `tables_priv`" in text  # mysql, less that
     found = restored_schemas(dump, ["keystone", "neutron"], NEUTRON_2026_1_CONSTRAINT, tmp_path / "restore")
-    assert found == {"restored": True, "versions": {"keystone": ["27e647c0fad4"],
-                                                    "neutron": ["5c85685d616d", "d553edeb540f"]}, "constraint": 0}
+    assert found == {
+        "restored": True,
+        "versions": {"keystone": ["27e647c0fad4"], "neutron": ["5c85685d616d", "d553edeb540f"]},
+        "constraint": 0,
+    }

@@ -130,8 +130,9 @@ def judge(
         "failed_outside_restarts": len(outside),
         "by_client": by_client,
         "failures": [{k: c.get(k) for k in ("client", "call", "status", "error", "t")} for c in failed[:20]],
-        "failures_outside_restarts": [{k: c.get(k) for k in ("client", "call", "status", "error", "t")}
-                                      for c in outside[:20]],
+        "failures_outside_restarts": [
+            {k: c.get(k) for k in ("client", "call", "status", "error", "t")} for c in outside[:20]
+        ],
     }
 
 

@@ -110,8 +110,10 @@ def backup_job(resource: Manifest, mariadb: Manifest, domain: str = "cluster.loc
         raise BackupNotPlayedError(f"Backup {name}: its MariaDB speaks TLS; the stand-in has no client certificate "
                                    "of the operator's to dump it with")  # fmt: skip
     password = mariadb["spec"]["rootPasswordSecretKeyRef"]
-    env = [{"name": USER_ENV, "value": "root"},
-           {"name": PASSWORD_ENV, "valueFrom": {"secretKeyRef": {"name": password["name"], "key": password["key"]}}}]
+    env = [
+        {"name": USER_ENV, "value": "root"},
+        {"name": PASSWORD_ENV, "valueFrom": {"secretKeyRef": {"name": password["name"], "key": password["key"]}}},
+    ]
     mounts = [{"name": "backup", "mountPath": BACKUP_DIR}]
     resources = spec.get("resources") or {}
     dump = {"name": "mariadb", "image": DUMP_IMAGE, "command": ["bash", "-c", _dump_script(spec, mariadb, domain)],

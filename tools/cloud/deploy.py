@@ -123,8 +123,10 @@ class Workload:
     def failed(self) -> str:
         if self.job is not None and self.job.phase == "Failed" and self.job_status is not None:
             # pulumi-kubernetes would wait for its waitFor until the timeout: the lab stops at once, saying so.
-            return (f"{self.kind} {self.name}: its operator's Job failed ({self.job.failure}), status "
-                    f"{self.status()['conditions']}; `pulumi up` waits for {self.wait_for} until its timeout")
+            return (
+                f"{self.kind} {self.name}: its operator's Job failed ({self.job.failure}), status "
+                f"{self.status()['conditions']}; `pulumi up` waits for {self.wait_for} until its timeout"
+            )
         if self.job is not None and self.job.phase == "Failed":
             return f"Job {self.name} failed: {self.job.failure}"
         broken = [p for p in self.pods if p.phase == "Failed"]
