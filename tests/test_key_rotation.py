@@ -15,7 +15,7 @@ import hashlib
 import pulumi
 import pytest
 
-from components import maintenance
+from components import libvirt_tls, maintenance
 from components.inifile import parse_ini
 from components.keystone import CREDENTIAL_DIR, CREDENTIAL_SECRET, FERNET_DIR, FERNET_SECRET
 from tests.conftest import plan_of
@@ -28,9 +28,13 @@ REPOSITORIES = {FERNET_SECRET: ("fernet_tokens", FERNET_DIR), CREDENTIAL_SECRET:
 POD_KINDS = {"Deployment", "StatefulSet", "DaemonSet", "Job", "CronJob"}
 
 
+# The cloud's other API clients, whose own tests pin their RBAC: tests/maintenance, tests/test_libvirt_tls.py.
+OTHER_CLIENTS = (maintenance.NAME, libvirt_tls.NAME)
+
+
 def rotation_objects(plan: Plan, kind: str) -> dict[str, Registration]:
-    """The stack's objects of `kind` but the maintenance controller's (tests/maintenance pins those)."""
-    return {n: r for n, r in objects(plan, kind).items() if maintenance.NAME not in n}
+    """The stack's objects of `kind` but the other API clients'."""
+    return {n: r for n, r in objects(plan, kind).items() if not any(other in n for other in OTHER_CLIENTS)}
 
 
 def _keystone_conf(plan: Plan) -> configparser.ConfigParser:
@@ -68,7 +72,9 @@ def test_only_the_rotation_pods_get_an_api_token(stack_plan: Plan) -> None:
             assert spec["serviceAccountName"] == r.k8s_name
             assert spec["automountServiceAccountToken"] is True
         elif r.kind == "Deployment" and r.k8s_name == maintenance.NAME:
-            assert spec["serviceAccountName"] == maintenance.NAME  # the other API client of the cloud
+            assert spec["serviceAccountName"] == maintenance.NAME  # the other API clients of the cloud
+        elif r.kind == "DaemonSet" and (r.k8s_name or "").startswith(libvirt_tls.REQUEST_PREFIX):
+            assert spec["serviceAccountName"] == libvirt_tls.NAME  # each node's pod asks for its certificate
         else:
             assert spec["automountServiceAccountToken"] is False, r.k8s_name
             assert "serviceAccountName" not in spec, r.k8s_name
