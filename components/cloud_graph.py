@@ -263,4 +263,34 @@ def cloud_graph(settings: Settings) -> CloudGraph:
         # An unknown name gets no reason here; CloudGraph names it as the error it is.
         resolved = tuple(Need(n, _reason_for(by_name[n]) if n in by_name else "") for n in needs)
         nodes.append(Node(node.name, node.kind, node.service, node.owner, resolved, node.source))
-    return CloudGraph(nodes, specs)
+    graph = CloudGraph(nodes, specs)
+    if settings.upgrade is None:
+        return graph
+    return CloudGraph(_after_preflight(graph, upgrade.check_jobs(specs, settings)), specs)
+
+
+# What runs or rolls: a `pulumi up` that changes one of these changes the cloud (a Job re-runs, pods restart).
+RUNS = ("Job", "CronJob", "Deployment", "DaemonSet", "StatefulSet")
+
+
+def _after_preflight(graph: CloudGraph, checks: tuple[str, ...]) -> list[Node]:
+    """Every Job, CronJob and workload of an upgrade after every preflight check, not only the
+    upgrade's own steps: a release changes every image, so the bootstrap Jobs would run again
+    (`-db-init`, `-rabbit-init`, the key setups), memcached and Horizon would roll, before the checks
+    said the cloud can take the new release. A node already after them through another keeps its
+    needs (the graph stays as readable as without the upgrade). What the checks themselves need,
+    their service's config objects (the check's script, the files its command reads), comes before
+    them: README, "Upgrading to a new release"."""
+    gate = set(checks)
+    after: set[str] = set()
+    nodes = []
+    for node in graph.order():
+        names = {need.name for need in node.needs}
+        already = bool(names & after) or gate <= names
+        if node.name in gate or not (already or node.kind in RUNS):
+            nodes.append(node)  # a check, or a config object or data store before them
+            continue
+        needs = node.needs if already else (*node.needs, *(Need(n, _reason_for(graph[n])) for n in checks))
+        after.add(node.name)
+        nodes.append(Node(node.name, node.kind, node.service, node.owner, needs, node.source))
+    return nodes

@@ -8,8 +8,9 @@ from typing import Any
 
 import pytest
 
-from components.releases import DEFAULT_RELEASE, GlanceServer, of
+from components.releases import DEFAULT_RELEASE
 from tools.plan import Plan, build_plan
+from tools.release_stack import release_overrides
 from tools.runtime import stack_config
 
 STACKS = ("dev", "staging", "prod")
@@ -39,16 +40,8 @@ def stack_plan(request: pytest.FixtureRequest) -> Plan:
 
 
 def release_plan(stack: str, release: str) -> Plan:
-    """The plan of a stack file as `release` deploys it: its own release, or another one.
-
-    Where the release cannot deploy what the stack asks (settings refuse it), the nearest that
-    it can: internal TLS in plain text where the release's glance-api serves no TLS
-    (components/releases.py, GlanceServer.OWN); every other setting stays the stack file's.
-    """
+    """The plan of a stack file as `release` deploys it: its own release, or another one, with the settings
+    tools/release_stack.py changes for it (as the lab's upgrade deploys its first release)."""
     if release == DEFAULT_RELEASE:
         return plan_of(stack)
-    overrides: dict[str, Any] = {"release": release}
-    tls = json.loads(stack_config(stack).get("openstack:tls", "{}"))
-    if of(release).glance_server is GlanceServer.OWN and (tls.get("internal") or {}).get("plainText") is not True:
-        overrides["tls"] = {**tls, "internal": {"plainText": True}}
-    return plan_of(stack, **overrides)
+    return plan_of(stack, **release_overrides(stack_config(stack), release))

@@ -13,13 +13,15 @@ import yaml
 from components import upgrade, upgrade_recipes, upgrade_settings
 from components.compute_pods import compute_daemonsets
 from components.inifile import parse_ini
-from tests.conftest import plan_of
+from tests.conftest import plan_of, release_plan
 from tests.helpers import containers, name_of, objects, settings_problems, unknown_fields
 from tests.test_backup import _schema as backup_schema
 from tests.test_plan_diff import stack_settings
 from tools import plan as plan_tool
 from tools import plan_diff
+from tools.cloud.engine import engine_steps
 from tools.plan import Plan
+from tools.plan_configs import object_key
 from tools.runtime import REPO
 
 FROM = {"from": "2025.2"}
@@ -114,6 +116,46 @@ def test_every_preflight_check_comes_before_the_backup_and_the_backup_before_eve
     # Nothing of the upgrade waits before the checks: they wait for no Job or workload.
     for check in checks:
         assert not {n for n in _engine_ancestors(plan, check) if n.endswith("-db-sync")}, check
+
+
+def _checks(plan: Plan) -> set[str]:
+    return {r.k8s_name for r in plan.custom if r.kind == "Job" and r.k8s_name and r.k8s_name.endswith(
+        ("-upgrade-check-2026-1", "-prior-migrations-2026-1"))}  # fmt: skip
+
+
+def test_nothing_runs_or_rolls_before_every_preflight_check_passed(plan: Plan) -> None:
+    """Not only the upgrade's steps: a new release changes every image, so without the gate the bootstrap
+    Jobs would run again and memcached and Horizon roll while the checks still run."""
+    checks = _checks(plan)
+    assert len(checks) == 9
+    by_urn = {r.urn: r for r in plan.custom}
+    for r in plan.custom:
+        if r.kind not in ("Job", "CronJob", "Deployment", "DaemonSet", "StatefulSet") or r.k8s_name in checks:
+            continue
+        waits = {by_urn[u].k8s_name for u in plan.ancestors(r.urn) if u in by_urn}
+        assert checks <= waits, (r.kind, r.k8s_name, sorted(checks - waits))
+
+
+def test_what_an_upgrade_from_2025_2_changes_before_the_checks_is_what_the_checks_mount(plan: Plan) -> None:
+    """The engine's steps from a cloud of 2025.2 to the upgrade's plan: every object that changes before
+    the checks passed is a config object a check mounts (its script, the files its command reads)."""
+    before = release_plan(STACK, "2025.2")
+    steps = engine_steps(before.custom, plan.custom)
+    checks = {r.urn for r in plan.custom if r.k8s_name in _checks(plan)}
+    mounted = {
+        (volume.get("secret") or {}).get("secretName") or (volume.get("configMap") or {}).get("name")
+        for r in plan.custom
+        if r.urn in checks
+        for volume in r.inputs["spec"]["template"]["spec"].get("volumes", [])
+    }
+    early = {}
+    for r in plan.custom:
+        step = steps[object_key(r.urn)]
+        if step.op != "same" and r.urn not in checks and not checks <= plan.ancestors(r.urn):
+            early[step.ref] = step.fields
+    assert early, "a release change with no config object changed before the checks: the test sees nothing"
+    assert {ref.split("/")[0] for ref in early} <= {"Secret", "ConfigMap"}, early
+    assert {ref.split("/")[1] for ref in early} <= mounted, early
 
 
 def test_control_plane_upgrades_service_by_service_in_the_documented_order(plan: Plan) -> None:

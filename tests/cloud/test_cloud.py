@@ -9,6 +9,7 @@ that fails, a VM without a DHCP lease or metadata fail them. Needs root (namespa
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import subprocess
@@ -18,15 +19,18 @@ from typing import Any
 
 import pytest
 
-from components import oslo
+from components import oslo, upgrade
+from components.compute_pods import compute_daemonsets
+from components.upgrade_recipes import CONTROL_PLANE_ORDER
 from tests.cloud.conftest import SUMMARIES
 from tests.conftest import plan_of
 from tools.runtime import REPO
 
-# Whole runs take minutes; the harness has its own deadlines (tools/cloud/run.py).
-RUN_TIMEOUT = 2700
-# Tempest's smoke set runs against one stack's cloud before it stops (the full set: make test-tempest).
-TEMPEST = {"prod": ("--tempest", "smoke")}
+# Whole runs take minutes; the harness has its own deadlines (tools/cloud/run.py). prod's with its upgrade.
+RUN_TIMEOUT = 3600
+# Tempest's smoke set runs against one stack's cloud before it stops (the full set: make test-tempest): prod's,
+# after its upgrade, so it is also the proof that the upgraded cloud works; two workers, as make test-tempest.
+TEMPEST = {"prod": ("--tempest", "smoke", "--tempest-workers", "2")}
 # The issuer of the public certificate each stack names (stacks/Pulumi.<stack>.yaml: tls.public.issuer).
 PUBLIC_ISSUERS = {"prod": "ClusterIssuer letsencrypt", "staging": "ClusterIssuer letsencrypt-staging"}
 # Under option 5 libvirt and its guests live outside the pod's cgroup; under option 4 they are the pod's.
@@ -293,7 +297,8 @@ def test_cinder_answers_and_says_why_no_volume(report: dict[str, Any]) -> None:
     assert volume.get("status") == "available" or "device-mapper" in volume.get("not_run", "")
 
 
-def test_prod_keeps_images_volumes_and_disks_in_a_real_ceph(report: dict[str, Any]) -> None:
+def test_images_volumes_and_disks_live_in_a_real_ceph_where_the_stack_names_one(report: dict[str, Any]) -> None:
+    """prod's images, volumes, disks and backups (`-k prod` selects prod's run only: no test name says a stack)."""
     ceph = report["ceph"]
     if report["stack"] != "prod":  # staging keeps files and LVM
         assert "not_run" in ceph, ceph
@@ -346,6 +351,103 @@ def test_a_changed_stack_applied_as_pulumi_up_does_what_against_predicted(report
     assert found["failed_outside_restarts"] == 0, found["failures"]
     assert found["vm_expected_to_survive"] is True and found["vm_survived"] is True, found["vm"]
     assert found["ok"]
+
+
+def _upgrade_steps(found: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    steps = found["steps"]
+    unfinished = [s["name"] for s in steps if s["start_s"] is None or s["end_s"] is None]
+    assert not unfinished, unfinished  # every step of --against's view happened
+    return {s["name"]: s for s in steps}
+
+
+def test_a_release_upgrade_runs_its_checks_and_backup_before_any_change_and_its_steps_in_order(
+    report: dict[str, Any],
+) -> None:
+    """tools/cloud/upgrade_scenario.py (prod, deployed at 2025.2): the `pulumi up` of the stack's own plan with
+    upgrade.from, step by step as --against's upgrade view lists them (README, "Upgrading to a new release")."""
+    found = report["upgrade"]
+    if report["stack"] != "prod":
+        assert "not_run" in found, found
+        return
+    assert found["error"] == "", found["error"]
+    assert (found["from"], found["to"]) == ("2025.2", "2026.1")
+    steps = _upgrade_steps(found)
+    listed = list(steps.values())
+    # Every preflight check ran and passed before anything else changed, but the config objects they mount.
+    preflight = [s for s in listed if s["phase"] == "preflight"]
+    assert len(preflight) == 9 and {s["outcome"] for s in preflight} == {"Complete"}, preflight
+    passed = max(s["end_s"] for s in preflight)
+    assert all(s["start_s"] >= passed for s in listed if s["phase"] != "preflight")
+    early = found["preflight"]["changed_before"]
+    assert [c for c in early if not c["mounted_by_a_check"]] == [], early
+    # The backup completed (its dump in the claim) before the first migration began.
+    [backup] = [s for s in listed if s["phase"] == "backup"]
+    assert backup["outcome"] == "Complete True, reason JobComplete", backup
+    assert found["backup"]["name"] == backup["name"] and found["backup"]["dump"]["bytes"] > 0, found["backup"]
+    migrations = [s for s in listed if s["phase"] in ("expand", "migrate", "contract", "online migrations")]
+    assert backup["end_s"] <= min(s["start_s"] for s in migrations)
+    # Service by service in the documented order, each after the one before has rolled.
+    plan = plan_of("prod", upgrade={"from": "2025.2"})
+    specs = {spec.name: spec for spec in plan.graph.specs}
+    rolls = {name: [steps[w] for w in upgrade.control_plane(specs[name])] for name in CONTROL_PLANE_ORDER}
+    for before, after in itertools.pairwise(CONTROL_PLANE_ORDER):
+        assert steps[f"{after}-db-sync"]["start_s"] >= max(r["end_s"] for r in rolls[before]), (before, after)
+    for name in CONTROL_PLANE_ORDER:
+        sync = steps[f"{name}-db-sync"]
+        migrate = steps.get(f"{name}-db-migrate-2026-1")
+        first_roll = min(r["start_s"] for r in rolls[name])
+        assert first_roll >= (migrate or sync)["end_s"], name  # expand (and migrate) before the service rolls
+        if migrate:
+            assert migrate["start_s"] >= sync["end_s"], name
+        contract = steps.get(f"{name}-db-contract-2026-1")
+        if contract:  # once every pod of the service runs the new release
+            assert contract["start_s"] >= max(r["end_s"] for r in rolls[name]), name
+    assert steps["nova-api"]["start_s"] >= max(steps[n]["end_s"] for n in ("nova-conductor", "nova-scheduler"))
+    # The compute nodes last; Nova's online migrations after the compute nodes' pods.
+    computes = [s for s in listed if s["phase"] == "compute nodes"]
+    last_control = max(r["end_s"] for name in CONTROL_PLANE_ORDER for r in rolls[name])
+    assert computes and min(s["start_s"] for s in computes) >= last_control
+    node_pods = compute_daemonsets(plan.settings)
+    assert steps["nova-online-migrations-2026-1"]["start_s"] >= max(steps[n]["end_s"] for n in node_pods)
+    assert {s["outcome"] for s in listed if s["kind"] == "Job"} == {"Complete"}, listed
+
+
+def test_a_release_upgrade_does_what_against_predicted_with_the_vms_running_and_calls_failing_only_in_rollouts(
+    report: dict[str, Any],
+) -> None:
+    """The same upgrade: what --against predicted for it and for the `pulumi up` that removes upgrade.from is
+    what happened; vm1 and vm2 ran on through both (the same QEMU, the console counter never going back);
+    the clients' failed calls fell within rollouts; and its rollback, the dump restored into a scratch
+    MariaDB, holds 2025.2's schemas."""
+    found = report["upgrade"]
+    if report["stack"] != "prod":
+        return
+    check = found["predicted_vs_actual"]
+    for part in ("upgrade", "after_upgrade"):
+        for what in ("pods_rolled", "jobs_run", "objects_replaced"):
+            assert check[part][what]["missing"] == [] and check[part][what]["unexpected"] == [], (part, what)
+    assert check["matches"]
+    # The pulumi up that removes upgrade.from rolled what caches the old RPC versions, nova-compute among them.
+    assert set(found["then_rolls"]) <= {r.split("/")[1] for r in check["after_upgrade"]["pods_rolled"]["actual"]}
+    vms = found["vms"]
+    assert len(vms) == 2 and {vm["host"] for vm in vms.values()} == {"node-c1", "node-c2"}, vms
+    assert all(vm["counter_unbroken"] and vm["qemu_pid_before"] == vm["qemu_pid_after"] for vm in vms.values()), vms
+    assert found["vm_survived"]
+    assert found["calls_before_upgrade"] > 0 and found["failed_before_upgrade"] == 0, found["by_client"]
+    assert found["failed_outside_restarts"] == 0, found["failures_outside_restarts"]
+    assert set(found["api_outages"]) == {"laptop", "user-pod"}
+    assert found["api_longest_outage_s"] == max(c["longest_outage_s"] for c in found["api_outages"].values())
+    rollback = found["rollback"]
+    assert rollback["restored"] and rollback["error"] == "", rollback
+    assert all(rollback["restored_is_2025.2"].values()), rollback["restored_versions"]
+    # Where 2026.1 changes a schema (keystone's and neutron's expand branches), the restored one is 2025.2's and the
+    # live one 2026.1's; neutron's new constraint is in the live database and not in the restored one.
+    assert {"keystone", "neutron"} <= set(rollback["heads_differ"]), rollback["heads"]
+    for name in rollback["heads_differ"]:
+        assert rollback["restored_versions"][name] == rollback["heads"]["2025.2"][name], name
+        assert rollback["live_versions"][name] == rollback["heads"]["2026.1"][name], name
+    assert rollback["schema_marker"]["restored"] == 0 and rollback["schema_marker"]["live"] == 1, rollback
+    assert rollback["ok"]
 
 
 def test_libvirt_takes_migrations_only_with_credentials(report: dict[str, Any]) -> None:

@@ -9,6 +9,7 @@ are small hand-made ones with the staging stack's settings.
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 import time
 from collections.abc import Iterator
@@ -23,6 +24,7 @@ from tools import plan_diff, views
 from tools.cloud.apply import apply
 from tools.cloud.cluster import Cluster
 from tools.cloud.deploy import Cloud, Workload
+from tools.cloud.images import ReleaseVenvs
 from tools.cloud.node import Node
 from tools.cloud.prediction import not_compared, predicted_vs_actual
 from tools.cloud.services import Endpoint
@@ -41,7 +43,7 @@ class FakePod:
     def __init__(self, name: str, workload: Workload, node: Node, index: int, revision: int):
         labels = dict((workload.template.get("metadata") or {}).get("labels") or {})
         self.plan = SimpleNamespace(name=name, index=index, host_network=True, labels=labels, synced_volumes=[])
-        self.node, self.revision, self.job = node, revision, workload.kind == "Job"
+        self.node, self.revision, self.job = node, revision, workload.runs_job
         self.phase, self.failure, self.restarts = "Pending", "", {"c": 0}
         self.terminating = False
         self.image = workload.template["spec"]["containers"][0]["image"]
@@ -104,7 +106,10 @@ def plan(version: int, keep_old: bool = True) -> Plan:
     worker = k8s("Deployment", "old-worker", "apps/v1", {"spec": {
         "replicas": 1, "selector": {"matchLabels": {"app": "w"}}, "template": template("w", "w:1")}})  # fmt: skip
     extra = k8s("ConfigMap", "extra", "core/v1", {"data": {"a": "b"}})
-    registrations = [etc, sync, api, agent, service, *([worker] if version == 1 else [extra])]
+    cache = k8s("StatefulSet", "cache", "apps/v1", {"spec": {
+        "replicas": 2, "serviceName": "cache", "selector": {"matchLabels": {"app": "cache"}},
+        "updateStrategy": {"type": "RollingUpdate"}, "template": template("cache", image)}})  # fmt: skip
+    registrations = [etc, sync, api, agent, service, cache, *([worker] if version == 1 else [extra])]
     dependencies = {sync.urn: [etc.urn], api.urn: [etc.urn, sync.urn], service.urn: [api.urn]}
     if version == 1:
         dependencies[worker.urn] = [etc.urn]
@@ -116,16 +121,15 @@ def cloud(tmp_path: Path) -> Iterator[Cloud]:
     cluster = Cluster(tmp_path, [Node("control-plane", 1, tmp_path / "cp", {}), Node("compute-1", 2, tmp_path / "c1",
                                                                                     {})])  # fmt: skip
     lines: list[str] = []
-    found = Cloud(plan(1), cluster, tmp_path, tmp_path, lines.append)
+    found = Cloud(plan(1), cluster, ReleaseVenvs("2026.1", {"2026.1": tmp_path}), tmp_path, lines.append)
     found.proxy = SimpleNamespace(apply=lambda: None)  # type: ignore[assignment]  # no iptables here
     found.dns = SimpleNamespace(reload=lambda hosts: None, stop=lambda: None)  # type: ignore[assignment]
 
     def fake_pod(workload: Workload, node: Node, index: int, attempt: int = 0, revision: int | None = None) -> Any:
-        unique = index + attempt * 100 + (node.index * 1000 if workload.kind == "DaemonSet" else 0)
         revision = workload.revision if revision is None else revision
-        name = found.factory.pod_name(workload.kind, workload.name, unique)
-        return FakePod(name, Workload(workload.kind, workload.name, "", workload.template_of(revision), 1), node,
-                       index, revision)  # fmt: skip
+        name = found.pod_name(workload, node, index, attempt)
+        return FakePod(name, Workload(workload.kind, workload.name, "", workload.template_of(revision), 1,
+                                      job_status=workload.job_status), node, index, revision)  # fmt: skip
 
     found.pod = fake_pod  # type: ignore[method-assign]
     # The endpoints controller (tools/cloud/deploy.py _sync_loop): a Service is done once it has Ready endpoints.
@@ -143,7 +147,7 @@ def test_apply_does_what_pulumi_up_does_and_what_against_predicted(cloud: Cloud)
     assert applied.error == ""
     assert {op: sorted(refs) for op, refs in applied.objects().items()} == {
         "replace": ["Job/keystone-db-sync", "Secret/keystone-etc"],
-        "update": ["DaemonSet/agent", "Deployment/keystone-api", "Service/keystone-api"],
+        "update": ["DaemonSet/agent", "Deployment/keystone-api", "Service/keystone-api", "StatefulSet/cache"],
         "delete": ["Deployment/old-worker"],
         "create": ["ConfigMap/extra"],
     }
@@ -154,8 +158,12 @@ def test_apply_does_what_pulumi_up_does_and_what_against_predicted(cloud: Cloud)
     api = cloud.workload("keystone-api")
     assert [p.image for p in api.pods] == ["quay.io/openstack.kolla/keystone:2"]  # type: ignore[attr-defined]
     assert api.pods[0].plan.name not in before["keystone-api"]
-    assert set(applied.rolled) == {"Deployment/keystone-api"}
+    assert set(applied.rolled) == {"Deployment/keystone-api", "StatefulSet/cache"}
     assert applied.rolled["Deployment/keystone-api"].deleted == before["keystone-api"]
+    # A StatefulSet's pods are replaced one at a time, the highest ordinal first, each under its own name.
+    assert applied.rolled["StatefulSet/cache"].deleted == ["cache-1", "cache-0"]
+    assert applied.rolled["StatefulSet/cache"].started == ["cache-1", "cache-0"]
+    assert sorted(p.plan.name for p in cloud.workload("cache").pods) == ["cache-0", "cache-1"]
     agent = cloud.workload("agent")
     assert [p.plan.name for p in agent.pods] == before["agent"] and agent.revision == 1 and agent.pods[0].revision == 0
     # The data and the Service as the new plan has them; the removed Deployment gone with its pods.
@@ -170,7 +178,7 @@ def test_apply_does_what_pulumi_up_does_and_what_against_predicted(cloud: Cloud)
     assert steps["Deployment/old-worker"].created >= max(t.done or 0 for t in steps.values() if t.operation != "delete")
     # What --against says of the same two plans is what happened.
     check = predicted_vs_actual(views.diff_result(plan_diff.view_of(old), new), applied, not_compared(cloud))
-    assert check["pods_rolled"]["actual"] == ["Deployment/keystone-api"]
+    assert check["pods_rolled"]["actual"] == ["Deployment/keystone-api", "StatefulSet/cache"]
     assert check["matches"], check
 
 
@@ -213,3 +221,35 @@ def test_a_deleted_pod_leaves_its_services_before_the_kubelet_stops_it(cloud: Cl
     assert any(e.ready for e in cloud.table.endpoints["keystone-api"])
     cloud.remove_pod(api, pod)
     assert ready_at_stop == [False]
+
+
+def _with_backup(base: Plan) -> Plan:
+    """`base` with the MariaDB and a one-time Backup of prod's upgrade, the db-sync Job after the Backup."""
+    upgrading = plan_of("prod", upgrade={"from": "2025.2"})
+    mariadb, backup = (upgrading.by_name(n, k) for n, k in (("mariadb", "MariaDB"), ("mariadb-backup-before-2026-1",
+                                                                                     "Backup")))  # fmt: skip
+    backup = dataclasses.replace(backup, custom_timeouts=TIMEOUTS)  # a copy: the plan is the session's
+    sync = next(r for r in base.custom if r.k8s_name == "keystone-db-sync")
+    dependencies = {**base.dependencies, backup.urn: [mariadb.urn], sync.urn: [*base.dependencies[sync.urn],
+                                                                                backup.urn]}  # fmt: skip
+    return Plan("staging", base.settings, [*base.custom, mariadb, backup], dependencies)
+
+
+def test_a_backup_the_new_plan_adds_is_taken_and_awaited_before_what_waits_for_it(cloud: Cloud) -> None:
+    """mariadb-operator's part played (tools/cloud/backup_standin.py): the Backup's Job runs, and the engine
+    waits until the Backup's status meets the plan's waitFor before the db-sync Job that waits for it."""
+    cloud.cluster.node("control-plane").labels["openstack-control-plane"] = "enabled"  # prod's selector
+    with_mariadb = _with_backup(plan(1))
+    mariadb_only = Plan("staging", with_mariadb.settings, [r for r in with_mariadb.custom if r.kind != "Backup"],
+                        with_mariadb.dependencies)  # fmt: skip
+    assert apply(cloud, mariadb_only).error == ""
+    applied = apply(cloud, _with_backup(plan(2)))
+    assert applied.error == ""
+    steps = {f"{t.kind}/{t.name}": t for t in applied.timings.values() if t.operation != "same"}
+    backup = steps["Backup/mariadb-backup-before-2026-1"]
+    assert backup.operation == "create" and backup.done is not None
+    assert backup.done - backup.created >= START_SECONDS  # awaited until its Job's pod had completed
+    assert steps["Job/keystone-db-sync"].created >= backup.done
+    taken = cloud.workload("mariadb-backup-before-2026-1")
+    assert taken.status()["conditions"][0]["reason"] == "JobComplete"
+    assert "Job/mariadb-backup-before-2026-1" not in applied.jobs_run  # a Backup, not a Job of the plan

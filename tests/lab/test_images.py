@@ -19,7 +19,7 @@ from tools.cloud.images import (
     layer_name,
     restricted_path,
 )
-from tools.cloud.run import plan_images
+from tools.cloud.plan_images import plan_images
 from tools.plan import Plan
 
 

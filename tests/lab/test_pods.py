@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from tools.cloud.images import ReleaseVenvs
 from tools.cloud.node import Node
 from tools.cloud.pods import NODE_RESOLV_CONF, PodFactory, PodSpecError, secret_data
 
@@ -31,7 +32,7 @@ def pod(**spec: Any) -> dict[str, Any]:
 @pytest.fixture
 def factory(tmp_path: Path) -> tuple[PodFactory, Node]:
     node = Node("node-cp", 1, tmp_path / "nodes" / "node-cp", {})
-    return PodFactory(tmp_path / "venv", lookup, tmp_path / "logs"), node
+    return PodFactory(ReleaseVenvs("2026.1", {"2026.1": tmp_path / "venv"}), lookup, tmp_path / "logs"), node
 
 
 def build(setup: tuple[PodFactory, Node], template: dict[str, Any], host: bool = False) -> Any:

@@ -35,6 +35,7 @@ from tools.plan import Plan, build_plan
 from tools.realenv.jobs import BootstrapChain, ChainReport, JobFailedError, JobRun, adopt_root_password
 from tools.realenv.mapping import LocalMapping, UnmappedPortError
 from tools.realenv.openstack_venv import OpenStackVenv
+from tools.realenv.schema_heads import ALEMBIC, schema_heads
 from tools.realenv.servers import MariaDB, RabbitMQ, Server, free_port
 
 # (stack, release): the stack files' own release for prod and dev. prod as 2025.2 deploys it costs
@@ -344,6 +345,16 @@ def test_each_database_holds_its_schema(chain: Chain) -> None:
         missing = set(KEY_TABLES[name]) - set(seen["tables"])
         assert not missing, f"{name} lacks tables {sorted(missing)} ({len(seen['tables'])} tables)"
     assert databases["keystone"]["rows"]["region"] == 1
+
+
+def test_each_schema_is_at_its_releases_heads(chain: Chain) -> None:
+    """What db-sync leaves in each `alembic_version` is what tools/realenv/schema_heads.py reads from the release's
+    code: the rollback proof (tools/cloud/rollback_check.py) tells the releases' schemas apart by it."""
+    databases = chain.before["databases"]
+    known = tuple(name for name in databases if name in ALEMBIC)
+    assert {"keystone", "glance", "nova", "nova_api", "neutron"} <= set(known), sorted(databases)
+    heads = schema_heads(chain.venv.path, known)
+    assert {name: databases[name]["versions"] for name in known} == heads
 
 
 def test_glance_holds_every_metadata_definition_it_ships(chain: Chain) -> None:

@@ -130,4 +130,35 @@ def judge(
         "failed_outside_restarts": len(outside),
         "by_client": by_client,
         "failures": [{k: c.get(k) for k in ("client", "call", "status", "error", "t")} for c in failed[:20]],
+        "failures_outside_restarts": [
+            {k: c.get(k) for k in ("client", "call", "status", "error", "t")} for c in outside[:20]
+        ],
     }
+
+
+def outages(calls: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Per client, its longest outage: the longest run of consecutive failed calls of one API (one call
+    name: `console url`, `image list`, ...), from the start of its first failed call to the end of its last.
+
+    What a user of that API saw: every try failing, one a round. It is a lower bound (the API may have
+    failed up to a round before the first failed call and after the last); a run broken by one answered
+    call is two outages. Calls of different APIs do not join: the console URL failing while Glance answers
+    is an outage of the console URL, not of the cloud."""
+    found: dict[str, dict[str, Any]] = {}
+    runs: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for call in sorted(calls, key=lambda c: c["t"]):
+        client = found.setdefault(call["client"], {"calls": 0, "failed": 0, "longest_outage_s": 0.0, "longest": None})
+        client["calls"] += 1
+        key = (call["client"], call["call"])
+        if call.get("ok"):
+            runs.pop(key, None)
+            continue
+        client["failed"] += 1
+        run = runs.setdefault(key, [])
+        run.append(call)
+        seconds = round(run[-1]["t"] + run[-1].get("seconds", 0.0) - run[0]["t"], 1)
+        if client["longest"] is None or seconds > client["longest_outage_s"]:
+            client["longest_outage_s"] = seconds
+            client["longest"] = {"call": call["call"], "from": run[0]["t"], "to": run[-1]["t"] + run[-1].get(
+                "seconds", 0.0), "failed_calls": len(run), "last_error": call.get("error", "")[:200]}  # fmt: skip
+    return found

@@ -35,7 +35,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from tools.cloud import awaits, rollout
+from tools.cloud import awaits, backup_standin, rollout
 from tools.cloud.deploy import POD_KINDS, Cloud, DeployFailedError, Timing, Workload, config_data, pod_template
 from tools.cloud.engine import Step, delete_order, engine_steps
 from tools.cloud.pods import PodSpecError
@@ -241,6 +241,10 @@ class Apply:
                 cloud._add_stand_in(r, stand_in)
             self._services([Service.from_manifest(s, namespace) for s in stand_in.services], [])
             self._start(r)
+        elif r.kind == "Backup" and backup_standin.one_time(r.revealed):
+            with cloud._lock:  # mariadb-operator makes its Job (tools/cloud/backup_standin.py)
+                cloud.add_backup(r)
+            self._start(r)
         self._cluster_config(r)
 
     def _start(self, r: Registration) -> None:
@@ -313,7 +317,7 @@ class Apply:
             if replaced and workload.kind in POD_KINDS and pods:
                 why = "replaced: deleted and created again"
                 self.applied.rolled[ref] = Rolled(ref, why, began, deleted=[p.plan.name for p in pods])
-            if workload.stand_in:
+            if workload.stand_in and workload.job is None:  # a server's Services go with it, a Job has none
                 self._services([], [s.name for s in cloud.table.services if _serves(s, workload)])
         elif r.kind == "CronJob":
             cloud.cron_jobs = [w for w in cloud.cron_jobs if w.urn != r.urn]
@@ -364,6 +368,8 @@ def apply(
     run = Apply(cloud, old, new, applied, log or cloud.log, watchers=watchers)
     started = time.monotonic()
     cloud.plan = new
+    # Images without a release in their tag take the stack's (tools/cloud/images.py image_release).
+    cloud.venvs = cloud.factory.venvs = cloud.venvs.running(new.settings.release)
     operations = {r.urn: run.op(r) for r in new.custom}
     try:
         cloud.walk(new.custom, new.dependencies, run.begin, run.done, applied.timings, operations)

@@ -66,3 +66,47 @@ def awaited(kind: str, manifest: Mapping[str, Any]) -> bool:
             and bool(spec.get("selector"))
         )
     return kind in AWAITED_KINDS
+
+
+# kubectl wait's JSONPath as pulumi-kubernetes' waitFor takes it (provider/pkg/await/condition): dotted keys,
+# indexes and filters `[?(@.key=='value')]`, the forms a status condition is read with.
+_STEP = re.compile(r"\.([A-Za-z0-9_-]+)|\[(\d+)\]|\[\?\(@\.([A-Za-z0-9_-]+)\s*==\s*['\"]([^'\"]*)['\"]\)\]")
+
+
+def jsonpath(document: Any, path: str) -> list[Any]:
+    """The values `{.a.b[?(@.k=='v')].c}` selects in `document` (a list: a filter may select several)."""
+    inner = path.strip()
+    if not (inner.startswith("{") and inner.endswith("}")):
+        raise ValueError(f"not a JSONPath in braces: {path!r}")
+    inner, position, found = inner[1:-1], 0, [document]
+    while position < len(inner):
+        step = _STEP.match(inner, position)
+        if step is None:
+            raise ValueError(f"JSONPath {path!r}: {inner[position:]!r} is not a form the lab reads")
+        key, index, field, value = step.groups()
+        selected: list[Any] = []
+        for item in found:
+            if key is not None and isinstance(item, dict) and key in item:
+                selected.append(item[key])
+            elif index is not None and isinstance(item, list) and int(index) < len(item):
+                selected.append(item[int(index)])
+            elif field is not None and isinstance(item, list):
+                selected += [e for e in item if isinstance(e, dict) and str(e.get(field)) == value]
+        found, position = selected, step.end()
+    return found
+
+
+def wait_for_met(expression: str, document: Any) -> bool:
+    """Whether an object (its `status` included) meets a `pulumi.com/waitFor`: `condition=Type` (True) or
+    `jsonpath={...}=value` (or `jsonpath={...}`: the path selects something)."""
+    if expression.startswith("condition="):
+        wanted = expression.removeprefix("condition=")
+        conditions = (document.get("status") or {}).get("conditions") or []
+        return any(c.get("type") == wanted and c.get("status") == "True" for c in conditions)
+    if expression.startswith("jsonpath="):
+        body = expression.removeprefix("jsonpath=")
+        path, separator, value = body.partition("}=")
+        if separator:
+            return any(str(v) == value for v in jsonpath(document, path + "}"))
+        return bool(jsonpath(document, body))
+    raise ValueError(f"waitFor {expression!r}: the lab reads condition= and jsonpath= only")

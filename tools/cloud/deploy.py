@@ -18,8 +18,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from tools.cloud import awaits
+from tools.cloud import awaits, backup_standin
 from tools.cloud.cluster import Cluster
+from tools.cloud.images import ReleaseVenvs
 from tools.cloud.kubelet import JobRuntime, PodRuntime
 from tools.cloud.netpol import CniMode, NetworkPolicies, PodAddress
 from tools.cloud.node import Node
@@ -78,6 +79,19 @@ class Workload:
     # update that changes it (tools/cloud/apply.py); each pod keeps the revision it was made from.
     revision: int = 0
     templates: dict[int, Manifest] = field(default_factory=dict)  # revision → template, for older pods' successors
+    job_spec: Manifest = field(default_factory=dict)  # a stand-in's Job (its backoffLimit), where the plan has none
+    # A custom resource an operator plays with a Job (a one-time Backup): its status from the Job's
+    # phase, which the plan's pulumi.com/waitFor reads (tools/cloud/backup_standin.py).
+    job_status: Callable[[str | None], Manifest] | None = None
+    wait_for: str = ""
+
+    @property
+    def runs_job(self) -> bool:
+        return self.kind == "Job" or self.job_status is not None
+
+    def status(self) -> Manifest:
+        """What its operator says in the custom resource's status (a stand-in's that runs a Job)."""
+        return self.job_status(self.job.phase if self.job else None) if self.job_status else {}
 
     @property
     def host_network(self) -> bool:
@@ -92,6 +106,8 @@ class Workload:
         if not self.started:
             return False
         if self.job is not None:
+            if self.job_status is not None:  # pulumi-kubernetes reads the custom resource, not the Job
+                return self.skip_await or awaits.wait_for_met(self.wait_for, {"status": self.status()})
             return self.job.phase == "Complete"
         if self.skip_await:
             return True
@@ -105,6 +121,12 @@ class Workload:
 
     @property
     def failed(self) -> str:
+        if self.job is not None and self.job.phase == "Failed" and self.job_status is not None:
+            # pulumi-kubernetes would wait for its waitFor until the timeout: the lab stops at once, saying so.
+            return (
+                f"{self.kind} {self.name}: its operator's Job failed ({self.job.failure}), status "
+                f"{self.status()['conditions']}; `pulumi up` waits for {self.wait_for} until its timeout"
+            )
         if self.job is not None and self.job.phase == "Failed":
             return f"Job {self.name} failed: {self.job.failure}"
         broken = [p for p in self.pods if p.phase == "Failed"]
@@ -127,7 +149,7 @@ class Timing:
 class Cloud:
     plan: Plan
     cluster: Cluster
-    venv: Path
+    venvs: ReleaseVenvs  # the OpenStack venv of each release the pods run (tools/cloud/images.py)
     out: Path  # build/cloud/<stack>: logs and report
     log: Callable[[str], None]
     # Workloads this machine cannot run, and why: they are not started and count as not run.
@@ -145,6 +167,7 @@ class Cloud:
     # Volumes of the lab's own pods (the user's pod's copy of the CA bundle: tools/cloud/endpoint_tls.py),
     # which the kubelet's sync writes again as it does the plan's pods'.
     lab_volumes: list[SyncedVolume] = field(default_factory=list)
+    deployed: Plan | None = None  # the plan the first deploy created (tools/cloud/apply.py changes `plan`)
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _stopping: threading.Event = field(default_factory=threading.Event)
 
@@ -174,8 +197,10 @@ class Cloud:
                 stand_in = STAND_INS[r.kind](r.revealed)
                 self._add_stand_in(r, stand_in)
                 services += [Service.from_manifest(s, namespace) for s in stand_in.services]
+            elif r.kind == "Backup" and backup_standin.one_time(r.revealed):
+                self.add_backup(r)
         self.table = ServiceTable(services, self.domain)
-        self.factory = PodFactory(self.venv, self._object, self.out / "logs", namespace, self.domain)
+        self.factory = PodFactory(self.venvs, self._object, self.out / "logs", namespace, self.domain)
         self.dns = ClusterDns(self.cluster.control_plane, self.cluster.state / "dns", self.domain)
         self.proxy = KubeProxy(self.cluster.nodes, self.table)
 
@@ -221,6 +246,18 @@ class Cloud:
         )
         workload.skip_await = not awaits.awaited(r.kind or "", r.revealed)
         self.workloads[r.urn] = workload
+
+    def add_backup(self, r: Registration) -> None:
+        """A one-time Backup as mariadb-operator runs it: a Job, and the status its waitFor reads."""
+        ref = r.revealed["spec"]["mariaDbRef"]["name"]
+        mariadb = next(m.revealed for m in self.plan.custom if m.kind == "MariaDB" and (m.k8s_name or m.name) == ref)
+        job = backup_standin.backup_job(r.revealed, mariadb, self.domain)
+        annotations = (r.revealed.get("metadata") or {}).get("annotations") or {}
+        self.workloads[r.urn] = Workload(
+            "Backup", job.name, r.urn, job.template, 1, stand_in=True, job_spec=job.job_spec,
+            job_status=backup_standin.status, wait_for=annotations.get(awaits.WAIT_FOR, ""),
+            skip_await=not awaits.awaited("Backup", r.revealed),
+        )  # fmt: skip
 
     def _object(self, kind: str, name: str) -> dict[str, str]:
         if (kind, name) not in self.objects:
@@ -270,7 +307,7 @@ class Cloud:
             self.log(f"{workload.kind} {workload.name}: not started ({workload.why_not_scheduled})")
             workload.replicas = 0
             return
-        if workload.kind == "Job":
+        if workload.runs_job:
             workload.job = self._job(workload)
             workload.job.start()
             return
@@ -305,12 +342,21 @@ class Cloud:
         self, workload: Workload, node: Node, index: int, attempt: int = 0, revision: int | None = None
     ) -> PodRuntime:
         revision = workload.revision if revision is None else revision
-        unique = index + attempt * 100 + (node.index * 1000 if workload.kind == "DaemonSet" else 0)
-        name = workload.pod_name or self.factory.pod_name(workload.kind, workload.name, unique)
+        name = self.pod_name(workload, node, index, attempt)
         ip = node.ip if workload.host_network else node.allocate_ip()
         template = workload.template_of(revision)
         plan = self.factory.build(workload.kind, workload.name, template, name, ip, node, index)
         return PodRuntime(plan, node, self.log, on_network=self._enforce_policies, revision=revision)
+
+    def pod_name(self, workload: Workload, node: Node, index: int, attempt: int = 0) -> str:
+        """A StatefulSet's pod is `<name>-<ordinal>` whoever replaces it (its DNS name and its claims go by it);
+        a stand-in's as its operator's StatefulSet names it; other pods get a new name per attempt and node."""
+        if workload.pod_name:
+            return workload.pod_name
+        if workload.kind == "StatefulSet":
+            return self.factory.pod_name(workload.kind, workload.name, index)
+        unique = index + attempt * 100 + (node.index * 1000 if workload.kind == "DaemonSet" else 0)
+        return self.factory.pod_name(workload.kind, workload.name, unique)
 
     def start_successor(self, workload: Workload, index: int, node: Node | None, revision: int) -> PodRuntime:
         """A pod its controller starts after the first ones: of `revision`, on `node` (a DaemonSet's) or
@@ -342,6 +388,8 @@ class Cloud:
         )
 
     def _job_spec(self, workload: Workload) -> Manifest:
+        if workload.job_spec:
+            return workload.job_spec
         for r in self.plan.custom:
             if (r.k8s_name or r.name) == workload.name and r.kind in ("Job", "CronJob"):
                 spec = r.revealed["spec"]
@@ -361,6 +409,7 @@ class Cloud:
 
     def deploy(self) -> None:
         """Create everything in graph order; raise at the first failed Job or pod, or a wait that times out."""
+        self.deployed = self.plan  # what `timings` measured, whatever an apply makes of the cloud later
         self.walk(self.plan.custom, self.plan.dependencies, self._create, self._object_done, self.timings)
 
     def _create(self, r: Registration) -> None:
@@ -399,8 +448,9 @@ class Cloud:
                     # A replacement waits as the create of the new object does (its old one is gone).
                     waits = {"replace": "create", "same": "update"}.get(operation, operation)
                     timeout = awaits.timeout_seconds(r.kind or "", metadata, r.custom_timeouts, waits)
-                    timings[urn] = Timing(r.kind or r.type, r.k8s_name or r.name, now, timeout=timeout,
-                                          operation=operation)  # fmt: skip
+                    # Stamped now, not at the pass's start: what it waited for may have finished in this pass.
+                    timings[urn] = Timing(r.kind or r.type, r.k8s_name or r.name, time.monotonic() - started,
+                                          timeout=timeout, operation=operation)  # fmt: skip
                     begin(r)
                 timing = timings[urn]
                 if done(r):

@@ -115,6 +115,8 @@ IMAGES: dict[str, KollaImage] = {
     # Not Kolla's: the servers that play the operators' MariaDB and RabbitMQ (tools/cloud/standins.py).
     "mariadb-server": KollaImage(None, None, entrypoint=()),
     "rabbitmq-server": KollaImage(None, None, entrypoint=()),
+    # mariadb-operator's image in its backup Jobs: its step played by a shell (tools/cloud/backup_standin.py).
+    "mariadb-operator-backup": KollaImage(None, None, entrypoint=()),
 }
 # Kolla's base/sudoers: root may run anything, with the virtualenv first on sudo's path.
 SUDOERS = (
@@ -190,6 +192,13 @@ class ReleaseVenvs:
         (tools.realenv.openstack_venv.ensure_venv(release).path)."""
         releases = {stack_release, *(image_release(ref, stack_release) for ref in references)}
         return cls(stack_release, {release: ensure(release) for release in sorted(releases)})
+
+    def running(self, release: str) -> ReleaseVenvs:
+        """The same venvs for a cloud that now runs `release` (a plan of that release applied)."""
+        if release not in self.venvs:
+            raise UnknownReleaseError(f"release {release}: the lab made no venv for it before the first pod "
+                                      f"({', '.join(self.venvs)})")  # fmt: skip
+        return ReleaseVenvs(release, self.venvs)
 
     def release_of(self, reference: str) -> str:
         return image_release(reference, self.stack_release)

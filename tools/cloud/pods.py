@@ -29,9 +29,10 @@ from tools.cloud.images import (
     KOLLA_VENV,
     LANG,
     TOOLBOX_VENV,
+    ReleaseVenvs,
     build_layer,
-    image_name,
     kolla_image,
+    layer_name,
     restricted_path,
     user_groups,
 )
@@ -199,14 +200,16 @@ class SyncedVolume:
 
 @dataclass
 class PodFactory:
-    venv: Path
+    # Which OpenStack venv each image runs (an upgrade's checks run the previous release's images).
+    venvs: ReleaseVenvs
     objects: ObjectLookup
     logs: Path  # where container logs go
     namespace: str = "openstack"
     domain: str = "cluster.local"
     tokens: TokenIssuer | None = None  # None: no API server, so a pod that wants a token cannot start
-    # Kolla image name → its commands (name → path in the image, tools/imagecheck): a container's
-    # PATH then finds only those. None: this machine's system directories, as before.
+    # An image's layer (tools/cloud/images.py layer_name: the image of one release) → its commands
+    # (name → path in the image, tools/imagecheck): a container's PATH then finds only those.
+    # None: this machine's system directories, as before.
     image_commands: Mapping[str, Mapping[str, str]] | None = None
 
     def pod_name(self, kind: str, workload: str, index: int = 0) -> str:
@@ -378,7 +381,9 @@ class PodFactory:
         _known(f"container {what} lifecycle", lifecycle, {"preStop"})
         image = kolla_image(manifest["image"])
         security = _security(pod.security_context, manifest.get("securityContext") or {}, image.user, manifest)
-        commands = self.image_commands.get(image_name(manifest["image"])) if self.image_commands else None
+        release = self.venvs.release_of(manifest["image"])
+        venv, layer_dir = self.venvs.venvs[release], layer_name(manifest["image"], release)
+        commands = self.image_commands.get(layer_dir) if self.image_commands else None
         env = {
             "PATH": restricted_path(image) if commands is not None else image.path,
             "LANG": LANG,
@@ -413,11 +418,10 @@ class PodFactory:
         mounts.sort(key=lambda m: len(Path(m.target).parts))
         venvs = {}
         if image.venv == KOLLA_VENV:
-            venvs[KOLLA_VENV] = self.venv
+            venvs[KOLLA_VENV] = venv
         elif image.venv == TOOLBOX_VENV:
-            venvs[TOOLBOX_VENV] = self.venv
-        layer_name = manifest["image"].rsplit("/", 1)[-1].split(":")[0]
-        layer = build_layer(image, self.venv, pod.node.state.parent.parent / "images" / layer_name, commands)
+            venvs[TOOLBOX_VENV] = venv
+        layer = build_layer(image, venv, pod.node.state.parent.parent / "images" / layer_dir, commands)
         resources = manifest.get("resources") or {}
         _known(f"container {what} resources", resources, {"limits", "requests"})
         limits = resources.get("limits") or {}

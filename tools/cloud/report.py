@@ -11,7 +11,8 @@ from tools.cloud.deploy import Cloud
 NOT_REPRODUCED = (
     ("operators (mariadb-operator, RabbitMQ Cluster Operator)", "stand-ins play their MariaDB and RabbitmqCluster "
      "(Debian's MariaDB 10.11 and RabbitMQ 3.10, one server each, behind the operators' Services; counted apart as "
-     "stand_ins); mariadb-operator's Backup (mariadb-backup) takes no dump"),
+     "stand_ins); mariadb-operator's scheduled Backup (mariadb-backup) takes no dump; a one-time Backup (an upgrade's) "
+     "is played as its Backup controller plays it (tools/cloud/backup_standin.py)"),
     ("the Kubernetes API server", "a stand-in serves the nodes, pods, Secrets and Events the plan's pods and the "
      "scenario use, with the plan's RBAC (tools/cloud/apiserver.py)"),
     ("seccomp profiles (RuntimeDefault)", "the harness applies users, groups, capabilities, no_new_privs and "
@@ -47,19 +48,21 @@ class Report:
     tls: dict[str, Any] | None = None  # the proof from outside (tools/cloud/public_access.py)
     gateway_proxy: dict[str, Any] | None = None  # the stand-in for the Gateway's proxy pod: pods, ready
     apply: dict[str, Any] | None = None  # a changed stack applied (tools/cloud/apply_scenario.py)
+    upgrade: dict[str, Any] | None = None  # a release upgrade of the running cloud (tools/cloud/upgrade_scenario.py)
     deploy_error: str = ""
     not_run: list[dict[str, str]] = field(default_factory=list)
     data: dict[str, Any] = field(default_factory=dict)
 
     def build(self, cloud: Cloud, cannot_run: dict[str, str]) -> dict[str, Any]:
         plan_workloads = [w for w in cloud.workloads.values() if not w.stand_in and w.kind != "Job"]
-        stand_ins = [w for w in cloud.workloads.values() if w.stand_in]
+        stand_ins = [w for w in cloud.workloads.values() if w.stand_in and not w.runs_job]  # servers, not Jobs
         long_running = [p for w in plan_workloads for p in w.pods]
         # Every pod the plan asks of the lab's nodes: a DaemonSet's pod per admitted node, every
         # StatefulSet replica, a Deployment's pods as the lab runs them (not_run says how many).
         wanted = sum(w.replicas for w in plan_workloads)
         probes = [record for pod in long_running for record in pod.probe_records]
-        jobs = [w.job for w in [*cloud.workloads.values(), *cloud.cron_jobs] if w.job is not None]
+        # The plan's Jobs and CronJobs' runs (a stand-in's Job, the one-time Backup's, is its operator's).
+        jobs = [w.job for w in [*cloud.workloads.values(), *cloud.cron_jobs] if w.job is not None and not w.stand_in]
         planned_jobs = [w for w in cloud.workloads.values() if w.kind == "Job"] + [
             w for w in cloud.cron_jobs if not w.why_not_scheduled
         ]
@@ -102,6 +105,7 @@ class Report:
             "libvirt_restart": self.libvirt_restart or {"not_run": "no running server to test it with"},
             "libvirt_listener": self.libvirt_listener,
             "apply": self.apply or {"not_run": "one stack's scenario (tools/cloud/run.py APPLY_STACKS), once deployed"},
+            "upgrade": self.upgrade or {"not_run": "one stack's scenario (upgrade_scenario.py UPGRADE_FROM)"},
             "maintenance": self._maintenance(),
             "network_policies": self.network_policies,
             "provider_network": self.provider,
@@ -169,7 +173,7 @@ class Report:
         makespan = max(t.done for t in timings.values() if t.done is not None)
         durations = {u: (t.done or 0) - t.created for u, t in timings.items()}
         names = {u: f"{t.kind} {t.name}" for u, t in timings.items()}
-        path = critical_path(durations, cloud.plan.dependencies, names)
+        path = critical_path(durations, (cloud.deployed or cloud.plan).dependencies, names)
         # How much of its timeout each wait used: a wait near its limit fails on a slower cluster.
         used = sorted(
             ((round(durations[u] / t.timeout, 2), names[u]) for u, t in timings.items() if t.timeout), reverse=True
@@ -225,6 +229,7 @@ class Report:
             f"  internal CA rotated under load: {_ca_rotation_line(d['tls'].get('ca_rotation') or {})}",
             f"  ceph: {_ceph_line(d['ceph'])}",
             f"  a changed stack applied: {_apply_line(d['apply'])}",
+            f"  release upgrade: {_upgrade_line(d['upgrade'])}",
             f"  libvirt pod restart: {restart}",
             f"  libvirt for migrations: {d['libvirt_listener']}",
             f"  maintenance: {_maintenance_line(maintenance)}",
@@ -255,6 +260,20 @@ def _apply_line(found: dict[str, Any]) -> str:
         f"calls {found['calls']}, failed {found['failed_calls']} ({found['failed_outside_restarts']} outside the "
         f"rollouts); VM survived {found['vm_survived']} (expected {found['vm_expected_to_survive']}); "
         f"{found['seconds']}s {found['error']}"
+    )
+
+
+def _upgrade_line(found: dict[str, Any]) -> str:
+    if "steps" not in found:
+        return str(found.get("not_run") or found.get("error"))
+    check = found["predicted_vs_actual"]
+    done = sum(1 for s in found["steps"] if s["end_s"] is not None)
+    return (
+        f"{found['from']} -> {found['to']}: {done}/{len(found['steps'])} steps done, prediction matches "
+        f"{check['matches']}; calls {found['calls']}, failed {found['api_failed_calls']} "
+        f"({found['failed_outside_restarts']} outside the rollouts), longest outage {found['api_longest_outage_s']}s "
+        f"({found['api_longest_outage'].get('client')}: {found['api_longest_outage'].get('call')}); VMs survived "
+        f"{found['vm_survived']}; rollback {found['rollback'].get('ok')}; {found['seconds']}s {found['error']}"
     )
 
 

@@ -16,7 +16,14 @@ from typing import Any
 
 from components import internal_tls
 from components.cinder import volume_pods
-from tools.cloud import apply_scenario, certificate_requests, encryption, endpoint_tls, rotation
+from tools.cloud import (
+    apply_scenario,
+    certificate_requests,
+    encryption,
+    endpoint_tls,
+    rotation,
+    upgrade_scenario,
+)
 from tools.cloud.apiserver import LabApiServer
 from tools.cloud.capture import Capture, CaptureError
 from tools.cloud.ceph import CephStandIn, CephStartError, monitors_override
@@ -24,10 +31,11 @@ from tools.cloud.cluster import FABRIC_NETNS, LAYOUTS, Cluster, provider_counter
 from tools.cloud.deploy import API_SERVER_PORT, Cloud, DeployFailedError, api_server_endpoint
 from tools.cloud.gateway import PROXY_NETNS
 from tools.cloud.guest import BOOTED, Guest, build_guest
-from tools.cloud.images import image_name
+from tools.cloud.images import ReleaseVenvs
 from tools.cloud.isolation import check_isolation
 from tools.cloud.netpol import CniMode
 from tools.cloud.node import kill_cgroups
+from tools.cloud.plan_images import image_commands, release_venvs
 from tools.cloud.public_access import FrontDoor
 from tools.cloud.report import Report
 from tools.cloud.services import API_SERVER_ADDRESS
@@ -35,10 +43,9 @@ from tools.cloud.tempest_run import TempestError, TempestRequest, run_tempest
 from tools.cloud.uplink import UplinkBridges
 from tools.cloud.userpod import UserPod
 from tools.cloud.vmsafety import libvirt_listener, restart_libvirt
-from tools.imagecheck.contents import image_software
 from tools.plan import Plan, build_plan
 from tools.realenv.openstack_venv import ensure_venv
-from tools.runtime import REPO, Registration, stack_config, stack_file
+from tools.runtime import REPO, stack_config, stack_file
 
 # The stacks the test starts: their stack files, changed only where this machine differs
 # from a real node (machine_overrides): no Open vSwitch kernel module, maybe no working KVM.
@@ -167,26 +174,6 @@ def _admin_env(cloud: Cloud) -> dict[str, str]:
     raise LookupError("no Job of the plan authenticates as admin")
 
 
-def plan_images(plan: Plan) -> set[str]:
-    """The image names (tools/cloud/images.py's keys) of the plan's containers."""
-    return {
-        image_name(c["image"])
-        for r in plan.custom
-        if r.kind in ("Deployment", "StatefulSet", "DaemonSet", "Job", "CronJob")
-        for c in _pod_spec(r).get("containers", []) + _pod_spec(r).get("initContainers", [])
-    }
-
-
-def image_commands(plan: Plan) -> dict[str, dict[str, str]]:
-    """Each Kolla image's commands as Kolla builds it (tools/imagecheck): a container's PATH finds only those."""
-    return {name: dict(software.executables) for name, software in image_software(sorted(plan_images(plan))).items()}
-
-
-def _pod_spec(r: Registration) -> dict[str, Any]:
-    spec = r.revealed["spec"]
-    return dict((spec["jobTemplate"]["spec"] if r.kind == "CronJob" else spec)["template"]["spec"])
-
-
 def api_server(cloud: Cloud, log: Callable[[str], None]) -> LabApiServer:
     """The lab's Kubernetes API, with the plan's RBAC and Secrets; the kubelet mounts its tokens."""
     plan = cloud.plan
@@ -249,8 +236,10 @@ def use_cloud(
     why_not: dict[str, str],
     ceph: CephStandIn | None = None,
     ca_file: Path | None = None,
+    steps: str = "",
 ) -> dict[str, Any]:
-    """Run tools/cloud/scenario.py as a user inside the cluster would: from a pod, by the cluster's names."""
+    """Run tools/cloud/scenario.py as a user inside the cluster would: from a pod, by the cluster's names;
+    `steps` (comma-separated) some of its steps, by default all."""
     settings = cloud.plan.settings
     # The scenario makes volumes of the default type: whether the first backend's pod runs here.
     volume_cannot_run = why_not.get(volume_pods(settings)[0][1].name, "")
@@ -271,8 +260,8 @@ def use_cloud(
         **ceph_env(ceph, cloud),
     }
     command = [str(venv / "bin" / "python"), "-m", "tools.cloud.scenario", str(guest.kernel), str(guest.initramfs),
-               str(guest.disk)]  # fmt: skip
-    with (cloud.out / "scenario.log").open("w") as log:
+               str(guest.disk), *([steps] if steps else [])]  # fmt: skip
+    with (cloud.out / "scenario.log").open("a") as log:
         done = user.run(command, env=env, cwd=REPO, stdout=subprocess.PIPE, stderr=log, timeout=1800)
     try:
         return json.loads(done.stdout.strip().splitlines()[-1])
@@ -385,6 +374,39 @@ def prove_apply(
         return {"ok": False, "error": f"{type(error).__name__}: {error}"}
 
 
+def prove_upgrade(
+    door: FrontDoor,
+    cloud: Cloud,
+    user: UserPod,
+    venv: Path,
+    ca_file: Path | None,
+    facts: dict[str, Any],
+    plans: upgrade_scenario.UpgradePlans,
+    venvs: ReleaseVenvs,
+    log: Callable[[str], None],
+) -> dict[str, Any]:
+    """The release upgrade of the running cloud under load, checked against `--against`'s upgrade view
+    (tools/cloud/upgrade_scenario.py), with the user's VMs (vm1, vm2) running."""
+    servers = [{**facts[key], "name": name} for key, name in (("server", "vm1"), ("peer_server", "vm2"))
+               if facts.get(key)]  # fmt: skip
+    try:
+        return upgrade_scenario.prove(door, cloud, user, venv / "bin" / "python", admin_env(cloud, ca_file), servers,
+                                      plans, venvs.venvs, log)  # fmt: skip
+    except (RuntimeError, LookupError, OSError, ValueError, subprocess.SubprocessError) as error:
+        log(f"upgrade failed: {type(error).__name__}: {error}")
+        return {"error": f"{type(error).__name__}: {error}"}
+
+
+def merged_facts(first: dict[str, Any], later: dict[str, Any]) -> dict[str, Any]:
+    """What the scenario found before and after an upgrade, as one run would have reported it: a later
+    fact of the same object (the server's host after the maintenance) over the earlier one."""
+    merged = dict(first)
+    for key, value in later.items():
+        earlier = merged.get(key)
+        merged[key] = merged_facts(earlier, value) if isinstance(earlier, dict) and isinstance(value, dict) else value
+    return merged
+
+
 def virt_type(guest: Guest, log: Callable[[str], None]) -> str:
     """kvm when this machine's /dev/kvm boots the guest, else qemu (software emulation)."""
     if not Path("/dev/kvm").exists():
@@ -470,6 +492,7 @@ def run(
     signal.signal(signal.SIGTERM, _stop_once)
     shutil.rmtree(out / "logs", ignore_errors=True)
     out.mkdir(parents=True, exist_ok=True)
+    (out / "scenario.log").unlink(missing_ok=True)  # the scenario's runs of this run append to it
     events = (out / "events.log").open("w")
     started = time.monotonic()
 
@@ -483,11 +506,19 @@ def run(
         report.seconds[name] = time.monotonic() - since
 
     since = time.monotonic()
-    venv = ensure_venv()
+    venv = ensure_venv()  # the stack file's release: the user's and the clients' tools
     guest = build_guest(REPO / ".cache" / "guest")
     virt = virt_type(guest, log)
+
+    def plan_of(path: Path) -> Plan:
+        return build_plan(stack, machine_overrides(stack, virt, path), stack_path=path)
+
+    # A stack whose lab proves an upgrade deploys the release before its own (tools/cloud/upgrade_scenario.py).
+    upgrade = upgrade_scenario.upgrade_plans(stack, stack_file(stack), out, plan_of)
     overrides = machine_overrides(stack, virt)
-    plan = build_plan(stack, overrides)
+    plan = upgrade.previous if upgrade else build_plan(stack, overrides)
+    plans = [plan, *([upgrade.upgrading, upgrade.final] if upgrade else [])]
+    venvs = release_venvs(plans, plan.settings.release, lambda release: ensure_venv(release).path)
     report = Report(stack, plan.settings.hypervisor_isolation.value)
     if virt != "kvm":
         why = "/dev/kvm here does not boot a guest: guests run under QEMU's software emulation (TCG)"
@@ -501,8 +532,8 @@ def run(
     uplinks = UplinkBridges(cluster.nodes, log)
     uplinks.start()
     why_not = cannot_run(plan)
-    cloud = Cloud(plan, cluster, venv.path, out, log, why_not, cni)
-    cloud.factory.image_commands = image_commands(plan)
+    cloud = Cloud(plan, cluster, venvs, out, log, why_not, cni)
+    cloud.factory.image_commands = image_commands(plans)
     api = api_server(cloud, log)
     cloud.api = api  # an apply of a new plan changes its Secrets and RBAC
     door = FrontDoor.issue(cloud, api, log)  # cert-manager's Secrets, before any pod mounts them
@@ -533,21 +564,36 @@ def run(
         if not report.deploy_error:
             since = time.monotonic()
             wire = start_capture(cloud, log)  # what crosses the wires while both users work
-            report.user = use_cloud(cloud, api, user, venv.path, guest, why_not, ceph, ca_file)
+            # Before an upgrade the servers (and a volume); the Ceph proof and the maintenance after it.
+            first = "server,volume" if upgrade else ""
+            report.user = use_cloud(cloud, api, user, venv.path, guest, why_not, ceph, ca_file, first)
             report.provider = provider_counters()
             log(f"user: {json.dumps(report.user)[:2000]}")
             phase("use", since)
             since = time.monotonic()
             report.tls = prove_public_access(door, cloud, venv.path, guest, log, ca_file)
             phase("public_access", since)
-            report.tls |= internal_tls_seen(cloud, user, venv.path, ca_file, wire, log, gateway_netns(door))
+            if upgrade is None:  # else once the scenario's last steps ran: their migrations cross the wires too
+                report.tls |= internal_tls_seen(cloud, user, venv.path, ca_file, wire, log, gateway_netns(door))
             server = report.user.get("server", {})
             since = time.monotonic()
-            later = lambda changed: build_plan(stack, {**overrides, **changed})  # noqa: E731
+            changed_plan = lambda changed: build_plan(stack, {**overrides, **changed})  # noqa: E731
             report.tls["rotation"], report.tls["ca_rotation"] = prove_rotation(
-                door, cloud, api, user, venv.path, ca_file, server, log, later
+                door, cloud, api, user, venv.path, ca_file, server, log, changed_plan
             )
             phase("rotation", since)
+            if upgrade is not None:  # with vm1 and vm2 running; the scenario's other steps then on the new release
+                since = time.monotonic()
+                report.upgrade = prove_upgrade(door, cloud, user, venv.path, ca_file, report.user, upgrade, venvs, log)
+                phase("upgrade", since)
+                since = time.monotonic()
+                later = use_cloud(cloud, api, user, venv.path, guest, why_not, ceph, ca_file, "ceph,maintenance")
+                report.user = merged_facts(report.user, later)
+                log(f"user after the upgrade: {json.dumps(later)[:2000]}")
+                phase("use_after_upgrade", since)
+                # The capture ran through the upgrade: libvirt's hops (tls.libvirt) are the maintenance's migrations.
+                report.tls |= internal_tls_seen(cloud, user, venv.path, ca_file, wire, log, gateway_netns(door))
+                server = report.user.get("server", {})
             if stack in APPLY_STACKS:  # while the VM runs: the libvirt restart below ends it on staging
                 since = time.monotonic()
                 report.apply = prove_apply(door, cloud, user, venv.path, ca_file, server, virt, log)

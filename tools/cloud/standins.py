@@ -284,18 +284,26 @@ def rabbitmq(resource: Manifest) -> StandIn:
     )
 
 
-def _template(labels: dict[str, str], container: Manifest, volumes: list[Manifest], resource: Manifest) -> Manifest:
-    """The pod the operator's StatefulSet runs, placed where the resource says."""
+def operator_pod(containers: list[Manifest], volumes: list[Manifest], resource: Manifest, **extra: Any) -> Manifest:
+    """The spec of a pod an operator runs for `resource` (its spec), as root (Debian's servers and clients
+    here), placed where the resource says; `extra` adds fields (initContainers, restartPolicy)."""
     spec: Manifest = {
-        "containers": [container],
+        "containers": containers,
         "volumes": volumes,
         "securityContext": {"runAsUser": 0},
         "enableServiceLinks": False,
         "automountServiceAccountToken": False,
+        **extra,
     }
     for key in ("nodeSelector", "tolerations"):
         if resource.get(key):
             spec[key] = resource[key]
+    return spec
+
+
+def _template(labels: dict[str, str], container: Manifest, volumes: list[Manifest], resource: Manifest) -> Manifest:
+    """The pod the operator's StatefulSet runs, placed where the resource says."""
+    spec = operator_pod([container], volumes, resource)
     affinity = resource.get("affinity") or {}
     # mariadb-operator's `antiAffinityEnabled` spreads Galera's pods; a stand-in is one pod.
     if affinity.get("nodeAffinity"):

@@ -18,7 +18,7 @@ from typing import Protocol
 
 from components import libvirt_tls
 from tools.cloud.deploy import Cloud, Workload
-from tools.cloud.guest import ALIVE
+from tools.cloud.guest import ALIVE, parse_console
 from tools.cloud.kubelet import PodRuntime
 from tools.cloud.node import LAB_NODES
 
@@ -76,6 +76,15 @@ def _alive_lines(cloud: Cloud, host: str, instance_dir_uuid: str) -> int:
         return log.read_text(errors="replace").count(ALIVE)
     except OSError:
         return 0
+
+
+def alive_values(cloud: Cloud, host: str, instance_dir_uuid: str) -> tuple[int, ...]:
+    """The guest's counter (seconds since its boot) on every alive line of its console so far."""
+    log = cloud.cluster.node(host).host_path("/var/lib/nova") / "instances" / instance_dir_uuid / "console.log"
+    try:
+        return parse_console(log.read_text(errors="replace")).alive_values
+    except OSError:
+        return ()
 
 
 def vm_signs(cloud: Cloud, host: str, instance: str, server_id: str) -> tuple[int | None, int]:

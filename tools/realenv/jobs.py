@@ -223,6 +223,10 @@ class BootstrapChain:
                 written.append(data[key])
         for directory in local.image_dirs("\n".join(written)):
             directory.mkdir(parents=True, exist_ok=True)
+        if project and local.path(f"/etc/{project}").is_dir():
+            # A command without --config-file (the `*-status` tools) finds /etc/<project>/<project>.conf by
+            # oslo.config's default search, which starts at ~/.<project>/: HOME is the pod's root here.
+            (root / f".{project}").symlink_to(local.path(f"/etc/{project}"))
         env = self.env(workload, root)
         # Without `command` the image's entrypoint runs the args: Kolla's dumb-init, which only reaps
         # children and forwards signals, so the args are run as they are here.
