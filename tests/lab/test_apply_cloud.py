@@ -204,8 +204,9 @@ def test_watchers_see_each_step_once_it_began_as_an_operators_watch_does(cloud: 
     # Every step but the same ones and the deletes (done after the walk), each once it was done to the cluster.
     assert set(seen) == {
         ("replace", "Secret/keystone-etc"), ("replace", "Job/keystone-db-sync"), ("update", "Deployment/keystone-api"),
-        ("update", "DaemonSet/agent"), ("update", "Service/keystone-api"), ("create", "ConfigMap/extra")}  # fmt: skip
-    assert len(seen) == 6 and seen.index(("replace", "Secret/keystone-etc")) < seen.index(
+        ("update", "DaemonSet/agent"), ("update", "Service/keystone-api"), ("update", "StatefulSet/cache"),
+        ("create", "ConfigMap/extra")}  # fmt: skip
+    assert len(seen) == 7 and seen.index(("replace", "Secret/keystone-etc")) < seen.index(
         ("replace", "Job/keystone-db-sync"))  # fmt: skip
     assert data_then[seen.index(("replace", "Secret/keystone-etc"))] == "[DEFAULT]\nx = 2\n"
 
