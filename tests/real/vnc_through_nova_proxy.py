@@ -26,6 +26,8 @@ from nova.console.securityproxy import rfb  # noqa: E402
 TIMEOUT = 20
 
 
+# Its own copy of tools/cloud/socket_read.py's read_exact: this file is copied alone into a node's state
+# directory and run by nova's venv there, where the repository's modules are not importable.
 def recv_exact(sock, size):
     data = b""
     while len(data) < size:

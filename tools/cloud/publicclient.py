@@ -22,6 +22,7 @@ from typing import Any
 from urllib.parse import urlencode
 
 from tools.cloud import rfb_client
+from tools.cloud.socket_read import read_exact
 
 WEBSOCKET_GUID = "258EAFA5-E914-47DA-95CA-C5AB0DC85B11"  # RFC 6455's
 TIMEOUT = 60.0
@@ -130,26 +131,16 @@ def _read_until(sock: ssl.SSLSocket, end: bytes) -> bytes:
     return data[: data.index(end)]
 
 
-def _read_exact(sock: ssl.SSLSocket | socket.socket, size: int) -> bytes:
-    data = b""
-    while len(data) < size:
-        chunk = sock.recv(size - len(data))
-        if not chunk:
-            raise ConnectionError("websocket closed mid-frame")
-        data += chunk
-    return data
-
-
 def read_frame(sock: ssl.SSLSocket | socket.socket) -> tuple[int, bytes]:
     """One RFC 6455 frame (a server's: unmasked, or masked as a client sends): its opcode and payload."""
-    first, second = _read_exact(sock, 2)
+    first, second = read_exact(sock, 2)
     length = second & 0x7F
     if length == 126:
-        length = int.from_bytes(_read_exact(sock, 2), "big")
+        length = int.from_bytes(read_exact(sock, 2), "big")
     elif length == 127:
-        length = int.from_bytes(_read_exact(sock, 8), "big")
-    mask = _read_exact(sock, 4) if second & 0x80 else b""
-    payload = _read_exact(sock, length)
+        length = int.from_bytes(read_exact(sock, 8), "big")
+    mask = read_exact(sock, 4) if second & 0x80 else b""
+    payload = read_exact(sock, length)
     if mask:
         payload = bytes(b ^ mask[i % 4] for i, b in enumerate(payload))
     return first & 0x0F, payload

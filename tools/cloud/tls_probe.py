@@ -34,6 +34,8 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
+from tools.cloud.socket_read import read_exact
+
 TIMEOUT = 10.0
 HTTP_REQUEST = "GET / HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n"
 MEMCACHED_VERSION = b"version\r\n"
@@ -51,20 +53,10 @@ class MysqlError(RuntimeError):
     pass
 
 
-def _read_exact(sock: socket.socket, size: int) -> bytes:
-    data = b""
-    while len(data) < size:
-        chunk = sock.recv(size - len(data))
-        if not chunk:
-            raise ConnectionError(f"closed after {len(data)} of {size} bytes")
-        data += chunk
-    return data
-
-
 def mysql_packet(sock: socket.socket) -> tuple[int, bytes]:
     """One packet: (sequence id, payload)."""
-    header = _read_exact(sock, 4)
-    return header[3], _read_exact(sock, int.from_bytes(header[:3], "little"))
+    header = read_exact(sock, 4)
+    return header[3], read_exact(sock, int.from_bytes(header[:3], "little"))
 
 
 def mysql_send(sock: socket.socket, sequence: int, payload: bytes) -> None:
