@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import Any
 from unittest.mock import MagicMock, patch
 
@@ -94,3 +94,32 @@ def horizon_settings(text: str) -> dict[str, Any]:
         exec(compile(text, "local_settings.py", "exec"), namespace)
     namespace["_contexts"] = context.call_args_list
     return namespace
+
+
+class SecretsOnlyWorld:
+    """What the lab's API server (tools/realenv/kubeapi.py) reaches into beyond its own objects, for a Job that
+    only writes Secrets: no nodes, no pods (touching one fails the test, naming the Job), and every Secret
+    written recorded in order as (namespace, name, data); `secrets` is the last write of each."""
+
+    def __init__(self, job: str) -> None:
+        self.job = job
+        self.written: list[tuple[str, str, dict[str, str]]] = []
+
+    @property
+    def secrets(self) -> dict[tuple[str, str], dict[str, str]]:
+        return {(namespace, name): data for namespace, name, data in self.written}
+
+    def api_nodes(self) -> list[dict[str, Any]]:
+        return []
+
+    def api_patch_node(self, name: str, patched: dict[str, Any]) -> None:
+        raise AssertionError(f"the Job {self.job} touches no node")
+
+    def api_pods(self, namespace: str) -> list[dict[str, Any]]:
+        return []
+
+    def api_delete_pod(self, namespace: str, name: str) -> bool:
+        raise AssertionError(f"the Job {self.job} deletes no pod")
+
+    def api_update_secret(self, namespace: str, name: str, data: Mapping[str, str]) -> None:
+        self.written.append((namespace, name, dict(data)))

@@ -24,6 +24,7 @@ from typing import Any
 import pytest
 from cryptography import x509
 
+from tests.helpers import SecretsOnlyWorld
 from tests.test_ca_rotation import _plan
 from tools.cloud.apiserver import LabApiServer
 from tools.cloud.certmanager import CertManager
@@ -34,33 +35,11 @@ NAMESPACE = "openstack"
 SCRIPTS = Path(__file__).parents[1] / "components" / "scripts"
 
 
-class World:
-    """What the lab's API reaches into: here only the Secrets written, as the kubelet would see them."""
-
-    def __init__(self) -> None:
-        self.written: list[tuple[str, dict[str, str]]] = []
-
-    def api_nodes(self) -> list[dict[str, Any]]:
-        return []
-
-    def api_patch_node(self, name: str, patched: dict[str, Any]) -> None:
-        raise AssertionError("the bundle Job touches no node")
-
-    def api_pods(self, namespace: str) -> list[dict[str, Any]]:
-        return []
-
-    def api_delete_pod(self, namespace: str, name: str) -> bool:
-        raise AssertionError("the bundle Job deletes no pod")
-
-    def api_update_secret(self, namespace: str, name: str, data: Mapping[str, str]) -> None:
-        self.written.append((name, dict(data)))
-
-
 @dataclass
 class Rig:
     plan: Plan
     api: LabApiServer
-    world: World
+    world: SecretsOnlyWorld
     certs: CertManager
     script: ModuleType
     client: Any
@@ -89,7 +68,7 @@ def _job_env(plan: Plan) -> dict[str, str]:
 def rig(request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Rig]:
     plan = _plan(getattr(request, "param", "trust"))
     rbac = [r.revealed for r in plan.custom if r.kind in ("Role", "RoleBinding", "ClusterRole", "ClusterRoleBinding")]
-    world = World()
+    world = SecretsOnlyWorld("internal-ca-bundle")
     api = LabApiServer(world, rbac, tmp_path, ("127.0.0.1",))
     api.ca.write_text("")  # what a token's mount carries; the API is reached over plain HTTP here
     certs = CertManager([r.revealed for r in plan.custom])
@@ -128,7 +107,7 @@ def test_a_new_stack_gets_a_bundle_of_both_cas_the_old_one_first(rig: Rig) -> No
     assert _cas(bundle) == [_root(rig, "internal-ca"), _root(rig, "internal-ca-2")]
     assert bundle["metadata"]["labels"]["k8s.mariadb.com/watch"] == ""  # mariadb-operator follows it
     assert rig.world.written == [
-        ("internal-ca-bundle", {"ca.crt": base64.b64decode(bundle["data"]["ca.crt"]).decode()})
+        (NAMESPACE, "internal-ca-bundle", {"ca.crt": base64.b64decode(bundle["data"]["ca.crt"]).decode()})
     ]
 
 

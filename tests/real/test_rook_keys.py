@@ -27,13 +27,14 @@ import shutil
 import subprocess
 import tempfile
 import uuid
-from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.helpers import SecretsOnlyWorld
 from tests.test_rook import rook_plan
 from tools.cloud.apiserver import LabApiServer
 from tools.cloud.ceph import CephStandIn
@@ -50,33 +51,11 @@ OP_TIMEOUT = "20"  # seconds a client waits for an OSD or monitor: a refusal is 
 
 
 @dataclass
-class World:
-    """What the lab's API server serves beyond Secrets: no nodes or pods here; written Secrets recorded."""
-
-    secrets: dict[tuple[str, str], dict[str, str]] = field(default_factory=dict)
-
-    def api_nodes(self) -> list[dict[str, Any]]:
-        return []
-
-    def api_patch_node(self, name: str, patched: dict[str, Any]) -> None:
-        raise AssertionError("the keys Job patches no node")
-
-    def api_pods(self, namespace: str) -> list[dict[str, Any]]:
-        return []
-
-    def api_delete_pod(self, namespace: str, name: str) -> bool:
-        raise AssertionError("the keys Job deletes no pod")
-
-    def api_update_secret(self, namespace: str, name: str, data: Mapping[str, str]) -> None:
-        self.secrets[(namespace, name)] = dict(data)
-
-
-@dataclass
 class Rig:
     plan: Plan
     ceph: CephStandIn
     api: LabApiServer
-    world: World
+    world: SecretsOnlyWorld
     rook: RookStandIn
     work: Path
 
@@ -140,7 +119,7 @@ def rig() -> Iterator[Rig]:
     work.chmod(0o755)
     ceph = CephStandIn(plan.settings.ceph, work / "ceph", address=ADDRESS, netns=NETNS, cgroup=NETNS,
                        fsid=str(uuid.uuid4()))  # fmt: skip
-    world = World()
+    world = SecretsOnlyWorld("ceph-rook-keys")
     rbac = [r.revealed for r in _objects(plan, *RBAC_KINDS)]
     api = LabApiServer(world, rbac, work / "apiserver", (ADDRESS,))
     try:
