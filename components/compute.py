@@ -19,6 +19,7 @@ from components.inifile import render_ini
 from components.neutron import agent_sections, ovs_agent_sections
 from components.nova import nova_sections
 from components.roles import (
+    NodeKind,
     NodePod,
     Role,
     Topology,
@@ -325,6 +326,8 @@ def _pod_process(pod: NodePod, containers: _Containers, settings: Settings, name
         node_pod=pod,
         sidecars=tuple(sidecars),
         on_delete=settings.compute.vm_safe and pod.holds_vms_or_datapath,
+        # A network node's agents hold its routers and DHCP: one node at a time.
+        max_unavailable=settings.compute.agents_max_unavailable if pod.agent and pod.node is NodeKind.COMPUTE else 1,
         workload_name=name,
         **extra,  # type: ignore[arg-type]
     )

@@ -98,9 +98,12 @@ def daemonset(
     depends_on: Sequence[pulumi.Resource],
     *,
     on_delete: bool = False,
+    max_unavailable: int | str = 1,
 ) -> k8s.apps.v1.DaemonSet:
     strategy: Manifest = (
-        {"type": "OnDelete"} if on_delete else {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 1}}
+        {"type": "OnDelete"}
+        if on_delete
+        else {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": max_unavailable}}
     )
     # pulumi-kubernetes awaits a DaemonSet until every pod runs its template (kstatus), which
     # under OnDelete happens only when an operator deletes the pods: any template change would

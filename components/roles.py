@@ -176,6 +176,8 @@ OVS_AGENT = Role(
     host_paths=(_MODULES, _OVS_RUN),
     why="programs OVS flows and host iptables for security groups through neutron's privsep daemon",
 )
+# The compute nodes' OpenStack agents: a pod of them (NodePod.agent) may be replaced on several nodes at once.
+AGENT_ROLES = frozenset({NOVA_COMPUTE.name, OVS_AGENT.name})
 L3_AGENT = Role(
     name="neutron-l3-agent",
     image="neutron-l3-agent",
@@ -274,6 +276,12 @@ class NodePod:
     @property
     def host_network(self) -> bool:
         return any(r.host_network for r in self.roles)
+
+    @property
+    def agent(self) -> bool:
+        """An OpenStack agent's pod (nova-compute, the OVS agent) that holds neither the VMs nor the datapath:
+        replaced, it leaves the node's VMs and their traffic running (compute.agentsMaxUnavailable)."""
+        return not self.holds_vms_or_datapath and any(r.name in AGENT_ROLES for r in self.roles)
 
     @property
     def host_pid(self) -> bool:

@@ -277,6 +277,20 @@ def _count(value: object) -> object:
 
 # How many of something: replicas, MiB, CPUs, days.
 Count = Annotated[int, BeforeValidator(_count)]
+
+
+def _nodes_at_once(value: object) -> object:
+    allowed = "must be a number of nodes, 1 or more, or a percentage of them from '1%' to '100%' such as '25%'"
+    if isinstance(value, bool) or not isinstance(value, int | str) or (isinstance(value, int) and value < 1):
+        raise ValueError(allowed)
+    if isinstance(value, str) and not re.fullmatch(r"(100|[1-9][0-9]?)%", value):
+        raise ValueError(allowed)
+    return value
+
+
+# How many nodes a DaemonSet's rolling update takes pods away from at once (its maxUnavailable): a
+# number, or a percentage of the nodes that run it, which Kubernetes rounds up (at least one node).
+NodesAtOnce = Annotated[int | Text, BeforeValidator(_nodes_at_once)]
 # A Helm chart's version: SemVer 2 (Helm refuses a chart whose version is not), one exact release;
 # the chart is pulled by it (a range or 'latest' would pull whatever was published last).
 ChartVersion = Annotated[

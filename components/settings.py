@@ -32,7 +32,7 @@ from components.gateway_settings import Gateway, Tls
 from components.memory import SHARES as MEMORY_SHARES
 from components.memory import value_of
 from components.releases import DEFAULT_RELEASE, RELEASES
-from components.roles import Topology
+from components.roles import Topology, compute_node_pods
 from components.setting_model import Model
 from components.setting_types import (
     MAX_PORT,
@@ -51,6 +51,7 @@ from components.setting_types import (
     ImageTag,
     InterfaceName,
     LabelMap,
+    NodesAtOnce,
     PhysnetName,
     S3Bucket,
     S3Endpoint,
@@ -564,6 +565,15 @@ class NodeGroup(Model):
 class Compute(Model):
     node_groups: tuple[NodeGroup, ...] = (NodeGroup(name="default"),)
     vm_safe: bool = Field(False, description="libvirt and OVS DaemonSets update only OnDelete")
+    agents_max_unavailable: NodesAtOnce = Field(
+        1,
+        description="how many nodes of a node group a rolling update of its agent pods (nova-compute, and the "
+        "Neutron agent where it has a pod of its own) takes at once: a number, or a percentage of the group's nodes "
+        "(rounded up, as Kubernetes does). A stopping nova-compute waits out nova's manager_shutdown_timeout "
+        "(160 s) first, so one node at a time rolls a group of 100 nodes in about five hours; VMs keep running "
+        "meanwhile, but the nodes rolling take no new ones. The pods that hold the VMs or the datapath (libvirt, "
+        "Open vSwitch) never take part: they roll one node at a time, or only when deleted (vmSafe)",
+    )
     ephemeral_storage: EphemeralStorage = Field(
         "local",
         description="where VM disks live: local, files on each node (/var/lib/nova); rbd, the ceph.pools.vms pool "
@@ -786,6 +796,14 @@ class Settings(Model):
                 if "not a NIC" in message and group.bridge_interfaces is not None:
                     where = ("compute", "nodeGroups", index, "bridgeInterfaces")
                     yield problem(where, group.bridge_interfaces, message)
+        if self.compute.agents_max_unavailable != 1 and not any(p.agent for p in compute_node_pods(
+                self.hypervisor_isolation)):  # fmt: skip
+            yield problem(
+                ("compute", "agentsMaxUnavailable"),
+                self.compute.agents_max_unavailable,
+                f"hypervisorIsolation {self.hypervisor_isolation.value} runs nova-compute in the pod that holds the "
+                "VMs: its compute nodes roll one at a time; leave compute.agentsMaxUnavailable at 1",
+            )
         yield from self._node_selector_problems()
         yield from self._operator_namespaces()
         yield from gateway_settings.problems(self)

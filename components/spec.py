@@ -148,6 +148,7 @@ class Process:
     lifecycle: Manifest | None = None
     termination_grace: int | None = None
     on_delete: bool = False  # DaemonSet updates only when an operator deletes a pod
+    max_unavailable: int | str = 1  # a DaemonSet's rolling update: nodes at once (compute.agentsMaxUnavailable)
     workload_name: str | None = None  # the Kubernetes object's name when it differs from the container's
     service: str | None = None  # its app.kubernetes.io/name, when declared outside its service
     # The ServiceAccount whose token the pod gets (talks to the Kubernetes API); None: no token.

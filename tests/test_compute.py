@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from components.inifile import parse_ini
+from components.settings import Settings, SettingsError
 from policies.report import check_resources, load_config
 from tests.conftest import plan_of
 from tests.helpers import containers, objects, pod_template, waits_for
@@ -351,10 +352,28 @@ def test_hypervisor_and_datapath_update_only_on_delete_when_vm_safe(stack: str, 
         strategy = r.inputs["spec"]["updateStrategy"]
         # libvirt-tls only keeps the node's certificate (no VM, no datapath): it rolls.
         datapath = name.startswith(("libvirt", "openvswitch", "network-openvswitch")) and "libvirt-tls" not in name
+        # prod rolls its compute nodes' nova-compute and OVS agent 5 nodes at once (compute.agentsMaxUnavailable).
+        agent = name.startswith(("nova-compute", "neutron-ovs-agent"))
         if vm_safe and datapath:
             assert strategy == {"type": "OnDelete"}, name
         else:
-            assert strategy == {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 1}}, name
+            nodes = 5 if agent and stack == "prod" else 1
+            assert strategy == {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": nodes}}, name
+
+
+def test_agents_max_unavailable_takes_nodes_or_a_share_and_never_the_vms_pods() -> None:
+    for value in (3, "25%", "100%"):
+        plan = plan_of("staging", compute={"agentsMaxUnavailable": value})
+        strategies = {n: r.inputs["spec"]["updateStrategy"] for n, r in objects(plan, "DaemonSet").items()}
+        agents = {n: s for n, s in strategies.items() if n.startswith(("nova-compute", "neutron-ovs-agent"))}
+        assert agents and all(s["rollingUpdate"]["maxUnavailable"] == value for s in agents.values()), strategies
+        # staging's libvirt pod holds the VMs (option 4): never more than one node's at once.
+        assert all(s["rollingUpdate"]["maxUnavailable"] == 1 for n, s in strategies.items() if n not in agents)
+    for wrong in (0, -1, "0%", "101%", "five", True, 2.5):
+        with pytest.raises(SettingsError, match=r"compute\.agentsMaxUnavailable.*number of nodes"):
+            Settings.parse({"compute": {"agentsMaxUnavailable": wrong}})
+    with pytest.raises(SettingsError, match=r"compute\.agentsMaxUnavailable.*all-in-one.*leave"):
+        Settings.parse({"hypervisorIsolation": "all-in-one", "compute": {"agentsMaxUnavailable": 2}})
 
 
 def test_nova_compute_disables_itself_before_it_stops() -> None:

@@ -131,6 +131,7 @@ class FakePod:
     node_name: str
     revision: int
     ready_at: float = 0.0
+    terminating: bool = False
 
     @property
     def plan(self) -> SimpleNamespace:

@@ -46,6 +46,8 @@ class FakePod:
         self.node, self.revision, self.job = node, revision, workload.runs_job
         self.phase, self.failure, self.restarts = "Pending", "", {"c": 0}
         self.terminating = False
+        self.deletion: threading.Event | None = None
+        self.deleted_at = ""
         self.image = workload.template["spec"]["containers"][0]["image"]
         self._started = 0.0
 
@@ -156,8 +158,8 @@ def test_apply_does_what_pulumi_up_does_and_what_against_predicted(cloud: Cloud)
     assert sync.job is not first_sync_run and sync.job is not None and sync.job.phase == "Complete"
     assert applied.jobs_run == {"Job/keystone-db-sync": "Complete"}
     api = cloud.workload("keystone-api")
-    assert [p.image for p in api.pods] == ["quay.io/openstack.kolla/keystone:2"]  # type: ignore[attr-defined]
-    assert api.pods[0].plan.name not in before["keystone-api"]
+    assert [p.image for p in api.active_pods] == ["quay.io/openstack.kolla/keystone:2"]  # type: ignore[attr-defined]
+    assert api.active_pods[0].plan.name not in before["keystone-api"]
     assert set(applied.rolled) == {"Deployment/keystone-api", "StatefulSet/cache"}
     assert applied.rolled["Deployment/keystone-api"].deleted == before["keystone-api"]
     # A StatefulSet's pods are replaced one at a time, the highest ordinal first, each under its own name.
@@ -180,6 +182,36 @@ def test_apply_does_what_pulumi_up_does_and_what_against_predicted(cloud: Cloud)
     check = predicted_vs_actual(views.diff_result(plan_diff.view_of(old), new), applied, not_compared(cloud))
     assert check["pods_rolled"]["actual"] == ["Deployment/keystone-api", "StatefulSet/cache"]
     assert check["matches"], check
+
+
+def test_a_deployments_roll_and_the_wait_end_while_its_old_pod_is_still_in_its_grace_period(cloud: Cloud) -> None:
+    """Kubernetes' ReplicaSet counts no pod being deleted, so pulumi-kubernetes' await ends once the new pod is
+    ready: an old nova-conductor sleeping through nova's graceful shutdown does not hold `pulumi up`. A
+    StatefulSet's pod, whose successor takes its name, is waited for (the cache's, in the test above)."""
+    api = cloud.workload("keystone-api")
+    old_pod = api.pods[0]
+    released = threading.Event()
+    stopping: list[bool] = []
+
+    def slow_stop() -> None:  # a process that takes its whole grace period
+        stopping.append(True)
+        released.wait(20)
+        old_pod.phase = "Stopped"
+
+    old_pod.stop = slow_stop  # type: ignore[method-assign]
+    applied = apply(cloud, plan(2))
+    assert applied.error == ""
+    assert stopping == [True] and old_pod in api.pods and old_pod.terminating and old_pod.deleted_at
+    assert old_pod not in api.active_pods and api.done
+    assert applied.rolled["Deployment/keystone-api"].deleted == [old_pod.plan.name]
+    # A second deleter (the Deployment's own deletion) waits for the first instead of stopping it again.
+    second = threading.Thread(target=cloud.remove_pod, args=(api, old_pod))
+    second.start()
+    second.join(0.5)
+    assert second.is_alive() and stopping == [True]
+    released.set()
+    second.join(5)
+    assert not second.is_alive() and old_pod not in api.pods
 
 
 def test_a_retained_object_replaced_fails_on_its_name(cloud: Cloud) -> None:

@@ -120,10 +120,11 @@ class Controller(threading.Thread):
         self.cloud, self.workload, self.record, self.stopping = cloud, workload, record, stopping
         self.current = workload.revision - 1 if workload.revision else 0  # a StatefulSet's currentRevision
         self.error = ""
+        self.stoppers: list[threading.Thread] = []  # a Deployment's old pods in their grace period
 
     def sync(self) -> list[rollout.Action]:
         w = self.workload
-        pods = [rollout.Pod(p.plan.name, p.revision, p.ready, p.plan.index, p.node.name) for p in w.pods]
+        pods = [rollout.Pod(p.plan.name, p.revision, p.ready, p.plan.index, p.node.name) for p in w.active_pods]
         if w.kind == "Deployment":
             strategy = rollout.at_lab_scale(w.strategy, w.planned_replicas, w.replicas)
             return rollout.deployment(strategy, w.replicas, pods, w.revision)
@@ -153,17 +154,24 @@ class Controller(threading.Thread):
         w = self.workload
         if w.strategy.get("type") == "OnDelete":
             return True  # nothing more happens until someone deletes a pod
-        return len(w.pods) == w.replicas and all(p.ready and p.revision == w.revision for p in w.pods)
+        pods = w.active_pods
+        return len(pods) == w.replicas and all(p.ready and p.revision == w.revision for p in pods)
 
     def _do(self, action: rollout.Action) -> None:
         w = self.workload
         if isinstance(action, rollout.Delete):
             pod = next((p for p in w.pods if p.plan.name == action.name), None)
-            if pod is None:  # deleted meanwhile by someone else (the API)
+            if pod is None or pod.terminating:  # deleted meanwhile by someone else (the API)
                 return
-            self.cloud.remove_pod(w, pod)
             if self.record is not None:
                 self.record.deleted.append(action.name)
+            if w.kind == "Deployment":  # the roll goes on while the kubelet stops it (Workload.active_pods)
+                pod.terminating = True
+                stopper = threading.Thread(target=self.cloud.remove_pod, args=(w, pod), name=f"delete {pod.plan.name}")
+                self.stoppers.append(stopper)
+                stopper.start()
+                return
+            self.cloud.remove_pod(w, pod)
             return
         node = self.cloud.cluster.node(action.node) if action.node else None
         new = self.cloud.start_successor(w, action.index, node, action.revision)

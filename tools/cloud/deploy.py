@@ -15,6 +15,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -98,6 +99,16 @@ class Workload:
         return bool(self.template["spec"].get("hostNetwork"))
 
     @property
+    def active_pods(self) -> list[PodRuntime]:
+        """The pods its controller counts. A Deployment's ReplicaSet leaves out a pod being deleted (its
+        status.replicas counts active pods only: pkg/controller/replicaset, FilterActivePods), so a rolling
+        update goes on, and pulumi-kubernetes stops waiting, while an old pod is still in its grace period.
+        A StatefulSet's and a DaemonSet's controllers wait until it is gone (its name, its node)."""
+        if self.kind != "Deployment":
+            return self.pods
+        return [p for p in self.pods if not p.terminating]
+
+    @property
     def done(self) -> bool:
         """pulumi-kubernetes' awaiters: a Deployment's and a DaemonSet's pods all ready and of the current
         template (deployment.go; daemonset.go through kstatus, which an OnDelete update meets only once
@@ -111,10 +122,11 @@ class Workload:
             return self.job.phase == "Complete"
         if self.skip_await:
             return True
-        ready = len(self.pods) == self.replicas and all(p.ready for p in self.pods)
+        pods = self.active_pods
+        ready = len(pods) == self.replicas and all(p.ready for p in pods)
         if self.kind == "StatefulSet" and self.revision and self.strategy.get("type") == "OnDelete":
             return ready
-        return ready and all(p.revision == self.revision for p in self.pods)
+        return ready and all(p.revision == self.revision for p in pods)
 
     def template_of(self, revision: int) -> Manifest:
         return self.templates.get(revision, self.template)
@@ -515,8 +527,22 @@ class Cloud:
         """The kubelet stops the pod (preStop, SIGTERM, SIGKILL after its grace) and removes its sandbox. Its
         Services stop sending it connections first: on a cluster the endpoints controller and kube-proxy
         act on the deletion as the kubelet does, so a pod in its grace period takes no new calls."""
+        with self._lock:  # two deleters (a roll's, a replacement's): the second waits for the first
+            earlier = pod.deletion
+            if earlier is None:
+                deletion = pod.deletion = threading.Event()
+        if earlier is not None:
+            earlier.wait()
+            return
+        try:
+            self._remove_pod(workload, pod)
+        finally:
+            deletion.set()
+
+    def _remove_pod(self, workload: Workload, pod: PodRuntime) -> None:
         started = time.monotonic()
         pod.terminating = True
+        pod.deleted_at = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
         self.sync()
         pod.stop()
         self.log(f"pod {pod.plan.name}: deleted after {time.monotonic() - started:.0f}s")

@@ -192,7 +192,7 @@ def places(cloud: Cloud, user: UserPod, gateway_netns: str | None) -> dict[str, 
     gateway's proxy (Horizon's admits only it), where the stack has one."""
     admitted = memcached_clients(cloud.plan.settings)
     pods = sorted(
-        (p for w in cloud.workloads.values() if w.kind == "Deployment" for p in w.pods),
+        (p for w in cloud.workloads.values() if w.kind == "Deployment" for p in w.active_pods),
         key=lambda p: p.plan.name,
     )
     pod = next((p for p in pods if p.ready and not p.plan.host_network and admitted.items() <= p.plan.labels.items()),

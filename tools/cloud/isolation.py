@@ -51,7 +51,7 @@ def check_isolation(cloud: Cloud) -> dict[str, Any]:
     computes = cloud.cluster.labelled(cloud.plan.settings.node_selectors.compute)
     compute = next((n for n in computes if n is not cp), None)
     openstack_pod = next(
-        p for w in cloud.workloads.values() for p in w.pods
+        p for w in cloud.workloads.values() for p in w.active_pods
         if p.plan.labels.get("app.kubernetes.io/part-of") == "openstack" and not p.plan.host_network
         and p.node is cp and w.kind == "Deployment"
     )  # fmt: skip

@@ -81,6 +81,8 @@ class PodRuntime:
         # Deleted: the endpoints controller takes it out of its Services (EndpointSlice `ready` false for a
         # terminating pod) as the kubelet begins to stop it (tools/cloud/deploy.py remove_pod).
         self.terminating = False
+        self.deletion: threading.Event | None = None  # set once deleted; made by the first to delete it
+        self.deleted_at = ""  # RFC 3339, as the API server stamps a deletion
         self._ready: dict[str, bool] = {}
         self._started: dict[str, bool] = {}  # a startup probe passed (or there is none)
         self._probes: list[_ProbeState] = []
@@ -112,6 +114,8 @@ class PodRuntime:
                 "labels": self.plan.labels,
                 # Its controller, as `kubectl drain` reads it (a Deployment's pods are its ReplicaSet's).
                 "ownerReferences": [{"kind": OWNERS.get(self.plan.kind, self.plan.kind), "name": self.plan.workload}],
+                # Being deleted: its grace period runs (`kubectl get pods` says Terminating).
+                **({"deletionTimestamp": self.deleted_at} if self.deleted_at else {}),
             },
             "spec": {"nodeName": self.node.name},
             "status": {"phase": self.phase, "podIP": self.plan.ip, "conditions": [{"type": "Ready", "status": ready}]},
