@@ -124,6 +124,7 @@ class Nova:
         self._call("compute", "POST", f"/servers/{server.id}/action", body, expect=202)
 
     def migration_progress(self, server: plan.Server) -> str:
+        """Its migration in progress (queued, preparing, running, post-migrating: nova's in-progress list), or ''."""
         for migration in self._call("compute", "GET", f"/servers/{server.id}/migrations")["migrations"]:
             total, done = migration.get("memory_total_bytes") or 0, migration.get("memory_processed_bytes") or 0
             copied = f", {100 * done // total}% of {total // 2**20} MiB of memory copied" if total else ""

@@ -272,13 +272,20 @@ def in_flight(servers: Sequence[Server], state: State) -> Server | None:
     return next((s for s in servers if s.id == state.instance), None)
 
 
-def migration_step(servers: Sequence[Server], state: State, detail: str = "") -> Step:
+def migration_step(servers: Sequence[Server], state: State, detail: str = "", finishing: str = "") -> Step:
     """One move at a time: wait for the one in flight, then start the next, then restart pods.
 
     `detail` is what Nova says of the server in flight: its migration's progress while busy,
-    its last live migration once it is not.
+    its last live migration once it is not. `finishing` is its migration still in progress once the
+    server left the node: the destination took it (its host and state say so) before the source is
+    done with it (nova/compute/manager.py _post_live_migration: the source's resource update and the
+    migration's `completed` come after post_live_migration_at_destination), and a libvirt restart on
+    the source then puts the server into ERROR ("too late to rollback", _do_live_migration).
     """
     current = in_flight(servers, state)
+    if current is None and state.instance and finishing:
+        return Step(Phase.MIGRATING, f"waiting for Nova to finish moving {state.instance} off this node: {finishing}",
+                    state)  # fmt: skip
     if current is not None:
         if current.busy:
             total = state.migrated + sum(s.movable or s.busy for s in servers)

@@ -179,6 +179,29 @@ def test_progress_is_reported_while_a_server_moves(world: World) -> None:
     assert annotations[PROGRESS] == f"moving vm1 ({server.id}) (1 of 1): {copied}"
 
 
+def test_the_nodes_pods_stay_until_nova_has_finished_the_migration_on_the_source(world: World) -> None:
+    """The server is the destination's before its source is done (post-migrating): restarting the source's
+    libvirt then would put it into ERROR, as a CI run of the lab showed."""
+    nova = world.nova
+    nova.post_migrating_ticks = 4
+    server = nova.add_server("vm1", "n1")
+    before = world.pod_uids("n1")
+    world.kube.update_node("n1", annotations={PHASE: "requested"})
+    waited = []
+    for _ in range(30):
+        world.passes()
+        progress = world.kube.annotations("n1").get(PROGRESS, "")
+        if "n1" in nova.finishing_on:
+            assert world.pod_uids("n1") == before, "a pod restarted while Nova was finishing on the source"
+            if server.host == "n2" and "waiting for Nova to finish moving" in progress:
+                waited.append(progress)
+        if world.kube.annotations("n1").get(PHASE) == Phase.DONE.value:
+            break
+    assert waited and f"finish moving {server.id} off this node: migration post-migrating" in waited[0], waited
+    assert world.kube.annotations("n1")[PHASE] == Phase.DONE.value
+    assert world.pod_uids("n1") != before and nova.migrations[-1]["status"] == "completed"
+
+
 def test_a_node_cordoned_and_done_keeps_its_service_disabled_until_uncordoned(world: World) -> None:
     world.kube.update_node("n1", unschedulable=True, annotations={PHASE: "requested"})
     world.until("n1", Phase.DONE)

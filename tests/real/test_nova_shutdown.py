@@ -59,7 +59,7 @@ def test_nova_services_finish_their_graceful_shutdown_within_the_pods_grace(
     assert timeouts["manager_shutdown_timeout"] is None or timeouts["manager_shutdown_timeout"] < graceful, timeouts
     for kind, name in (("Deployment", "nova-conductor"), ("Deployment", "nova-scheduler")):
         assert _grace(plan, kind, name) > graceful, (name, timeouts)
-    computes = [r for r in plan.custom if r.kind == "DaemonSet" and r.k8s_name.startswith("nova-compute")]
+    computes = [n for r in plan.custom if r.kind == "DaemonSet" and (n := r.k8s_name or "").startswith("nova-compute")]
     assert computes
-    for compute in computes:
-        assert _grace(plan, "DaemonSet", compute.k8s_name) > graceful, (compute.k8s_name, timeouts)
+    for name in computes:
+        assert _grace(plan, "DaemonSet", name) > graceful, (name, timeouts)

@@ -49,6 +49,12 @@ def _service(conn: openstack.connection.Connection, host: str) -> Any:
     return next(iter(conn.compute.services(host=host, binary="nova-compute")))
 
 
+def _last_migration(conn: openstack.connection.Connection, server_id: str) -> str:
+    """The status of the server's last live migration (`openstack server migration list --server`)."""
+    found = list(conn.compute.migrations(server_id=server_id, migration_type="live-migration"))
+    return max(found, key=lambda m: m.id).status if found else ""
+
+
 def _alive(conn: openstack.connection.Connection, server_id: str) -> tuple[int, ...]:
     return parse_console(conn.compute.get_server_console_output(server_id)["output"]).alive_values
 
@@ -131,6 +137,12 @@ def by_hand(conn: openstack.connection.Connection, kube: Kubectl, node: str, oth
             return found if found.status == "ACTIVE" and found.compute_host == other else None
 
         found, seconds = _until(f"{server.name} on {other}", arrived, MIGRATION_TIMEOUT, interval=3)
+
+        # The README's step: the source is done with it only once its migration is `completed`.
+        def completed(server_id: str = server.id) -> bool:
+            return _last_migration(conn, server_id) == "completed"
+
+        _until(f"{server.name}'s migration completed", completed, MIGRATION_TIMEOUT, interval=2)
         time.sleep(25)
         moved.append({"server": server.name, "to": found.compute_host, "seconds": seconds,
                       "counter_kept": _counter_kept(before, _alive(conn, server.id))})  # fmt: skip
