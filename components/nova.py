@@ -118,13 +118,14 @@ def render(ctx: RenderContext) -> dict[str, str]:
 
 
 def _daemon(name: str, needs: tuple[str, ...]) -> Process:
-    return rpc_daemon(name, name, (name, "--config-file", f"{CONFIG_DIR}/nova.conf"), needs, NOVA_CONF,
-                      termination_grace=DAEMON_GRACE_SECONDS)  # fmt: skip
+    command = (name, "--config-file", f"{CONFIG_DIR}/nova.conf")
+    return rpc_daemon(name, name, command, needs, NOVA_CONF, termination_grace=DAEMON_GRACE_SECONDS)
 
 
-# On SIGTERM nova's services (2026.1) stop taking new RPC calls, then wait up to manager_shutdown_timeout
-# (160 s) for the work in progress, all within graceful_shutdown_timeout (180 s: nova/conf/base.py, nova
-# sets oslo.service's option to it); 2025.2's exit within oslo.service's 60 s. Kubernetes' default grace
+# On SIGTERM nova's services (2026.1) stop taking new RPC calls, then sleep manager_shutdown_timeout (160 s,
+# whatever is in progress: nova/conductor/manager.py, scheduler/manager.py graceful_shutdown) for the work in
+# progress, all within graceful_shutdown_timeout (180 s: nova/conf/base.py sets oslo.service's option to
+# it), so each of their pods takes 160 s to stop; 2025.2's exit within oslo.service's 60 s. Kubernetes' default grace
 # (30 s) would SIGKILL a conductor in the middle of that wait, so its pods get nova's whole timeout and
 # a little for the exit, as openstack-helm's nova chart gives them 180 s (pod.lifecycle
 # termination_grace_period). A Deployment's roll does not wait for it: its ReplicaSet counts no pod

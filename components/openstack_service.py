@@ -288,8 +288,15 @@ class OpenStackService(pulumi.ComponentResource):
             storage_class = settings.storage.class_for(claim.use)
             kube.volume_claim(claim.name, ns, name, claim.size, storage_class, claim.shared, self)
         if process.node_pod is not None:
-            workload = kube.daemonset(process.object_name, ns, pod, self, waits, on_delete=process.on_delete,
-                                          max_unavailable=process.max_unavailable)  # fmt: skip
+            workload = kube.daemonset(
+                process.object_name,
+                ns,
+                pod,
+                self,
+                waits,
+                on_delete=process.on_delete,
+                max_unavailable=process.max_unavailable,
+            )
             return workload
         replicas = 1 if process.singleton else settings.replicas_of(process.name)
         if process.stateful:

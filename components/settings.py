@@ -796,8 +796,8 @@ class Settings(Model):
                 if "not a NIC" in message and group.bridge_interfaces is not None:
                     where = ("compute", "nodeGroups", index, "bridgeInterfaces")
                     yield problem(where, group.bridge_interfaces, message)
-        if self.compute.agents_max_unavailable != 1 and not any(p.agent for p in compute_node_pods(
-                self.hypervisor_isolation)):  # fmt: skip
+        agent_pods = [p for p in compute_node_pods(self.hypervisor_isolation) if p.agent]
+        if self.compute.agents_max_unavailable != 1 and not agent_pods:
             yield problem(
                 ("compute", "agentsMaxUnavailable"),
                 self.compute.agents_max_unavailable,

@@ -32,6 +32,9 @@ import maintenance_plan as plan
 COMPUTE_MICROVERSION = "2.53"
 PLACEMENT_MICROVERSION = "1.0"
 MICROVERSIONS = {"compute": COMPUTE_MICROVERSION, "placement": PLACEMENT_MICROVERSION}
+# A migration Nova has in progress (nova/db/main/api.py migration_get_in_progress_by_instance); a live one
+# says `running` from its start until the source is done (nova/compute/manager.py _post_live_migration).
+IN_PROGRESS = ("queued", "preparing", "running", "post-migrating")
 
 
 class NovaError(RuntimeError):
@@ -124,7 +127,6 @@ class Nova:
         self._call("compute", "POST", f"/servers/{server.id}/action", body, expect=202)
 
     def migration_progress(self, server: plan.Server) -> str:
-        """Its migration in progress (queued, preparing, running, post-migrating: nova's in-progress list), or ''."""
         for migration in self._call("compute", "GET", f"/servers/{server.id}/migrations")["migrations"]:
             total, done = migration.get("memory_total_bytes") or 0, migration.get("memory_processed_bytes") or 0
             copied = f", {100 * done // total}% of {total // 2**20} MiB of memory copied" if total else ""
@@ -132,13 +134,24 @@ class Nova:
         return ""
 
     def last_live_migration(self, server: plan.Server) -> str:
-        query = urllib.parse.urlencode({"instance_uuid": server.id, "migration_type": "live-migration"})
-        found = self._call("compute", "GET", f"/os-migrations?{query}")["migrations"]
-        if not found:
+        last = self._last_live_migration(server.id)
+        if last is None:
             return "Nova has no live migration of it"
-        last = max(found, key=lambda m: m["id"])
         to = f" to {last['dest_compute']}" if last.get("dest_compute") else ""
         return f"its last live migration, from {last.get('source_compute')}{to}, is {last['status']}"
+
+    def unfinished_live_migration(self, server_id: str) -> plan.Unfinished | None:
+        """Its last live migration, if Nova still has it in progress. From /os-migrations, which answers for a
+        server deleted meanwhile too (/servers/<id>/migrations would answer 404)."""
+        last = self._last_live_migration(server_id)
+        if last is None or last["status"] not in IN_PROGRESS:
+            return None
+        return plan.Unfinished(last["id"], last["status"])
+
+    def _last_live_migration(self, server_id: str) -> Mapping[str, Any] | None:
+        query = urllib.parse.urlencode({"instance_uuid": server_id, "migration_type": "live-migration"})
+        found = self._call("compute", "GET", f"/os-migrations?{query}")["migrations"]
+        return max(found, key=lambda m: m["id"]) if found else None
 
     def allocations_on(self, provider: str) -> dict[str, dict[str, int]]:
         """What each consumer (a server, by its UUID) holds on a resource provider."""

@@ -272,20 +272,44 @@ def in_flight(servers: Sequence[Server], state: State) -> Server | None:
     return next((s for s in servers if s.id == state.instance), None)
 
 
-def migration_step(servers: Sequence[Server], state: State, detail: str = "", finishing: str = "") -> Step:
+@dataclass(frozen=True)
+class Unfinished:
+    """The last live migration of the server in flight, which Nova still has in progress."""
+
+    id: int
+    status: str
+
+
+def migration_step(
+    servers: Sequence[Server],
+    state: State,
+    detail: str = "",
+    unfinished: Unfinished | None = None,
+    now: float = 0.0,
+    timeout: float = 0.0,
+) -> Step:
     """One move at a time: wait for the one in flight, then start the next, then restart pods.
 
     `detail` is what Nova says of the server in flight: its migration's progress while busy,
-    its last live migration once it is not. `finishing` is its migration still in progress once the
-    server left the node: the destination took it (its host and state say so) before the source is
-    done with it (nova/compute/manager.py _post_live_migration: the source's resource update and the
-    migration's `completed` come after post_live_migration_at_destination), and a libvirt restart on
-    the source then puts the server into ERROR ("too late to rollback", _do_live_migration).
+    its last live migration once it is not. `unfinished` is its live migration still in progress
+    once the server left the node: the destination takes it (its host, ACTIVE, no task state)
+    before the source is done with it (nova/compute/manager.py _post_live_migration: the source's
+    resource update and the migration's `completed` come after post_live_migration_at_destination;
+    the record says `running` until then), and a libvirt restart on the source in between puts the
+    server into ERROR ("too late to rollback", _do_live_migration). A record that stays in progress
+    past `timeout` (a source that died there: nothing in Nova ends it) fails the maintenance.
     """
     current = in_flight(servers, state)
-    if current is None and state.instance and finishing:
-        return Step(Phase.MIGRATING, f"waiting for Nova to finish moving {state.instance} off this node: {finishing}",
-                    state)  # fmt: skip
+    if current is None and state.instance and unfinished is not None:
+        since = state.since if state.since is not None else now
+        moving = f"live migration {unfinished.id} of {state.instance}"
+        if now - since > timeout:
+            why = f"Nova's {moving} is still {unfinished.status} {now - since:.0f}s after the server left this node"
+            hint = f"see `openstack server migration list --server {state.instance}`"
+            event = Event("MaintenanceFailed", f"{why}; {hint}", warning=True)
+            return Step(Phase.FAILED, f"failed: {why}", state, event=event)
+        waiting = f"waiting for Nova to finish its {moving} on this node ({unfinished.status})"
+        return Step(Phase.MIGRATING, waiting, State(state.instance, state.migrated, since=since))
     if current is not None:
         if current.busy:
             total = state.migrated + sum(s.movable or s.busy for s in servers)

@@ -148,12 +148,13 @@ class Controller:
     def _migrating(self, host: str, state: plan.State) -> plan.Step:
         servers = self.nova.servers_on(host)
         current = plan.in_flight(servers, state)
-        detail = finishing = ""
+        detail, unfinished = "", None
         if current is not None:
             detail = self.nova.migration_progress(current) if current.busy else self.nova.last_live_migration(current)
         elif state.instance:  # it left the node: the source may still be finishing with it
-            finishing = self.nova.migration_progress(plan.Server(state.instance, "", ""))
-        step = plan.migration_step(servers, state, detail, finishing)
+            unfinished = self.nova.unfinished_live_migration(state.instance)
+        now, timeout = self.clock(), self.config.restart_timeout
+        step = plan.migration_step(servers, state, detail, unfinished, now, timeout)
         if step.migrate is not None:
             try:
                 self.nova.live_migrate(step.migrate)

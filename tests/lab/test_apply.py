@@ -188,6 +188,30 @@ def test_the_controller_rolls_a_daemonset_node_by_node_and_records_it() -> None:
     assert w.done  # every pod of the new template and ready: pulumi-kubernetes stops waiting
 
 
+def test_a_daemonsets_max_unavailable_nodes_stop_their_pods_side_by_side() -> None:
+    """compute.agentsMaxUnavailable in the lab: each kubelet stops its node's pod at once, as on a cluster; a
+    nova-compute that takes 160 s to stop costs a batch of nodes 160 s, not 160 s a node."""
+    stopping: list[tuple[str, float, float]] = []
+
+    class SlowLab(FakeLab):
+        def remove_pod(self, w: Workload, pod: FakePod) -> None:
+            began = time.monotonic()
+            time.sleep(0.5)
+            stopping.append((pod.name, began, time.monotonic()))
+            super().remove_pod(w, pod)
+
+    lab = SlowLab()
+    w = daemonset({"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 2}}, ["c1", "c2"])
+    controller = Controller(lab, w, None, threading.Event())  # type: ignore[arg-type]
+    controller.start()
+    controller.join(20)
+    assert not controller.is_alive() and not controller.error and w.done
+    (_, _, first_ended), (_, second_began, _) = sorted(stopping, key=lambda s: s[1])
+    assert second_began < first_ended, stopping  # overlapping, not one after the other
+    assert sorted(e for e in lab.events if e.startswith("create")) == [f"create on {n} at revision 1" for n in
+                                                                      ("c1", "c2")]  # fmt: skip
+
+
 def test_on_delete_leaves_the_pods_and_pulumi_waits_for_them_unless_skip_await() -> None:
     lab, w = FakeLab(), daemonset({"type": "OnDelete"}, ["c1"])
     controller = Controller(lab, w, None, threading.Event())  # type: ignore[arg-type]

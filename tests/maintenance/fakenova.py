@@ -65,8 +65,8 @@ class Server:
     ticks: int = 0  # polls left until its migration ends
 
 
-# The statuses of a migration in nova's in-progress list (GET /servers/<id>/migrations: every status but the
-# final ones, nova/db/main/api.py migration_get_in_progress_by_instance).
+# The statuses nova's in-progress list (GET /servers/<id>/migrations) takes: nova/db/main/api.py
+# migration_get_in_progress_by_instance.
 IN_PROGRESS = ("queued", "preparing", "running", "post-migrating")
 
 
@@ -77,12 +77,12 @@ class FakeNova:
     migrations: list[dict[str, Any]] = field(default_factory=list)
     requests: list[tuple[str, str, Any]] = field(default_factory=list)
     ticks_per_migration: int = 2
-    post_migrating_ticks: int = 1  # polls the source takes after the destination took the server
+    source_finishing_ticks: int = 1  # polls the source takes after the destination took the server
     failing: set[str] = field(default_factory=set)  # servers whose live migration ends in error
     refusing: set[str] = field(default_factory=set)  # servers whose live migration the API refuses (409)
     most_in_flight: int = 0
-    # Source hosts still finishing a migration (post-migrating): a libvirt restart there would put the server
-    # into ERROR, so no test's pod restart may come while its source is here.
+    # Source hosts still finishing a live migration whose server the destination took: a libvirt restart there
+    # would put the server into ERROR.
     finishing_on: set[str] = field(default_factory=set)
     url: str = ""
     _lock: threading.Lock = field(default_factory=threading.Lock)
@@ -238,17 +238,18 @@ class FakeNova:
 
     def _tick(self) -> None:
         """Time passes for every migration in flight; Nova's scheduler picks a destination at the end. As
-        Nova does, the server is the destination's (host, ACTIVE, no task) a poll before the source is done
-        and the migration `completed` (post-migrating: nova/compute/manager.py _post_live_migration)."""
+        Nova does, the server is the destination's (host, ACTIVE, no task) some polls before the source is
+        done and the migration, `running` until then, `completed` (nova/compute/manager.py
+        _post_live_migration)."""
         for migration in self.migrations:
             server = self.servers[migration["instance_uuid"]]
-            if migration["status"] == "post-migrating":
+            if migration["status"] != "running":
+                continue
+            if migration["source_compute"] in self.finishing_on and server.host != migration["source_compute"]:
                 server.ticks -= 1
                 if server.ticks <= 0:
                     migration["status"] = "completed"
                     self.finishing_on.discard(migration["source_compute"])
-                continue
-            if migration["status"] != "running":
                 continue
             server.ticks -= 1
             migration["memory_processed_bytes"] = migration["memory_total_bytes"] // 2
@@ -259,8 +260,8 @@ class FakeNova:
             if server.id in self.failing or destination is None:
                 migration["status"] = "error"
             else:
-                migration.update(status="post-migrating", dest_compute=destination.name)
-                server.host, server.ticks = destination.name, self.post_migrating_ticks
+                migration["dest_compute"] = destination.name
+                server.host, server.ticks = destination.name, self.source_finishing_ticks
                 self.finishing_on.add(migration["source_compute"])
 
     def _destination(self, server: Server) -> Host | None:

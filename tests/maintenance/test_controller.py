@@ -180,10 +180,10 @@ def test_progress_is_reported_while_a_server_moves(world: World) -> None:
 
 
 def test_the_nodes_pods_stay_until_nova_has_finished_the_migration_on_the_source(world: World) -> None:
-    """The server is the destination's before its source is done (post-migrating): restarting the source's
-    libvirt then would put it into ERROR, as a CI run of the lab showed."""
+    """The server is the destination's while its source is still finishing (the record still `running`):
+    restarting the source's libvirt then would put it into ERROR, as a CI run of the lab showed."""
     nova = world.nova
-    nova.post_migrating_ticks = 4
+    nova.source_finishing_ticks = 4
     server = nova.add_server("vm1", "n1")
     before = world.pod_uids("n1")
     world.kube.update_node("n1", annotations={PHASE: "requested"})
@@ -193,13 +193,30 @@ def test_the_nodes_pods_stay_until_nova_has_finished_the_migration_on_the_source
         progress = world.kube.annotations("n1").get(PROGRESS, "")
         if "n1" in nova.finishing_on:
             assert world.pod_uids("n1") == before, "a pod restarted while Nova was finishing on the source"
-            if server.host == "n2" and "waiting for Nova to finish moving" in progress:
+            if server.host == "n2" and "waiting for Nova to finish" in progress:
                 waited.append(progress)
         if world.kube.annotations("n1").get(PHASE) == Phase.DONE.value:
             break
-    assert waited and f"finish moving {server.id} off this node: migration post-migrating" in waited[0], waited
+    assert waited and f"its live migration 1 of {server.id} on this node (running)" in waited[0], waited
     assert world.kube.annotations("n1")[PHASE] == Phase.DONE.value
     assert world.pod_uids("n1") != before and nova.migrations[-1]["status"] == "completed"
+
+
+def test_a_migration_nova_never_finishes_on_the_source_fails_the_maintenance_after_the_timeout(world: World) -> None:
+    """A source that died between the destination taking the server and `completed`: nothing in Nova ends
+    that record, so the controller stops waiting after its timeout, and restarts nothing."""
+    nova = world.nova
+    nova.source_finishing_ticks = 10**6
+    server = nova.add_server("vm1", "n1")
+    before = world.pod_uids("n1")
+    world.kube.update_node("n1", annotations={PHASE: "requested"})
+    world.passes(6)
+    assert server.host == "n2" and world.kube.annotations("n1")[PHASE] == Phase.MIGRATING.value
+    world.now[0] += 601  # the config's restart_timeout is 600 s
+    assert world.until("n1", Phase.FAILED)[-1] == Phase.FAILED.value
+    progress = world.kube.annotations("n1")[PROGRESS]
+    assert progress.startswith(f"failed: Nova's live migration 1 of {server.id} is still running 601s after"), progress
+    assert world.pod_uids("n1") == before and world.service("n1") == (False, MAINTENANCE)
 
 
 def test_a_node_cordoned_and_done_keeps_its_service_disabled_until_uncordoned(world: World) -> None:

@@ -120,7 +120,6 @@ class Controller(threading.Thread):
         self.cloud, self.workload, self.record, self.stopping = cloud, workload, record, stopping
         self.current = workload.revision - 1 if workload.revision else 0  # a StatefulSet's currentRevision
         self.error = ""
-        self.stoppers: list[threading.Thread] = []  # a Deployment's old pods in their grace period
 
     def sync(self) -> list[rollout.Action]:
         w = self.workload
@@ -141,14 +140,30 @@ class Controller(threading.Thread):
                         return
                     self.stopping.wait(TICK)
                     continue
+                # One sync's deletions at once, as the kubelets of their nodes stop them side by side (a
+                # DaemonSet's maxUnavailable nodes); a DaemonSet's or StatefulSet's next sync waits for them.
+                waiting = [self._delete_pod(a) for a in actions if isinstance(a, rollout.Delete)]
+                if self.workload.kind != "Deployment":
+                    for stopper in waiting:
+                        if stopper is not None:
+                            stopper.join()
                 for action in actions:
-                    self._do(action)
+                    if isinstance(action, rollout.Create):
+                        self._create_pod(action)
         except (PodSpecError, OSError, RuntimeError) as error:  # a pod the kubelet or scheduler refuses
-            self.error = f"{self.workload.kind} {self.workload.name}: {error}"
-            self.cloud.log(f"apply: {self.error}")
+            self._fail(str(error))
         finally:
-            if self.record is not None:
-                self.record.ended = time.time()
+            self._roll_ended()
+
+    def _fail(self, error: str) -> None:
+        self.error = self.error or f"{self.workload.kind} {self.workload.name}: {error}"
+        self.cloud.log(f"apply: {self.error}")
+
+    def _roll_ended(self) -> None:
+        """The roll lasts until its last old pod is gone: a Deployment's stop after the controller is done, and
+        a call its stopping process cuts still falls within the roll (tools/cloud/api_clients.py)."""
+        if self.record is not None:
+            self.record.ended = max(self.record.ended or 0.0, time.time())
 
     def _settled(self) -> bool:
         w = self.workload
@@ -157,24 +172,31 @@ class Controller(threading.Thread):
         pods = w.active_pods
         return len(pods) == w.replicas and all(p.ready and p.revision == w.revision for p in pods)
 
-    def _do(self, action: rollout.Action) -> None:
+    def _delete_pod(self, action: rollout.Delete) -> threading.Thread | None:
+        """The pod's deletion begun; a Deployment's roll goes on meanwhile (Workload.active_pods). A pod someone
+        else deletes already (the API) is waited for (Cloud.remove_pod), not deleted twice."""
         w = self.workload
-        if isinstance(action, rollout.Delete):
-            pod = next((p for p in w.pods if p.plan.name == action.name), None)
-            if pod is None or pod.terminating:  # deleted meanwhile by someone else (the API)
-                return
-            if self.record is not None:
-                self.record.deleted.append(action.name)
-            if w.kind == "Deployment":  # the roll goes on while the kubelet stops it (Workload.active_pods)
-                pod.terminating = True
-                stopper = threading.Thread(target=self.cloud.remove_pod, args=(w, pod), name=f"delete {pod.plan.name}")
-                self.stoppers.append(stopper)
-                stopper.start()
-                return
-            self.cloud.remove_pod(w, pod)
-            return
+        pod = next((p for p in list(w.pods) if p.plan.name == action.name), None)
+        if pod is None:
+            return None
+        if self.record is not None and not pod.terminating:
+            self.record.deleted.append(action.name)
+        pod.terminating = True  # at once: the next sync of a Deployment counts it out
+
+        def stop() -> None:
+            try:
+                self.cloud.remove_pod(w, pod)
+            except (OSError, RuntimeError) as error:  # what the kubelet could not undo: the apply fails on it
+                self._fail(f"deleting pod {pod.plan.name}: {error}")
+            self._roll_ended()
+
+        stopper = threading.Thread(target=stop, name=f"delete {pod.plan.name}", daemon=True)
+        stopper.start()
+        return stopper
+
+    def _create_pod(self, action: rollout.Create) -> None:
         node = self.cloud.cluster.node(action.node) if action.node else None
-        new = self.cloud.start_successor(w, action.index, node, action.revision)
+        new = self.cloud.start_successor(self.workload, action.index, node, action.revision)
         if self.record is not None:
             self.record.started.append(new.plan.name)
 

@@ -104,9 +104,8 @@ class Workload:
         status.replicas counts active pods only: pkg/controller/replicaset, FilterActivePods), so a rolling
         update goes on, and pulumi-kubernetes stops waiting, while an old pod is still in its grace period.
         A StatefulSet's and a DaemonSet's controllers wait until it is gone (its name, its node)."""
-        if self.kind != "Deployment":
-            return self.pods
-        return [p for p in self.pods if not p.terminating]
+        pods = list(self.pods)  # a copy: a deletion's thread removes pods from the list
+        return pods if self.kind != "Deployment" else [p for p in pods if not p.terminating]
 
     @property
     def done(self) -> bool:
@@ -482,8 +481,9 @@ class Cloud:
     def _why_waiting(self, r: Registration) -> str:
         if r.urn in self.workloads:
             w = self.workloads[r.urn]
-            current = sum(p.revision == w.revision for p in w.pods)
-            return f"{sum(p.ready for p in w.pods)}/{w.replicas} pods ready, {current} of the current template"
+            pods = w.active_pods
+            current = sum(p.revision == w.revision for p in pods)
+            return f"{sum(p.ready for p in pods)}/{w.replicas} pods ready, {current} of the current template"
         return "Service does not target any Pods (no Ready endpoint, or some unready)"
 
     def run_cron_jobs(self, timeout: float, only: Callable[[Workload], bool] = lambda w: True) -> None:
@@ -509,7 +509,10 @@ class Cloud:
             for pod in list(workload.pods):
                 if pod.plan.name != name:
                     continue
+                replaced = pod.terminating  # deleted already (a roll's): its controller made its successor
                 self.remove_pod(workload, pod)
+                if replaced:
+                    return True
                 node = pod.node if workload.kind == "DaemonSet" else None
                 self.start_successor(workload, pod.plan.index, node, self._successor_revision(workload, pod))
                 return True

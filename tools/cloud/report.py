@@ -56,7 +56,7 @@ class Report:
     def build(self, cloud: Cloud, cannot_run: dict[str, str]) -> dict[str, Any]:
         plan_workloads = [w for w in cloud.workloads.values() if not w.stand_in and w.kind != "Job"]
         stand_ins = [w for w in cloud.workloads.values() if w.stand_in and not w.runs_job]  # servers, not Jobs
-        long_running = [p for w in plan_workloads for p in w.pods]
+        long_running = [p for w in plan_workloads for p in w.active_pods]  # a Deployment's stopping pod is gone
         # Every pod the plan asks of the lab's nodes: a DaemonSet's pod per admitted node, every
         # StatefulSet replica, a Deployment's pods as the lab runs them (not_run says how many).
         wanted = sum(w.replicas for w in plan_workloads)
@@ -73,7 +73,9 @@ class Report:
                 node.name: {
                     "ip": node.ip,
                     "labels": node.labels,
-                    "pods": sorted(p.plan.name for w in cloud.workloads.values() for p in w.pods if p.node is node),
+                    "pods": sorted(
+                        p.plan.name for w in cloud.workloads.values() for p in w.active_pods if p.node is node
+                    ),
                 }
                 for node in cloud.cluster.nodes
             },
