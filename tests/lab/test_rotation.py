@@ -155,3 +155,17 @@ def test_the_ca_rotation_is_ok_only_with_both_cas_then_the_new_one_the_rolls_as_
     assert not ca_verdict(good, {**calls, "failed_outside_restarts": 1}, True, done, plans)["ok"]
     assert not ca_verdict(good, calls, False, done, plans)["ok"]
     assert "not_run" in ca_verdict({}, calls, True, done, None)
+
+
+def test_a_restarts_effects_last_until_the_calls_it_caught_have_ended() -> None:
+    # Seen in prod's lab: both nova-computes rolled at once; a console URL call made during the roll hung 60 s
+    # on RPC (nova's rpc_response_timeout) past the new pods' readiness, holding nova-api's two workers, and
+    # the server list calls right after were refused. A failure after every caught call ended is the
+    # restart's no longer.
+    restart = Restart("DaemonSet/nova-compute-kvm-general", "template", 1020.0, 1100.0)
+    hung = _call(1090.0, ok=False, call="console url", seconds=60.1)
+    refused = _call(1150.0, ok=False, call="server list")
+    later = _call(1160.2 + api_clients.RESTART_GRACE_SECONDS + 1, ok=False, call="server list")
+    judged = judge([hung, refused, later], [restart], RENEWED_AT)
+    assert judged["failed_calls"] == 3 and judged["failed_outside_restarts"] == 1
+    assert [f["t"] for f in judged["failures_outside_restarts"]] == [later["t"]]

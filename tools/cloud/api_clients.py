@@ -11,6 +11,7 @@ apply of a changed stack (tools/cloud/apply_scenario.py).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import signal
 import subprocess
@@ -104,6 +105,7 @@ def judge(
     """The clients' calls: how many failed, before the event (a renewal, an apply: the clients themselves)
     and after, and which of those fell outside every restart made meanwhile."""
     failed = [c for c in calls if not c.get("ok")]
+    restarts = [_lasting(r, calls) for r in restarts]
 
     def ended_before(call: dict[str, Any]) -> bool:
         # The baseline is what had ended when the event began: a call under way then meets what
@@ -134,6 +136,16 @@ def judge(
             {k: c.get(k) for k in ("client", "call", "status", "error", "t")} for c in outside[:20]
         ],
     }
+
+
+def _lasting(restart: Restart, calls: list[dict[str, Any]]) -> Restart:
+    """A restart's effects last until the calls it caught have ended. A call made while it ran may hang on
+    what it stopped (nova-api waits out rpc_response_timeout, 60 s, for a stopping nova-compute to answer a
+    console URL), holding the API's workers: what fails meanwhile, its readiness probe among it, fails
+    because of the restart (prod's lab, both compute nodes rolling at once)."""
+    ready = restart.ready_at or time.time()
+    caught = [c["t"] + c.get("seconds", 0.0) for c in calls if restart.started <= c["t"] <= ready]
+    return dataclasses.replace(restart, ready_at=max([ready, *caught]))
 
 
 def outages(calls: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
