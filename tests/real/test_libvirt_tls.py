@@ -40,7 +40,7 @@ import pytest
 from tests.conftest import plan_of
 from tests.real import pki
 from tests.real.libvirt_nodes import SCRIPTS, STATE, Node, join, machine_cgroups, remove_cgroups, start_node
-from tools.cloud import certificate_requests
+from tools.cloud import certificate_requests, socket_read
 from tools.cloud.apiserver import LabApiServer
 from tools.cloud.certmanager import CertManager
 from tools.cloud.run import machine_overrides
@@ -255,6 +255,7 @@ def test_a_guest_migrates_peer_to_peer_over_tls_and_never_in_clear(cloud: Cloud,
 def _console(cloud: Cloud, venv: OpenStackVenv, node: Node, conf: Path) -> dict[str, Any]:
     """nova's RFB security proxy between a VNC client of the test and the guest's VNC server."""
     shutil.copy(VNC_CLIENT, node.state / VNC_CLIENT.name)
+    shutil.copy(socket_read.__file__, node.state / "socket_read.py")  # what the client imports
     command = f"{venv.python} {STATE}/{VNC_CLIENT.name} {STATE}/{conf.name} 127.0.0.1 {_vnc_port(cloud, node)}"
     done = node.sh(command, timeout=60)
     assert done.stdout.strip(), done.stderr

@@ -23,19 +23,11 @@ import threading  # noqa: E402
 import nova.conf  # noqa: E402
 from nova.console.securityproxy import rfb  # noqa: E402
 
+# tools/cloud/socket_read.py, copied beside this file into the node's state directory (standard library only):
+# nova's venv there cannot import the repository.
+from socket_read import read_exact  # noqa: E402
+
 TIMEOUT = 20
-
-
-# Its own copy of tools/cloud/socket_read.py's read_exact: this file is copied alone into a node's state
-# directory and run by nova's venv there, where the repository's modules are not importable.
-def recv_exact(sock, size):
-    data = b""
-    while len(data) < size:
-        chunk = sock.recv(size - len(data))
-        if not chunk:
-            raise ConnectionError(f"closed after {len(data)} of {size} bytes")
-        data += chunk
-    return data
 
 
 def pump(source, target):
@@ -58,22 +50,22 @@ def main():
 
     def client():
         try:
-            version = recv_exact(tenant, 12)
+            version = read_exact(tenant, 12)
             tenant.sendall(b"RFB 003.008\n")
-            count = recv_exact(tenant, 1)[0]
-            types = list(recv_exact(tenant, count)) if count else []
+            count = read_exact(tenant, 1)[0]
+            types = list(read_exact(tenant, count)) if count else []
             facts["tenant_security_types"] = types
             tenant.sendall(bytes([1]))  # None, what the proxy offers
-            result = struct.unpack("!I", recv_exact(tenant, 4))[0]
+            result = struct.unpack("!I", read_exact(tenant, 4))[0]
             facts["reached"] = f"SecurityResult {result}"
             if result != 0:
-                length = struct.unpack("!I", recv_exact(tenant, 4))[0]
-                facts["error"] = recv_exact(tenant, length).decode(errors="replace")
+                length = struct.unpack("!I", read_exact(tenant, 4))[0]
+                facts["error"] = read_exact(tenant, length).decode(errors="replace")
                 return
             tenant.sendall(bytes([1]))  # ClientInit, shared
-            header = recv_exact(tenant, 24)
+            header = read_exact(tenant, 24)
             width, height = struct.unpack("!HH", header[:4])
-            name = recv_exact(tenant, struct.unpack("!I", header[20:24])[0]).decode()
+            name = read_exact(tenant, struct.unpack("!I", header[20:24])[0]).decode()
             facts.update(reached="ServerInit", version=version.decode().strip(), width=width, height=height, name=name,
                          ok=True)  # fmt: skip
         except Exception as error:  # reported, the proxy's side says why
