@@ -205,6 +205,7 @@ def test_the_cli_refuses_a_filter_or_workers_without_a_selection_and_bad_values(
         (["--stack", "prod", "--tempest-workers", "2"], "--tempest smoke or --tempest full"),
         (["--stack", "prod", "--tempest", "full", "--tempest-workers", "0"], "invalid choice"),
         (["--stack", "prod", "--tempest", "full", "--tempest-workers", "9"], "invalid choice"),
+        (["--stack", "prod", "--tempest-only"], "--tempest smoke or --tempest full"),
     ):
         with pytest.raises(SystemExit) as stopped:
             cloud_cli(argv)

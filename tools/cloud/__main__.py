@@ -1,7 +1,7 @@
 """Start the cloud of a stack's plan on this machine, use it as a user would, and report.
 
     python -m tools.cloud --stack prod [--out build/cloud/prod] [--keep] [--cni node-ips-in-ipblock]
-                          [--tempest smoke|full [--tempest-filter REGEX] [--tempest-workers N]]
+                          [--tempest smoke|full [--tempest-filter REGEX] [--tempest-workers N] [--tempest-only]]
 
 Needs root (namespaces, cgroups, mounts) and the Debian packages of
 tools/realenv/install_system_packages.sh. Runs itself in a mount namespace of its own, so
@@ -53,7 +53,14 @@ def main(argv: list[str] | None = None) -> int:
         choices=range(1, MAX_WORKERS + 1),
         help=f"with --tempest: Tempest's test workers, 1 to {MAX_WORKERS} (default 1)",
     )
+    parser.add_argument(
+        "--tempest-only",
+        action="store_true",
+        help="with --tempest: deploy the stack's own release and run only Tempest, none of the lab's scenarios",
+    )
     args = parser.parse_args(argv)
+    if args.tempest_only and not args.tempest:
+        parser.error("--tempest-only runs a Tempest selection alone: give --tempest smoke or --tempest full too")
     if args.tempest_workers is not None and not args.tempest:
         parser.error("--tempest-workers sets how a Tempest selection runs: give --tempest smoke or --tempest full too")
     if args.tempest_filter is not None:
@@ -73,7 +80,7 @@ def main(argv: list[str] | None = None) -> int:
         os.execvp("unshare", [*unshare, sys.executable, "-m", "tools.cloud", *(argv or sys.argv[1:])])
     out = args.out or Path("build/cloud") / args.stack
     tempest = TempestRequest(args.tempest, args.tempest_filter, args.tempest_workers or 1) if args.tempest else None
-    report = run(args.stack, out, keep=args.keep, cni=args.cni, tempest=tempest)
+    report = run(args.stack, out, keep=args.keep, cni=args.cni, tempest=tempest, tempest_only=args.tempest_only)
     return 1 if report.deploy_error else 0
 
 
