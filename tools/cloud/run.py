@@ -571,6 +571,9 @@ def run(
                                    "libvirt restart, maintenance)", "why": why})  # fmt: skip
         if not report.deploy_error and tempest_only and tempest:
             since = time.monotonic()
+            # The image, networks and flavor a user makes first: what tempest.conf names (tempest_discover.py).
+            report.user = use_cloud(cloud, api, user, venv.path, guest, why_not, ceph, ca_file, "prepare")
+            log(f"user: {json.dumps(report.user)[:2000]}")
             report.tempest = tempest_step(cloud, user, venv.path, tempest, why_not, log, ca_file)
             phase("tempest", since)
         elif not report.deploy_error:

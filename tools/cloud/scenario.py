@@ -151,16 +151,23 @@ def kubectl() -> Kubectl:
     )
 
 
+def prepare(conn: openstack.connection.Connection, disk: Path, made: dict[str, Any]) -> None:
+    """What a user makes before a server: the guest image, the networks and router, the flavor (once)."""
+    if "image" in made:
+        return
+    made["image"] = upload_guest(conn, disk)
+    made["network"], _ = build_network(conn)
+    made["flavor"] = conn.compute.create_flavor(name="tiny", ram=128, vcpus=1, disk=1)
+
+
 def servers(
     conn: openstack.connection.Connection, kernel: Path, initramfs: Path, disk: Path, facts: dict, made: dict
 ) -> None:
     """vm1 on the first compute node pings the provider network; vm2 on the second pings vm1 and the provider.
     `made` keeps the image, network, flavor and vm1 for later steps (the Ceph proof)."""
     hosts = os.environ["COMPUTE_HOSTS"].split(",")
-    image = made["image"] = upload_guest(conn, disk)
-    network, _ = build_network(conn)
-    flavor = conn.compute.create_flavor(name="tiny", ram=128, vcpus=1, disk=1)
-    made.update(network=network, flavor=flavor)
+    prepare(conn, disk, made)
+    image, network, flavor = made["image"], made["network"], made["flavor"]
     facts["server"] = boot_server(conn, "vm1", image, flavor, network, hosts[0], [PROVIDER_GATEWAY])
     made["vm1"] = facts["server"]["id"]
     if len(hosts) > 1:
@@ -194,12 +201,15 @@ def found_again(conn: openstack.connection.Connection, facts: dict[str, Any], ma
 
 def main() -> None:
     """KERNEL INITRAMFS DISK [STEPS]: STEPS (comma-separated, default all) runs some of them, in their order;
-    without `server`, what it made is found by name (tools/cloud/run.py runs the rest after an upgrade)."""
+    without `prepare` or `server`, what they made is found by name (tools/cloud/run.py runs the rest after an
+    upgrade)."""
     kernel, initramfs, disk = map(Path, sys.argv[1:4])
     facts: dict[str, Any] = {"errors": {}}
     conn = openstack.connect()
     made: dict[str, Any] = {}
     steps: list[tuple[str, Callable[[], None]]] = [
+        # Alone, what Tempest's configuration names (make test-tempest); else the first part of `server`.
+        ("prepare", lambda: prepare(conn, disk, made)),
         ("server", lambda: servers(conn, kernel, initramfs, disk, facts, made)),
         ("volume", lambda: volume(conn, facts)),
         # Before the maintenance: its servers boot on the first compute node and are gone after.
@@ -211,7 +221,7 @@ def main() -> None:
     if unknown := set(wanted) - {name for name, _ in steps}:
         raise SystemExit(f"unknown steps {sorted(unknown)}")
     steps = [(name, step) for name, step in steps if name in wanted]
-    if "server" not in wanted:
+    if not {"prepare", "server"} & set(wanted):
         steps.insert(0, ("found_again", lambda: found_again(conn, facts, made)))
     for name, step in steps:
         started = time.monotonic()
