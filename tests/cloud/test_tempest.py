@@ -25,8 +25,9 @@ from tools.cloud.tempest_discover import (
 from tools.cloud.tempest_limits import NO_SSH_LOGIN, LabLimit, excluded, summarize, volume_backend_tests
 from tools.cloud.tempest_run import TempestRequest
 from tools.plan import Plan
-from tools.realenv.openstack_venv import RELEASES, VenvRecipe, recipe
+from tools.realenv.openstack_venv import VenvRecipe, recipe
 from tools.realenv.tempest_venv import TEMPEST
+from tools.release_pins import RELEASES
 
 ADMIN = {
     "OS_AUTH_URL": "http://keystone-api.openstack.svc.cluster.local:5000/v3",
