@@ -1,7 +1,7 @@
 """What each OpenStack release the program deploys takes from PyPI, and where its builds are cached.
 
 The user's image-contents check (tools/imagecheck) resolves the same pins as Kolla's images would,
-and the test lab builds its OpenStack virtualenvs from them (tools/realenv/openstack_venv.py), so
+and the test lab builds its OpenStack virtualenvs from them (tests/lab/realenv/openstack_venv.py), so
 both read them here: no tool a user runs imports the lab.
 """
 
