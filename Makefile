@@ -27,7 +27,7 @@ bench: $(BIN)/.installed
 
 # As root it installs what is missing; otherwise it prints the one command to run, and stops.
 system-packages:
-	tools/realenv/install_system_packages.sh
+	tests/lab/realenv/install_system_packages.sh
 
 # The mock tests run on TEST_WORKERS processes (pytest-xdist; CI's machine has two cores); the
 # tests against real servers and the running cloud then run in one, since they use fixed ports and
@@ -46,22 +46,22 @@ test: system-packages $(BIN)/.installed
 test-quick: $(BIN)/.installed
 	$(BIN)/python -m pytest $(MOCK_TESTS)
 
-# The running cloud of the prod and staging plans (tools/cloud): every pod, a VM, Horizon, VM safety.
+# The running cloud of the prod and staging plans (tests/lab/cloud): every pod, a VM, Horizon, VM safety.
 test-cloud: system-packages $(BIN)/.installed
 	$(BIN)/python -m pytest -m cloud
 
-# Tempest's API tests of every service the stack deploys, against its running cloud (tools/cloud/tempest_run.py):
+# Tempest's API tests of every service the stack deploys, against its running cloud (tests/lab/cloud/tempest_run.py):
 # build/cloud/<stack>/tempest.json. prod unless STACK=staging; TEMPEST_WORKERS test workers (2: both cores).
 # The stack's own release, deployed and tested by Tempest alone: make test-cloud runs the lab's scenarios.
 test-tempest: STACK = prod
 test-tempest: TEMPEST_WORKERS = 2
 test-tempest: system-packages $(BIN)/.installed
-	$(BIN)/python -m tools.cloud --stack $(STACK) --tempest full --tempest-workers $(TEMPEST_WORKERS) --tempest-only
+	$(BIN)/python -m tests.lab.cloud --stack $(STACK) --tempest full --tempest-workers $(TEMPEST_WORKERS) --tempest-only
 
-# Build (or reuse) the cached OpenStack virtualenvs of tests/real and tools/cloud ahead of the tests:
+# Build (or reuse) the cached OpenStack virtualenvs of tests/real and tests/lab/cloud ahead of the tests:
 # one per release the program deploys (components/releases.py), about 2 min each the first time.
 openstack-venv: $(BIN)/.installed
-	$(BIN)/python -m tools.realenv.openstack_venv --all
+	$(BIN)/python -m tests.lab.realenv.openstack_venv --all
 
 # Every container of every stack against its Kolla image as kolla builds it (tools/imagecheck;
 # tests/real/test_image_contents.py runs the same check in `make test`). The first run fetches

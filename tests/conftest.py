@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 from components.releases import DEFAULT_RELEASE
+from tests.release_stack import release_overrides
 from tools.plan import Plan, build_plan
-from tools.release_stack import release_overrides
 from tools.runtime import stack_config
 
 STACKS = ("dev", "staging", "prod")
@@ -41,7 +41,7 @@ def stack_plan(request: pytest.FixtureRequest) -> Plan:
 
 def release_plan(stack: str, release: str) -> Plan:
     """The plan of a stack file as `release` deploys it: its own release, or another one, with the settings
-    tools/release_stack.py changes for it (as the lab's upgrade deploys its first release)."""
+    tests/release_stack.py changes for it (as the lab's upgrade deploys its first release)."""
     if release == DEFAULT_RELEASE:
         return plan_of(stack)
     return plan_of(stack, **release_overrides(stack_config(stack), release))

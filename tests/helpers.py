@@ -97,7 +97,7 @@ def horizon_settings(text: str) -> dict[str, Any]:
 
 
 class SecretsOnlyWorld:
-    """What the lab's API server (tools/realenv/kubeapi.py) reaches into beyond its own objects, for a Job that
+    """What the lab's API server (tests/lab/realenv/kubeapi.py) reaches into beyond its own objects, for a Job that
     only writes Secrets: no nodes, no pods (touching one fails the test, naming the Job), and every Secret
     written recorded in order as (namespace, name, data); `secrets` is the last write of each."""
 

@@ -1,8 +1,8 @@
 """The Job internal-ca-bundle's script (components/scripts/write_ca_bundle.py), run against the plan's own objects.
 
 No Kubernetes API server or cert-manager can run here. The trust Secrets are what the lab's
-cert-manager stand-in issues for the plan's Certificates (tools/cloud/certmanager.py: the annotations
-and `ca.crt` cert-manager writes), and the API is the lab's (tools/cloud/apiserver.py), which
+cert-manager stand-in issues for the plan's Certificates (tests/lab/cloud/certmanager.py: the annotations
+and `ca.crt` cert-manager writes), and the API is the lab's (tests/lab/cloud/apiserver.py), which
 authorises each request by the plan's Role for the Job's ServiceAccount: a request the script makes
 here is one the Role allows on a cluster. The script is imported and given a client of that API
 over HTTP (kube_api.KubeApi), as tests/test_rook.py runs the Rook keys script.
@@ -24,11 +24,11 @@ from typing import Any
 import pytest
 from cryptography import x509
 
+from tests.doubles.json_http import serve_json
 from tests.helpers import SecretsOnlyWorld
+from tests.lab.cloud.apiserver import LabApiServer
+from tests.lab.cloud.certmanager import CertManager
 from tests.test_ca_rotation import _plan
-from tools.cloud.apiserver import LabApiServer
-from tools.cloud.certmanager import CertManager
-from tools.json_http import serve_json
 from tools.plan import Plan
 
 NAMESPACE = "openstack"

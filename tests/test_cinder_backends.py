@@ -15,7 +15,7 @@ from components.inifile import parse_ini
 from tests.cloud.test_tempest import ADMIN, FACTS
 from tests.conftest import plan_of
 from tests.helpers import containers, objects, pod_template, settings_problems
-from tools.cloud.tempest_conf import tempest_conf, volume_backend_runs
+from tests.lab.cloud.tempest_conf import tempest_conf, volume_backend_runs
 from tools.plan import Plan
 
 CEPH = {"external": {"fsid": "5c3f8a2e-7d41-4b9e-a6c0-2f1e9d8b7a63", "monitors": ["10.0.0.1"]}}

@@ -202,8 +202,8 @@ def test_max_active_keys_covers_a_token_for_its_lifetime_and_allow_expired_windo
 
 
 def test_the_cloud_test_runs_every_cronjob_the_rotations_among_them() -> None:
-    """tools/cloud runs every CronJob once; the rotations call its API server, so they run too."""
-    from tools.cloud.run import cannot_run
+    """tests/lab/cloud runs every CronJob once; the rotations call its API server, so they run too."""
+    from tests.lab.cloud.run import cannot_run
 
     not_run = cannot_run(plan_of("prod"))
     assert not (set(ROTATIONS) | {"nova-cell-setup", "nova-archive-deleted-rows", "glance-db-purge"}) & set(not_run)

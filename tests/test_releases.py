@@ -17,7 +17,7 @@ from tests.conftest import STACKS, plan_of, release_plan, stacks_release
 from tests.helpers import containers, objects, settings_problems
 from tools.imagecheck.kolla import KOLLA_VERSIONS
 from tools.plan import Plan
-from tools.realenv.openstack_venv import RELEASES as VENV_RELEASES
+from tools.release_pins import RELEASES as VENV_RELEASES
 
 FLAMINGO, GAZPACHO = "2025.2", "2026.1"
 
@@ -34,7 +34,7 @@ def _glance_api(plan: Plan) -> dict[str, Any]:
 
 def test_every_per_release_table_knows_the_same_releases() -> None:
     assert set(RELEASES) == {FLAMINGO, GAZPACHO}
-    assert set(VENV_RELEASES) == set(RELEASES)  # tools/realenv/openstack_venv.py: one venv each
+    assert set(VENV_RELEASES) == set(RELEASES)  # tools/release_pins.py: one venv's pins each
     assert set(KOLLA_VERSIONS) == set(RELEASES)  # tools/imagecheck/kolla.py: one kolla each
     assert stacks_release() == DEFAULT_RELEASE == GAZPACHO
     assert {VENV_RELEASES[r].codename for r in RELEASES} == {RELEASES[r].codename for r in RELEASES}

@@ -15,11 +15,11 @@ from components.compute_pods import compute_daemonsets
 from components.inifile import parse_ini
 from tests.conftest import plan_of, release_plan
 from tests.helpers import containers, name_of, objects, settings_problems, unknown_fields
+from tests.lab.cloud.engine import engine_steps
 from tests.test_backup import _schema as backup_schema
 from tests.test_plan_diff import stack_settings
 from tools import plan as plan_tool
 from tools import plan_diff
-from tools.cloud.engine import engine_steps
 from tools.plan import Plan
 from tools.plan_configs import object_key
 from tools.runtime import REPO

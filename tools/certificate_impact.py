@@ -6,7 +6,7 @@ program never sees a certificate), so Pulumi rolls nothing for it: what happens 
 what each user of the Secret does when its files change. That is README's table "What each
 consumer does when its certificate renews", here per user the plan has, so that a pull request
 shows which pods a certificate change restarts (MariaDB's, by its operator) and which take the new
-certificate hot. The lab measures the same on staging (`tls.rotation`, tools/cloud/rotation.py).
+certificate hot. The lab measures the same on staging (`tls.rotation`, tests/lab/cloud/rotation.py).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The running cloud: every pod of a stack's plan started as Kubernetes would start it, then used.
 
-`python -m tools.cloud` (tools/cloud/) starts the prod and staging plans on this machine, with
+`python -m tests.lab.cloud` (tests/lab/cloud/) starts the prod and staging plans on this machine, with
 only their virtualisation and Open vSwitch datapath changed to what this machine has, boots a
 VM and restarts the libvirt pod under it; these tests read the report it writes. They are the
 product's proof of work: a pod that does not become Ready, a probe that never passes, a Job
@@ -26,7 +26,7 @@ from tests.cloud.conftest import SUMMARIES
 from tests.conftest import plan_of
 from tools.runtime import REPO
 
-# Whole runs take minutes; the harness has its own deadlines (tools/cloud/run.py). prod's with its upgrade.
+# Whole runs take minutes; the harness has its own deadlines (tests/lab/cloud/run.py). prod's with its upgrade.
 RUN_TIMEOUT = 3600
 # Tempest's smoke set runs against one stack's cloud before it stops (the full set: make test-tempest): prod's,
 # after its upgrade, so it is also the proof that the upgraded cloud works; two workers, as make test-tempest.
@@ -46,7 +46,7 @@ def report(request: pytest.FixtureRequest) -> dict[str, Any]:
     out.mkdir(parents=True, exist_ok=True)
     (out / "report.json").unlink(missing_ok=True)
     (out / "tempest.json").unlink(missing_ok=True)
-    command = [sys.executable, "-m", "tools.cloud", "--stack", stack, "--out", str(out), *TEMPEST.get(stack, ())]
+    command = [sys.executable, "-m", "tests.lab.cloud", "--stack", stack, "--out", str(out), *TEMPEST.get(stack, ())]
     log = out / "run.log"
     with log.open("w") as output:
         subprocess.run(command, cwd=REPO, stdout=output, stderr=subprocess.STDOUT, timeout=RUN_TIMEOUT)
@@ -58,7 +58,7 @@ def report(request: pytest.FixtureRequest) -> dict[str, Any]:
     return data
 
 
-# The lab each stack gets (tools/cloud/run.py LAYOUT): prod the full cluster, staging a small one.
+# The lab each stack gets (tests/lab/cloud/run.py LAYOUT): prod the full cluster, staging a small one.
 NODES = {"prod": 4, "staging": 2}
 
 
@@ -82,7 +82,7 @@ def test_every_pod_is_ready_and_every_probe_passes(report: dict[str, Any]) -> No
     assert report["pods"]["ready"] == report["pods"]["total"] > 20
     operators = {n: s for n, s in report["stand_ins"].items() if n != "ceph"}
     assert all(s["ready"] == s["pods"] == 1 for s in operators.values()), report["stand_ins"]
-    # prod's external Ceph: its monitor, manager and OSD ran to the end (tools/cloud/ceph.py).
+    # prod's external Ceph: its monitor, manager and OSD ran to the end (tests/lab/cloud/ceph.py).
     ceph = report["stand_ins"].get("ceph")
     assert (ceph is not None) is (report["stack"] == "prod"), report["stand_ins"]
     if ceph is not None:
@@ -132,7 +132,7 @@ def test_horizon_login_through_its_form(report: dict[str, Any]) -> None:
 
 
 def test_the_public_endpoints_work_from_a_laptop_outside_through_the_gateway(report: dict[str, Any]) -> None:
-    """tools/cloud/public_access.py: cert-manager's and the Gateway's stand-ins, then a laptop outside the
+    """tests/lab/cloud/public_access.py: cert-manager's and the Gateway's stand-ins, then a laptop outside the
     cluster that trusts only the public CA and resolves the public names to the gateway's address."""
     tls = report["tls"]
     checks = tls["checks"]
@@ -169,7 +169,7 @@ def test_the_public_endpoints_work_from_a_laptop_outside_through_the_gateway(rep
 def test_every_certificate_renews_under_load_with_no_failed_call_but_during_the_operators_restarts(
     report: dict[str, Any],
 ) -> None:
-    """tools/cloud/rotation.py: two clients call the APIs every second (the laptop through the gateway, the
+    """tests/lab/cloud/rotation.py: two clients call the APIs every second (the laptop through the gateway, the
     user's pod inside) while the cert-manager stand-in renews every certificate that is no CA; each consumer
     does what it does on a cluster (the kubelet rewrites the volumes, the gateway takes its certificate hot,
     mariadb-operator replaces its pod; uWSGI, memcached and RabbitMQ reload by themselves), and every endpoint
@@ -201,8 +201,8 @@ def test_every_certificate_renews_under_load_with_no_failed_call_but_during_the_
 
 
 def test_the_internal_ca_is_rotated_under_load_without_an_outage(report: dict[str, Any]) -> None:
-    """tools/cloud/ca_rotation.py: under the same client loops, staging's CA internal-ca replaced by internal-ca-2
-    in its phases (trust, issue, the rotation removed), each one's plan applied by tools/cloud/apply.py as
+    """tests/lab/cloud/ca_rotation.py: under the same client loops, staging's CA internal-ca replaced by internal-ca-2
+    in its phases (trust, issue, the rotation removed), each one's plan applied by tests/lab/cloud/apply.py as
     `pulumi up` and the cluster would, and checked against --against's prediction. The bundle holds both CAs,
     then the new one only; the processes that read it once roll when it changes and not at issue; every
     endpoint verifies with the bundle after each phase (at the end with internal-ca-2 alone); no call fails
@@ -234,7 +234,7 @@ def test_the_internal_ca_is_rotated_under_load_without_an_outage(report: dict[st
 
 
 def test_a_capture_on_every_node_sees_what_internal_tls_encrypts(report: dict[str, Any]) -> None:
-    """tools/cloud/encryption.py: tcpdump on every node while both users work, each connection to a data
+    """tests/lab/cloud/encryption.py: tcpdump on every node while both users work, each connection to a data
     store or an API classed by what its client sent first. Under plainText (prod) the capture must see SQL
     and AMQP in clear (so it sees what crosses the wires); under internal TLS (staging), none of what the
     plan encrypts."""
@@ -257,8 +257,8 @@ def test_a_capture_on_every_node_sees_what_internal_tls_encrypts(report: dict[st
 
 
 def test_inside_the_cluster_the_apis_horizon_and_the_data_stores_speak_tls_only(report: dict[str, Any]) -> None:
-    """tools/cloud/endpoint_tls.py from the user's pod, and the gateway's BackendTLSPolicies
-    (tools/cloud/backendtls.py): under tls.internal (staging) each API Service, amqps and MariaDB complete a
+    """tests/lab/cloud/endpoint_tls.py from the user's pod, and the gateway's BackendTLSPolicies
+    (tests/lab/cloud/backendtls.py): under tls.internal (staging) each API Service, amqps and MariaDB complete a
     handshake verifying the internal CA and the Service's name, refuse a client with only the machine's CA
     store, and give plain text nothing; the gateway verifies every API backend. A plain-text stack (prod)
     says there is nothing to check."""
@@ -327,7 +327,7 @@ def test_vm_safety_of_the_topology(report: dict[str, Any]) -> None:
 
 
 def test_a_changed_stack_applied_as_pulumi_up_does_what_against_predicted(report: dict[str, Any]) -> None:
-    """tools/cloud/apply_scenario.py (staging): the first node group's reservedHostMemoryMb lowered in the stack
+    """tests/lab/cloud/apply_scenario.py (staging): the first node group's reservedHostMemoryMb lowered in the stack
     file (nova.conf's [DEFAULT] reserved_host_memory_mb on the compute nodes) and the new plan applied as
     `pulumi up` would while two clients call the APIs and the VM runs: what rolled, ran and was replaced is
     what diff.json predicted, no call failed outside the rollout, and the VM lives on (only nova-compute
@@ -363,7 +363,7 @@ def _upgrade_steps(found: dict[str, Any]) -> dict[str, dict[str, Any]]:
 def test_a_release_upgrade_runs_its_checks_and_backup_before_any_change_and_its_steps_in_order(
     report: dict[str, Any],
 ) -> None:
-    """tools/cloud/upgrade_scenario.py (prod, deployed at 2025.2): the `pulumi up` of the stack's own plan with
+    """tests/lab/cloud/upgrade_scenario.py (prod, deployed at 2025.2): the `pulumi up` of the stack's own plan with
     upgrade.from, step by step as --against's upgrade view lists them (README, "Upgrading to a new release")."""
     found = report["upgrade"]
     if report["stack"] != "prod":
@@ -527,8 +527,8 @@ def test_what_was_not_run_says_why(report: dict[str, Any]) -> None:
 
 
 def test_tempests_smoke_set_passes(report: dict[str, Any]) -> None:
-    """Tempest's smoke-tagged API tests of every deployed service (tools/cloud/tempest_run.py): no failure
-    of the cloud; one of this machine's limits only where tools/cloud/tempest_limits.py names it."""
+    """Tempest's smoke-tagged API tests of every deployed service (tests/lab/cloud/tempest_run.py): no failure
+    of the cloud; one of this machine's limits only where tests/lab/cloud/tempest_limits.py names it."""
     if report["stack"] not in TEMPEST:  # within make test's time, one stack's cloud runs it
         assert report["tempest"] == {"not_run": "not asked for (--tempest smoke|full)"}
         return

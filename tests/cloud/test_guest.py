@@ -18,8 +18,8 @@ from threading import Thread
 
 import pytest
 
-from tools.cloud import guest as guest_module
-from tools.cloud.guest import (
+from tests.lab.cloud import guest as guest_module
+from tests.lab.cloud.guest import (
     ALIVE,
     BUSYBOX,
     DISK_MODULES,
@@ -32,7 +32,7 @@ from tools.cloud.guest import (
     build_guest,
     parse_console,
 )
-from tools.realenv.servers import HOST, free_port
+from tests.lab.realenv.servers import HOST, free_port
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 GUEST_CACHE = REPO_ROOT / ".cache" / "guest"

@@ -1,5 +1,5 @@
 """Tempest against the lab, without the lab: tempest.conf from a plan and a cloud's facts, the tests
-selected, and the results classed (tools/cloud/tempest_conf.py, tempest_limits.py)."""
+selected, and the results classed (tests/lab/cloud/tempest_conf.py, tempest_limits.py)."""
 
 from __future__ import annotations
 
@@ -12,9 +12,9 @@ import pytest
 
 from components.inifile import parse_ini
 from tests.conftest import plan_of
-from tools.cloud.__main__ import main as cloud_cli
-from tools.cloud.tempest_conf import NO_SSH_GUEST, narrowed, selection, tempest_conf, volume_backend_runs
-from tools.cloud.tempest_discover import (
+from tests.lab.cloud.__main__ import main as cloud_cli
+from tests.lab.cloud.tempest_conf import NO_SSH_GUEST, narrowed, selection, tempest_conf, volume_backend_runs
+from tests.lab.cloud.tempest_discover import (
     ALT_IMAGE,
     GUEST_VCPUS,
     MULTIATTACH_TYPE,
@@ -22,11 +22,12 @@ from tools.cloud.tempest_discover import (
     guest_vcpus,
     multiattach_type,
 )
-from tools.cloud.tempest_limits import NO_SSH_LOGIN, LabLimit, excluded, summarize, volume_backend_tests
-from tools.cloud.tempest_run import TempestRequest
+from tests.lab.cloud.tempest_limits import NO_SSH_LOGIN, LabLimit, excluded, summarize, volume_backend_tests
+from tests.lab.cloud.tempest_run import TempestRequest
+from tests.lab.realenv.openstack_venv import VenvRecipe, recipe
+from tests.lab.realenv.tempest_venv import TEMPEST
 from tools.plan import Plan
-from tools.realenv.openstack_venv import RELEASES, VenvRecipe, recipe
-from tools.realenv.tempest_venv import TEMPEST
+from tools.release_pins import RELEASES
 
 ADMIN = {
     "OS_AUTH_URL": "http://keystone-api.openstack.svc.cluster.local:5000/v3",

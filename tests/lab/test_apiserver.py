@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from tools.cloud.apiserver import MERGE_PATCH, LabApiServer
+from tests.lab.cloud.apiserver import MERGE_PATCH, LabApiServer
 
 ROLE = {
     "kind": "Role",

@@ -1,5 +1,5 @@
-"""The lab's `pulumi up` of a new plan (tools/cloud/apply.py): the engine's steps and their order, the waits,
-the controllers after an update, and the check of `--against`'s prediction (tools/cloud/prediction.py).
+"""The lab's `pulumi up` of a new plan (tests/lab/cloud/apply.py): the engine's steps and their order, the waits,
+the controllers after an update, and the check of `--against`'s prediction (tests/lab/cloud/prediction.py).
 
 The running cloud itself only runs in tests/cloud; here the objects are small hand-made registrations, the
 walk runs with a stand-in for the cloud's workloads, and the controller against a test double of the
@@ -19,12 +19,12 @@ import pytest
 import yaml
 
 from tests.conftest import plan_of
+from tests.lab.cloud.apply import Applied, Controller, Rolled
+from tests.lab.cloud.apply_scenario import changed_stack_file
+from tests.lab.cloud.deploy import Cloud, DeployFailedError, Timing, Workload
+from tests.lab.cloud.engine import delete_order, engine_steps, step_of
+from tests.lab.cloud.prediction import compared, predicted_vs_actual
 from tools import plan_diff, views
-from tools.cloud.apply import Applied, Controller, Rolled
-from tools.cloud.apply_scenario import changed_stack_file
-from tools.cloud.deploy import Cloud, DeployFailedError, Timing, Workload
-from tools.cloud.engine import delete_order, engine_steps, step_of
-from tools.cloud.prediction import compared, predicted_vs_actual
 from tools.runtime import Registration, stack_config, stack_file
 
 TYPES = {"Deployment": "apps/v1", "DaemonSet": "apps/v1", "StatefulSet": "apps/v1", "Job": "batch/v1"}

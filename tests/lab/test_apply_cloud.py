@@ -20,14 +20,14 @@ from typing import Any
 import pytest
 
 from tests.conftest import plan_of
+from tests.lab.cloud.apply import apply
+from tests.lab.cloud.cluster import Cluster
+from tests.lab.cloud.deploy import Cloud, Workload
+from tests.lab.cloud.images import ReleaseVenvs
+from tests.lab.cloud.node import Node
+from tests.lab.cloud.prediction import not_compared, predicted_vs_actual
+from tests.lab.cloud.services import Endpoint
 from tools import plan_diff, views
-from tools.cloud.apply import apply
-from tools.cloud.cluster import Cluster
-from tools.cloud.deploy import Cloud, Workload
-from tools.cloud.images import ReleaseVenvs
-from tools.cloud.node import Node
-from tools.cloud.prediction import not_compared, predicted_vs_actual
-from tools.cloud.services import Endpoint
 from tools.plan import Plan
 from tools.runtime import Registration
 
@@ -134,7 +134,7 @@ def cloud(tmp_path: Path) -> Iterator[Cloud]:
                                       job_status=workload.job_status), node, index, revision)  # fmt: skip
 
     found.pod = fake_pod  # type: ignore[method-assign]
-    # The endpoints controller (tools/cloud/deploy.py _sync_loop): a Service is done once it has Ready endpoints.
+    # The endpoints controller (tests/lab/cloud/deploy.py _sync_loop): a Service is done once it has Ready endpoints.
     threading.Thread(target=found._sync_loop, daemon=True).start()
     found.deploy()
     yield found
@@ -269,7 +269,7 @@ def _with_backup(base: Plan) -> Plan:
 
 
 def test_a_backup_the_new_plan_adds_is_taken_and_awaited_before_what_waits_for_it(cloud: Cloud) -> None:
-    """mariadb-operator's part played (tools/cloud/backup_standin.py): the Backup's Job runs, and the engine
+    """mariadb-operator's part played (tests/lab/cloud/backup_standin.py): the Backup's Job runs, and the engine
     waits until the Backup's status meets the plan's waitFor before the db-sync Job that waits for it."""
     cloud.cluster.node("control-plane").labels["openstack-control-plane"] = "enabled"  # prod's selector
     with_mariadb = _with_backup(plan(1))

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from tools.cloud.awaits import awaited, go_duration, timeout_seconds
-from tools.cloud.critical_path import critical_path
+from tests.lab.cloud.awaits import awaited, go_duration, timeout_seconds
+from tests.lab.cloud.critical_path import critical_path
 
 
 def test_timeouts_come_from_custom_timeouts_of_the_operation_then_the_annotation_then_the_kind() -> None:

@@ -13,10 +13,10 @@ import pytest
 
 from components.certificates import PUBLIC_TLS
 from tests.conftest import plan_of
-from tools.cloud.backendtls import BackendTlsPolicies
-from tools.cloud.certmanager import CertManager
-from tools.cloud.gateway import backend_tls_of, ca_file_name, haproxy_config, write_files
-from tools.cloud.gatewayapi import Programmed, owners_gateway, program
+from tests.lab.cloud.backendtls import BackendTlsPolicies
+from tests.lab.cloud.certmanager import CertManager
+from tests.lab.cloud.gateway import backend_tls_of, ca_file_name, haproxy_config, write_files
+from tests.lab.cloud.gatewayapi import Programmed, owners_gateway, program
 
 STACK = "staging"  # tls.internal selfSigned: a BackendTLSPolicy per API backend
 # The routed backends that serve HTTPS inside the cluster: the APIs, Horizon and the console proxy.

@@ -1,4 +1,4 @@
-"""mariadb-operator's Backup, played by the lab (tools/cloud/backup_standin.py), and the waitFor that awaits it.
+"""mariadb-operator's Backup, played by the lab (tests/lab/cloud/backup_standin.py), and the waitFor that awaits it.
 
 The plan's own objects: prod's MariaDB and the one-time Backup its upgrade takes (components/mariadb_backup.py).
 What the Job's commands do against a real server is tests/real/test_backup_standin.py's.
@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 
 from tests.conftest import plan_of
-from tools.cloud import awaits
-from tools.cloud.backup_standin import BackupNotPlayedError, backup_job, one_time, status
-from tools.cloud.deploy import Workload
+from tests.lab.cloud import awaits
+from tests.lab.cloud.backup_standin import BackupNotPlayedError, backup_job, one_time, status
+from tests.lab.cloud.deploy import Workload
 
 PLAN = plan_of("prod", upgrade={"from": "2025.2"})
 BACKUP = PLAN.by_name("mariadb-backup-before-2026-1", "Backup").revealed

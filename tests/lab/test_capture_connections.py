@@ -1,4 +1,4 @@
-"""How the lab's capture (tools/cloud/capture.py) tells TCP connections apart, on pcaps written here.
+"""How the lab's capture (tests/lab/cloud/capture.py) tells TCP connections apart, on pcaps written here.
 
 Seen in the staging lab: the node's kubelet probed Horizon (HTTPS) and nova-compute-maintenance's
 /healthz (plain HTTP), both on port 8080, from one source address and port; keyed by the client
@@ -12,7 +12,7 @@ from pathlib import Path
 
 import dpkt
 
-from tools.cloud.capture import connections, summarize
+from tests.lab.cloud.capture import connections, summarize
 
 NODE, HORIZON, MAINTENANCE, SERVICE = "10.244.0.1", "10.244.0.7", "10.244.0.9", "10.96.0.20"
 TLS_HELLO = bytes([0x16, 0x03, 0x01, 0x00, 0x05]) + b"hello"

@@ -1,4 +1,4 @@
-"""The scenario's Ceph proof (tools/cloud/ceph_check.py) and its report line, without a cloud."""
+"""The scenario's Ceph proof (tests/lab/cloud/ceph_check.py) and its report line, without a cloud."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from tools.cloud import ceph_check
-from tools.cloud.report import _ceph_line
+from tests.lab.cloud import ceph_check
+from tests.lab.cloud.report import _ceph_line
 
 POOLS = {"images": "images", "volumes": "volumes", "vms": "ephemeral", "backups": "backups"}
 

@@ -1,4 +1,4 @@
-"""The lab's Ceph stand-in (tools/cloud/ceph.py), as far as it is built without running it."""
+"""The lab's Ceph stand-in (tests/lab/cloud/ceph.py), as far as it is built without running it."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 
 from components.ceph_settings import Ceph
-from tools.cloud import ceph
-from tools.cloud.ceph import CEPH_ADDRESS, CEPH_NETNS, CephStandIn, monitors_override
-from tools.cloud.node import Node
+from tests.lab.cloud import ceph
+from tests.lab.cloud.ceph import CEPH_ADDRESS, CEPH_NETNS, CephStandIn, monitors_override
+from tests.lab.cloud.node import Node
 
 FSID = "5c3f8a2e-7d41-4b9e-a6c0-2f1e9d8b7a63"
 CEPH = {"external": {"fsid": FSID, "monitors": ["10.20.0.11"]}}

@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 
 from components.stack_config import settings_from_config
-from tools.cloud import run
-from tools.cloud.ceph import CEPH_ADDRESS, CephStandIn
+from tests.lab.cloud import run
+from tests.lab.cloud.ceph import CEPH_ADDRESS, CephStandIn
 from tools.runtime import stack_config, stack_with
 
 

@@ -22,10 +22,10 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from tests.conftest import plan_of
+from tests.lab.cloud import certificate_requests
+from tests.lab.cloud.apiserver import LabApiServer
+from tests.lab.cloud.certmanager import CertManager
 from tests.lab.test_apiserver import World
-from tools.cloud import certificate_requests
-from tools.cloud.apiserver import LabApiServer
-from tools.cloud.certmanager import CertManager
 
 PATH = "/apis/cert-manager.io/v1/namespaces/openstack/certificaterequests"
 RBAC_KINDS = {"Role", "RoleBinding", "ClusterRole", "ClusterRoleBinding"}

@@ -13,7 +13,7 @@ from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from cryptography.x509.verification import PolicyBuilder, Store
 
 from tests.conftest import STACKS, plan_of
-from tools.cloud.certmanager import CertManager, Issued
+from tests.lab.cloud.certmanager import CertManager, Issued
 
 NS = "openstack"
 HOSTS = ["keystone.cloud.test", "nova.cloud.test"]

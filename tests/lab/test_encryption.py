@@ -1,4 +1,4 @@
-"""tools/cloud/encryption.py: the capture's verdict (`capture_ok`) from the connections it saw.
+"""tests/lab/cloud/encryption.py: the capture's verdict (`capture_ok`) from the connections it saw.
 
 The connections are made here (a test double for the pcap files a real capture writes: tests/real/test_capture.py
 runs tcpdump); the plan, its Services and the names the verdict watches are the stack's own.
@@ -12,10 +12,10 @@ from typing import Any
 
 import pytest
 
+from tests.lab.cloud import encryption
+from tests.lab.cloud.capture import Connection
+from tests.lab.cloud.services import Endpoint, Service, ServiceTable
 from tests.test_internal_tls import plain_plan, tls_plan
-from tools.cloud import encryption
-from tools.cloud.capture import Connection
-from tools.cloud.services import Endpoint, Service, ServiceTable
 from tools.plan import Plan
 
 TLS = b"\x17\x03\x03\x00\x20"  # an application data record, as a pooled TLS connection is first seen

@@ -18,10 +18,10 @@ from components import internal_tls
 from components.inifile import parse_ini
 from tests.cloud.test_tempest import ADMIN, FACTS
 from tests.conftest import plan_of
-from tools.cloud import endpoint_tls
-from tools.cloud.report import _encrypted_line
-from tools.cloud.run import admin_env
-from tools.cloud.tempest_conf import tempest_conf
+from tests.lab.cloud import endpoint_tls
+from tests.lab.cloud.report import _encrypted_line
+from tests.lab.cloud.run import admin_env
+from tests.lab.cloud.tempest_conf import tempest_conf
 
 CA_PEM = "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n"
 GOOD_TLS = {"ok": True, "version": "TLSv1.3", "cipher": "TLS_AES_256_GCM_SHA384", "subject": "",
@@ -189,7 +189,8 @@ def test_the_probe_runs_as_the_pods_run_commands_with_the_credentials_in_their_e
     assert set(found["endpoints"]) == {e["name"] for e in wanted}
     # One probe from each place, each with its own endpoints.
     (user,), (client,), (gateway,) = seen["user-pod"], seen["memcached-client"], seen["gateway"]
-    assert user["argv"][:4] == ["/venv/bin/python", "-m", "tools.cloud.tls_probe", str(tmp_path / "internal-ca.crt")]
+    probe = ["/venv/bin/python", "-m", "tests.lab.cloud.tls_probe", str(tmp_path / "internal-ca.crt")]
+    assert user["argv"][:4] == probe
     assert json.loads(user["argv"][4]) == [e for e in wanted if e["from"] == "user-pod"]
     assert json.loads(client["argv"][4]) == [e for e in wanted if e["protocol"] == "memcached"]
     assert [e["name"] for e in json.loads(gateway["argv"][4])] == ["horizon:8080", "nova-novncproxy:6080"]

@@ -10,8 +10,8 @@ import pytest
 
 from components.certificates import PUBLIC_TLS
 from tests.conftest import plan_of
-from tools.cloud.gateway import haproxy_config
-from tools.cloud.gatewayapi import Backend, Gateway, owners_gateway, plan_gateway, program
+from tests.lab.cloud.gateway import haproxy_config
+from tests.lab.cloud.gatewayapi import Backend, Gateway, owners_gateway, plan_gateway, program
 
 GRANT, ROUTE = "ReferenceGrant", "HTTPRoute"
 

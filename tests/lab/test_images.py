@@ -9,7 +9,7 @@ import pytest
 
 from tests.conftest import STACKS, plan_of
 from tests.helpers import containers
-from tools.cloud.images import (
+from tests.lab.cloud.images import (
     IMAGE_BIN,
     IMAGES,
     ReleaseVenvs,
@@ -19,7 +19,7 @@ from tools.cloud.images import (
     layer_name,
     restricted_path,
 )
-from tools.cloud.plan_images import plan_images
+from tests.lab.cloud.plan_images import plan_images
 from tools.plan import Plan
 
 
@@ -59,7 +59,7 @@ def test_each_image_runs_with_the_venv_of_its_release(tmp_path: Path) -> None:
     references = _references(upgrading)
     made: list[str] = []
 
-    def ensure(release: str) -> Path:  # stands in for building the venvs (tools/realenv/openstack_venv.py)
+    def ensure(release: str) -> Path:  # stands in for building the venvs (tests/lab/realenv/openstack_venv.py)
         made.append(release)
         return tmp_path / f"venv-{release}"
 

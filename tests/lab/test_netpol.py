@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from tools.cloud.netpol import CniMode, NetworkPolicies, PodAddress
+from tests.lab.cloud.netpol import CniMode, NetworkPolicies, PodAddress
 
 NODES = ["192.168.200.11", "192.168.200.13"]
 STORE = {"app": "rabbitmq"}

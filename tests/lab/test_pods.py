@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from tools.cloud.images import ReleaseVenvs
-from tools.cloud.node import Node
-from tools.cloud.pods import NODE_RESOLV_CONF, PodFactory, PodSpecError, secret_data
+from tests.lab.cloud.images import ReleaseVenvs
+from tests.lab.cloud.node import Node
+from tests.lab.cloud.pods import NODE_RESOLV_CONF, PodFactory, PodSpecError, secret_data
 
 IMAGE = "quay.io/openstack.kolla/keystone:2026.1-ubuntu-noble"
 OBJECTS = {("Secret", "keys"): {"0": "key0"}, ("ConfigMap", "env"): {"A": "1", "bad key": "x"}}
@@ -96,7 +96,7 @@ def test_secret_data_reads_data_or_string_data() -> None:
 
 
 def test_mount_targets_follow_symlinks_inside_the_container_root(tmp_path: Path) -> None:
-    from tools.cloud.container import in_root
+    from tests.lab.cloud.container import in_root
 
     layer, base = tmp_path / "layer", tmp_path / "base"
     (base / "run").mkdir(parents=True)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import socket
 
-from tools.cloud.publicclient import absolute_links, accept_key, frame, read_frame
+from tests.lab.cloud.publicclient import absolute_links, accept_key, frame, read_frame
 
 
 def test_the_websocket_accept_key_is_rfc_6455s() -> None:

@@ -6,8 +6,8 @@ import socket
 import struct
 import threading
 
-from tools.cloud.publicclient import frame, read_frame
-from tools.cloud.rfb_client import Stream, handshake
+from tests.lab.cloud.publicclient import frame, read_frame
+from tests.lab.cloud.rfb_client import Stream, handshake
 
 SERVER_INIT = struct.pack("!HH", 640, 480) + bytes(16) + struct.pack("!I", 9) + b"QEMU (vm)"
 

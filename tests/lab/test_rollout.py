@@ -1,4 +1,4 @@
-"""Kubernetes' controllers rolling a workload to a new template (tools/cloud/rollout.py), sync by sync.
+"""Kubernetes' controllers rolling a workload to a new template (tests/lab/cloud/rollout.py), sync by sync.
 
 The pods here are a small simulation (a test double: no kubelet runs in a unit test): a created pod
 becomes ready after `ready_after` syncs, a deleted one is gone at once. Each test follows one
@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
-from tools.cloud import rollout
-from tools.cloud.rollout import Create, Delete, Pod
+from tests.lab.cloud import rollout
+from tests.lab.cloud.rollout import Create, Delete, Pod
 
 ROLLING = {"type": "RollingUpdate"}
 

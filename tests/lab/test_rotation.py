@@ -1,4 +1,4 @@
-"""How the lab judges certificate renewal under load (tools/cloud/rotation.py): the clients' calls against the
+"""How the lab judges certificate renewal under load (tests/lab/cloud/rotation.py): the clients' calls against the
 restarts the consumers made, and the summary line. The renewal itself runs in the staging lab (tests/cloud)."""
 
 from __future__ import annotations
@@ -6,12 +6,12 @@ from __future__ import annotations
 from typing import Any
 
 from tests.conftest import plan_of
-from tools.cloud import api_clients
-from tools.cloud.api_clients import Restart, judge
-from tools.cloud.ca_rotation import phases
-from tools.cloud.engine import engine_steps
-from tools.cloud.report import _rotation_line
-from tools.cloud.rotation import ca_verdict
+from tests.lab.cloud import api_clients
+from tests.lab.cloud.api_clients import Restart, judge
+from tests.lab.cloud.ca_rotation import phases
+from tests.lab.cloud.engine import engine_steps
+from tests.lab.cloud.report import _rotation_line
+from tests.lab.cloud.rotation import ca_verdict
 
 RENEWED_AT = 1000.0
 
@@ -94,7 +94,7 @@ def _later(changed: dict[str, Any]) -> Any:
 
 def _steps(staging: Any, found: list[Any], kind: str) -> list[set[str]]:
     """What each phase's `pulumi up` changes the pod template of, against the plan before it (the engine's
-    steps, which tools/cloud/apply.py applies)."""
+    steps, which tests/lab/cloud/apply.py applies)."""
     before = [staging, *(p.plan for p in found[:-1])]
     return [
         {s.name for s in engine_steps(b.custom, p.plan.custom).values() if s.kind == kind and s.template}

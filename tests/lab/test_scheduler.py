@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from tools.cloud.scheduler import SchedulingError, admits, place
+from tests.lab.cloud.scheduler import SchedulingError, admits, place
 
 
 @dataclass

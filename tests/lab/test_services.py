@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tools.cloud.services import DNS_ADDRESS, Endpoint, Service, ServiceTable, resolv_conf
+from tests.lab.cloud.services import DNS_ADDRESS, Endpoint, Service, ServiceTable, resolv_conf
 
 
 def service(name: str, selector: dict[str, str], port: int, target: int | str, headless: bool = False) -> Service:
@@ -77,7 +77,7 @@ def test_pods_search_their_namespace_first() -> None:
 
 
 def test_an_applied_plan_changes_a_service_in_place_adds_one_and_removes_one() -> None:
-    """tools/cloud/apply.py: a Service keeps its cluster address through an update (spec.clusterIP is
+    """tests/lab/cloud/apply.py: a Service keeps its cluster address through an update (spec.clusterIP is
     immutable); a new one gets an address no other has; a deleted one leaves the table, endpoints too."""
     services = table()
     address = services.address("keystone-api")

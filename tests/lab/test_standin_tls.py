@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from tests.lab.cloud.standins import StandIn, mariadb, rabbitmq
 from tests.test_internal_tls import plain_plan, tls_plan
-from tools.cloud.standins import StandIn, mariadb, rabbitmq
 
 
 def _stand_in(plan: Any) -> StandIn:

@@ -1,4 +1,4 @@
-"""The upgrade proof's own reasoning (tools/cloud/upgrade_scenario.py, api_clients.outages, run.merged_facts),
+"""The upgrade proof's own reasoning (tests/lab/cloud/upgrade_scenario.py, api_clients.outages, run.merged_facts),
 on records made here: the lab run that feeds it real ones is tests/cloud's."""
 
 from __future__ import annotations
@@ -9,11 +9,11 @@ from typing import Any
 import yaml
 
 from tests.conftest import plan_of
-from tools.cloud.api_clients import outages
-from tools.cloud.apply import Applied, Rolled
-from tools.cloud.deploy import Timing
-from tools.cloud.run import merged_facts
-from tools.cloud.upgrade_scenario import _vm_verdict, changed_before_preflight, step_records, upgrade_plans
+from tests.lab.cloud.api_clients import outages
+from tests.lab.cloud.apply import Applied, Rolled
+from tests.lab.cloud.deploy import Timing
+from tests.lab.cloud.run import merged_facts
+from tests.lab.cloud.upgrade_scenario import _vm_verdict, changed_before_preflight, step_records, upgrade_plans
 from tools.plan import Plan
 from tools.runtime import stack_file
 
@@ -25,7 +25,7 @@ def test_the_lab_deploys_the_release_before_and_upgrades_with_the_stack_files_ow
 
     def plan_of_file(path: Path) -> Plan:
         planned[path.name] = yaml.safe_load(path.read_text())["config"]
-        return UPGRADING  # what is planned from each file is the runner's business (tools/cloud/run.py)
+        return UPGRADING  # what is planned from each file is the runner's business (tests/lab/cloud/run.py)
 
     plans = upgrade_plans("prod", stack_file("prod"), tmp_path, plan_of_file)
     assert plans is not None

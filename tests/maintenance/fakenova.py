@@ -27,7 +27,7 @@ from urllib.parse import parse_qs, urlsplit
 
 from maintenance_nova import MICROVERSIONS
 
-from tools.json_http import serve_json
+from tests.doubles.json_http import serve_json
 
 Answer = tuple[int, Any]
 

@@ -21,7 +21,7 @@ from typing import Any
 # Run as a script: its doubles beside it, the controller's modules side by side as in /scripts.
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "components" / "scripts"))
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # tools.json_http, which fakenova serves through
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # tests.doubles.json_http, which fakenova serves through
 import maintenance_plan as plan
 from fakenova import FakeNova
 from maintenance_nova import Nova, NovaError, SdkTransport

@@ -1,9 +1,9 @@
 """nova-compute-maintenance's passes, its I/O included, against two test doubles over HTTP.
 
-The Kubernetes API is tools/kubefake.py (no API server can run here), holding RBAC to exactly
+The Kubernetes API is tests/doubles/kubefake.py (no API server can run here), holding RBAC to exactly
 what the prod plan's Roles and ClusterRole grant the controller's ServiceAccount; Nova and
 Placement are tests/maintenance/fakenova.py (why: its docstring). The controller's own pod runs
-against the real Nova in the cloud lab (tools/cloud/migration_check.py): a maintenance that
+against the real Nova in the cloud lab (tests/lab/cloud/migration_check.py): a maintenance that
 live-migrates the node's servers to the other compute node.
 """
 
@@ -20,7 +20,7 @@ from nova_compute_maintenance import Config, Controller, serve_health
 
 from components.maintenance import NAME
 from tests.conftest import plan_of
-from tools.kubefake import FakeKube, Grant, grants_for
+from tests.doubles.kubefake import FakeKube, Grant, grants_for
 
 from .fakenova import FakeNova, HttpTransport
 

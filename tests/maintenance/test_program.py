@@ -9,8 +9,8 @@ from components.internal_tls import CA_DIR, CA_FILE
 from components.maintenance import NAME, SCRIPTS, restart_components
 from components.roles import Topology
 from tests.conftest import plan_of
+from tests.doubles.kubefake import grants_for
 from tests.helpers import containers, pod_template, waits_for
-from tools.kubefake import grants_for
 from tools.plan import Plan
 from tools.runtime import REPO
 

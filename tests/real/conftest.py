@@ -14,9 +14,9 @@ from typing import TypeVar
 import pytest
 
 from tests.conftest import stacks_release
-from tools.realenv.jobs import ChainReport
-from tools.realenv.openstack_venv import OpenStackVenv, ensure_venv
-from tools.realenv.servers import (
+from tests.lab.realenv.jobs import ChainReport
+from tests.lab.realenv.openstack_venv import OpenStackVenv, ensure_venv
+from tests.lab.realenv.servers import (
     MariaDB,
     MissingServerBinaryError,
     RabbitMQ,

@@ -1,4 +1,4 @@
-"""The lab's gateway proxy (Debian's haproxy) started for a test, from a config tools/cloud/gateway.py wrote."""
+"""The lab's gateway proxy (Debian's haproxy) started for a test, from a config tests/lab/cloud/gateway.py wrote."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """TLS inside the cluster with real software, without the lab: the lab's Gateway proxy (Debian's haproxy)
 programmed from staging's routes and BackendTLSPolicies, in front of TLS backends on the loopback that
 serve the certificates the lab's cert-manager issues for the plan; the in-cluster probe
-(tools/cloud/tls_probe.py) against those backends and a real mariadbd; the kubelet's HTTPS probe.
+(tests/lab/cloud/tls_probe.py) against those backends and a real mariadbd; the kubelet's HTTPS probe.
 
 What the lab's proof relies on, checked here: the gateway reaches a backend serving its Service's
 certificate of the internal CA over TLS, with the Service's name as SNI; it refuses (503) a backend whose
@@ -9,7 +9,7 @@ certificate another CA signed, one whose certificate names another Service, and 
 HTTP where its policy asks for TLS; a backend whose policy names a CA that does not exist is sent
 nothing (500, not one connection); a backend without a policy (the console proxy's, left out here) gets
 plain HTTP. The probe's
-facts, judged by tools/cloud/endpoint_tls.py, pass the TLS backend and fail a plain one, and MariaDB under
+facts, judged by tests/lab/cloud/endpoint_tls.py, pass the TLS backend and fail a plain one, and MariaDB under
 require_secure_transport passes where the same server without it fails.
 """
 
@@ -35,17 +35,17 @@ from cryptography.x509.oid import NameOID
 
 from components.certificates import PUBLIC_TLS
 from tests.conftest import plan_of
+from tests.lab.cloud import endpoint_tls, tls_probe
+from tests.lab.cloud.backendtls import BackendTlsPolicies
+from tests.lab.cloud.certmanager import CertManager, Issued
+from tests.lab.cloud.gateway import write_files
+from tests.lab.cloud.gatewayapi import Backend, owners_gateway, program
+from tests.lab.cloud.kubelet import http_probe
+from tests.lab.cloud.pods import Probe
+from tests.lab.cloud.publicclient import PublicClient
+from tests.lab.cloud.standins import mariadb_tls_conf
+from tests.lab.realenv.servers import free_port, run_mariadb, run_rabbitmq
 from tests.real.haproxy import running_haproxy
-from tools.cloud import endpoint_tls, tls_probe
-from tools.cloud.backendtls import BackendTlsPolicies
-from tools.cloud.certmanager import CertManager, Issued
-from tools.cloud.gateway import write_files
-from tools.cloud.gatewayapi import Backend, owners_gateway, program
-from tools.cloud.kubelet import http_probe
-from tools.cloud.pods import Probe
-from tools.cloud.publicclient import PublicClient
-from tools.cloud.standins import mariadb_tls_conf
-from tools.realenv.servers import free_port, run_mariadb, run_rabbitmq
 
 STACK = "staging"
 NAMESPACE = "openstack"

@@ -1,10 +1,10 @@
 """The Backup stand-in's Job against a real server, and the rollback's restore of what it dumps.
 
-tools/cloud/backup_standin.py writes the commands mariadb-operator's backup Job runs (the dump into the
+tests/lab/cloud/backup_standin.py writes the commands mariadb-operator's backup Job runs (the dump into the
 Backup's storage, then the operator's compression); the lab runs them in a pod. Here the same scripts
 run with Debian's bash, mariadb-dump and gzip against a real MariaDB on loopback, the pod's /backup
 and the Service's name replaced by a directory and the server's address (what a pod would reach), and
-tools/cloud/rollback_check.py restores the dump into a scratch server and reads its schemas.
+tests/lab/cloud/rollback_check.py restores the dump into a scratch server and reads its schemas.
 """
 
 from __future__ import annotations
@@ -18,9 +18,9 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import plan_of
-from tools.cloud.backup_standin import BACKUP_DIR, backup_job
-from tools.cloud.rollback_check import NEUTRON_2026_1_CONSTRAINT, restored_schemas
-from tools.realenv.servers import MariaDB
+from tests.lab.cloud.backup_standin import BACKUP_DIR, backup_job
+from tests.lab.cloud.rollback_check import NEUTRON_2026_1_CONSTRAINT, restored_schemas
+from tests.lab.realenv.servers import MariaDB
 
 pytestmark = pytest.mark.real
 

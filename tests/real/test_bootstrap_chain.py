@@ -1,7 +1,7 @@
 """The bootstrap chain of a stack, executed for real: every Job of the plan, twice.
 
 For each stack a MariaDB, RabbitMQ and memcached of its own start on loopback, and
-tools.realenv.jobs runs every Job of the offline plan in deploy order with the plan's
+tests.lab.realenv.jobs runs every Job of the offline plan in deploy order with the plan's
 scripts, rendered files and secrets; keystone-api is served from its own Deployment's
 files with uWSGI. Then a real client (openstacksdk, PyMySQL and kombu in the OpenStack
 venv) looks at the cloud as the services will; every Job runs a second time, and the
@@ -33,12 +33,12 @@ import pytest
 from components import oslo
 from components.settings import Settings
 from tests.conftest import release_plan, stacks_release
+from tests.lab.realenv.jobs import BootstrapChain, ChainReport, JobFailedError, JobRun, adopt_root_password
+from tests.lab.realenv.mapping import LocalMapping, UnmappedPortError
+from tests.lab.realenv.openstack_venv import OpenStackVenv
+from tests.lab.realenv.schema_heads import ALEMBIC, schema_heads
+from tests.lab.realenv.servers import MariaDB, RabbitMQ, Server, free_port
 from tools.plan import Plan, build_plan
-from tools.realenv.jobs import BootstrapChain, ChainReport, JobFailedError, JobRun, adopt_root_password
-from tools.realenv.mapping import LocalMapping, UnmappedPortError
-from tools.realenv.openstack_venv import OpenStackVenv
-from tools.realenv.schema_heads import ALEMBIC, schema_heads
-from tools.realenv.servers import MariaDB, RabbitMQ, Server, free_port
 
 # (stack, release): prod's own release. prod as 2025.2 deploys it costs about as much as prod again
 # (README, "Releases"), so it is not here: ("prod", "2025.2") adds it.
@@ -350,8 +350,8 @@ def test_each_database_holds_its_schema(chain: Chain) -> None:
 
 
 def test_each_schema_is_at_its_releases_heads(chain: Chain) -> None:
-    """What db-sync leaves in each `alembic_version` is what tools/realenv/schema_heads.py reads from the release's
-    code: the rollback proof (tools/cloud/rollback_check.py) tells the releases' schemas apart by it."""
+    """What db-sync leaves in each `alembic_version` is what tests/lab/realenv/schema_heads.py reads from the release's
+    code: the rollback proof (tests/lab/cloud/rollback_check.py) tells the releases' schemas apart by it."""
     databases = chain.before["databases"]
     known = tuple(name for name in databases if name in ALEMBIC)
     assert {"keystone", "glance", "nova", "nova_api", "neutron"} <= set(known), sorted(databases)

@@ -36,16 +36,16 @@ from cryptography import x509
 from cryptography.hazmat.primitives import hashes
 
 from components.inifile import parse_ini, render_ini
+from tests.lab.cloud import tls_probe
+from tests.lab.cloud.gateway import soft_reload
+from tests.lab.cloud.standins import MARIADB_CA_DIR, MARIADB_TLS_DIR, mariadb_tls, mariadb_tls_conf
+from tests.lab.realenv.openstack_venv import OpenStackVenv
+from tests.lab.realenv.servers import free_port, run_mariadb, run_rabbitmq
 from tests.real import pki
 from tests.real.haproxy import running_haproxy
 from tests.real.test_mariadb_tls import _keystone_url, _pointed_at
 from tests.real.test_memcached_tls import _probe, _start
 from tests.test_ca_rotation import _plan
-from tools.cloud import tls_probe
-from tools.cloud.gateway import soft_reload
-from tools.cloud.standins import MARIADB_CA_DIR, MARIADB_TLS_DIR, mariadb_tls, mariadb_tls_conf
-from tools.realenv.openstack_venv import OpenStackVenv
-from tools.realenv.servers import free_port, run_mariadb, run_rabbitmq
 
 pytestmark = pytest.mark.real
 
@@ -351,7 +351,7 @@ def _status(port: int, path: str) -> int | None:
 
 
 def test_the_labs_gateway_takes_a_new_bundle_by_a_soft_reload_with_no_call_refused(tmp_path: Path) -> None:
-    """The lab's gateway stand-in (tools/cloud/gateway.py soft_reload) when a BackendTLSPolicy's bundle gains the
+    """The lab's gateway stand-in (tests/lab/cloud/gateway.py soft_reload) when a BackendTLSPolicy's bundle gains the
     new CA: a backend presenting the new CA's certificate is refused (503) before and served after, while calls
     to one presenting the old CA's go on through the reload without one refused."""
     cas, name = Cas(), "keystone-api.openstack.svc.cluster.local"

@@ -1,4 +1,4 @@
-"""The lab's packet capture (tools/cloud/capture.py) on real traffic: Debian's tcpdump on this machine's
+"""The lab's packet capture (tests/lab/cloud/capture.py) on real traffic: Debian's tcpdump on this machine's
 own namespace, real RabbitMQ and memcached in clear, and a TLS server of Python's ssl module.
 
 What the lab's `tls.encrypted` relies on: a connection whose client starts TLS is classed `tls`, and so
@@ -18,9 +18,9 @@ from pathlib import Path
 
 import pytest
 
+from tests.lab.cloud.capture import Capture, connections, summarize
+from tests.lab.realenv.servers import RabbitMQ, Server
 from tests.real.pki import leaf, make_ca, pem
-from tools.cloud.capture import Capture, connections, summarize
-from tools.realenv.servers import RabbitMQ, Server
 
 pytestmark = pytest.mark.real
 

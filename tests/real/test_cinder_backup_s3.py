@@ -25,7 +25,7 @@ from moto.server import ThreadedMotoServer
 
 from tests.conftest import plan_of
 from tests.helpers import containers
-from tools.realenv.openstack_venv import OpenStackVenv
+from tests.lab.realenv.openstack_venv import OpenStackVenv
 
 CONFIG_DIR = "/etc/cinder"
 BUCKET = "volume-backups"

@@ -23,7 +23,7 @@ from typing import Any
 
 from tests.conftest import plan_of
 from tests.helpers import containers
-from tools.realenv.openstack_venv import OpenStackVenv
+from tests.lab.realenv.openstack_venv import OpenStackVenv
 
 NODE = "192.0.2.10"  # status.hostIP of the storage node the test plays
 CONFIG_DIR = "/etc/cinder"

@@ -17,7 +17,7 @@ from components.inifile import parse_ini
 from components.releases import RELEASES
 from tests.conftest import STACKS, release_plan
 from tests.helpers import containers
-from tools.realenv.openstack_venv import OpenStackVenv
+from tests.lab.realenv.openstack_venv import OpenStackVenv
 from tools.runtime import REPO
 
 # Started by scripts or provided by the node images (Debian/Kolla packages, not PyPI).

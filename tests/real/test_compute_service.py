@@ -19,9 +19,9 @@ from http.server import ThreadingHTTPServer
 
 import pytest
 
+from tests.lab.realenv.openstack_venv import OpenStackVenv
+from tests.lab.realenv.servers import free_port
 from tests.maintenance.sdk_roundtrip import Discovering, keystone
-from tools.realenv.openstack_venv import OpenStackVenv
-from tools.realenv.servers import free_port
 from tools.runtime import REPO
 
 SCRIPT = REPO / "components" / "scripts" / "compute_service.py"

@@ -5,7 +5,7 @@ The mock runtime proves shape; this proves content: `oslo-config-validator` with
 file's namespaces (plus a pass that reads every value through oslo.config's types) must
 find zero unknown options, zero invalid values and no namespace it could not load.
 Files that are not oslo.config (uWSGI ini, libvirt files, Horizon's Python) are listed
-with the reason by `tools.realenv.namespaces.not_oslo_reason`. The stack files name 2026.1;
+with the reason by `tests.lab.realenv.namespaces.not_oslo_reason`. The stack files name 2026.1;
 each is also planned as 2025.2 deploys it (tests/conftest.py release_plan).
 """
 
@@ -22,9 +22,9 @@ from components.releases import DEFAULT_RELEASE, RELEASES
 from components.upgrade_settings import sources
 from tests.conftest import STACKS, plan_of, release_plan
 from tests.helpers import containers, objects, pod_template
-from tools.realenv.namespaces import not_oslo_reason
-from tools.realenv.openstack_venv import OpenStackVenv
-from tools.realenv.validator import ValidationResult, config_check, validate, validate_all
+from tests.lab.realenv.namespaces import not_oslo_reason
+from tests.lab.realenv.openstack_venv import OpenStackVenv
+from tests.lab.realenv.validator import ValidationResult, config_check, validate, validate_all
 
 REPORT = Path(__file__).resolve().parents[2] / "build" / "real" / "config-validation.txt"
 

@@ -30,12 +30,12 @@ from cryptography.hazmat.primitives import hashes
 
 from components.certificates import PUBLIC_TLS
 from tests.conftest import plan_of
+from tests.lab.cloud.certmanager import CertManager
+from tests.lab.cloud.gateway import ADMIN_SOCKET, listener_file, swap_certificate, write_files
+from tests.lab.cloud.gatewayapi import Programmed, owners_gateway, program
+from tests.lab.cloud.publicclient import PublicClient, accept_key, frame, system_trust_refuses
+from tests.lab.realenv.servers import free_port
 from tests.real.haproxy import running_haproxy
-from tools.cloud.certmanager import CertManager
-from tools.cloud.gateway import ADMIN_SOCKET, listener_file, swap_certificate, write_files
-from tools.cloud.gatewayapi import Programmed, owners_gateway, program
-from tools.cloud.publicclient import PublicClient, accept_key, frame, system_trust_refuses
-from tools.realenv.servers import free_port
 
 SLOW_SECONDS = 17  # beyond Envoy's 15 s route timeout, within the plan's 60 s
 SHORT_TIMEOUT = "3s"  # the console route's request timeout in this test: shorter than the slow answer

@@ -20,8 +20,8 @@ import pytest
 
 from components.inifile import parse_ini, render_ini
 from tests.conftest import plan_of
-from tools.realenv.openstack_venv import OpenStackVenv
-from tools.realenv.servers import free_port
+from tests.lab.realenv.openstack_venv import OpenStackVenv
+from tests.lab.realenv.servers import free_port
 
 APP = """\
 from glance.common import wsgi

@@ -1,7 +1,7 @@
 """The housekeeping CronJobs of the prod plan, run for real against databases with their schemas.
 
 nova-archive-deleted-rows, cinder-db-purge and glance-db-purge run as their pods would
-(tools.realenv.jobs: the plan's command, scripts, rendered configs and environment) with the
+(tests.lab.realenv.jobs: the plan's command, scripts, rendered configs and environment) with the
 2026.1 nova-manage, cinder-manage and glance-manage, against a MariaDB whose databases the
 plan's own db-init and db-sync Jobs made. Each database gets a row soft-deleted long ago and one
 soft-deleted yesterday: the old one must go, the recent one stay (nova: both leave the
@@ -21,11 +21,11 @@ from dataclasses import dataclass
 import pytest
 
 from components import oslo
+from tests.lab.realenv.jobs import BootstrapChain, JobRun, adopt_root_password
+from tests.lab.realenv.mapping import LocalMapping
+from tests.lab.realenv.openstack_venv import OpenStackVenv
+from tests.lab.realenv.servers import MariaDB, free_port, run_mariadb
 from tools.plan import Plan, build_plan
-from tools.realenv.jobs import BootstrapChain, JobRun, adopt_root_password
-from tools.realenv.mapping import LocalMapping
-from tools.realenv.openstack_venv import OpenStackVenv
-from tools.realenv.servers import MariaDB, free_port, run_mariadb
 
 STACK = "prod"
 JOBS = ("nova-archive-deleted-rows", "cinder-db-purge", "glance-db-purge")

@@ -16,7 +16,7 @@ from components.releases import RELEASES
 from tests.conftest import STACKS, release_plan
 from tools.imagecheck.contents import image_software, limits
 from tools.imagecheck.report import CANNOT_SEE, StackReport, check_plans
-from tools.realenv.openstack_venv import RELEASES as VENV_PINS
+from tools.release_pins import RELEASES as VENV_PINS
 
 
 @pytest.fixture(scope="module")

@@ -2,12 +2,12 @@
 
 Each rotation CronJob of the prod plan runs here as its pod would: its container's command
 (components/scripts/keystone_key_rotate.py) with the plan's keystone.conf, scripts and
-environment (tools.realenv.jobs), as Kolla's keystone user (uid 42425, the pod's runAsUser),
+environment (tests.lab.realenv.jobs), as Kolla's keystone user (uid 42425, the pod's runAsUser),
 with the 2026.1 `keystone-manage` of the OpenStack venv, a real MariaDB holding Keystone's
 schema (made by the plan's own keystone-db-init and keystone-db-sync Jobs) and a memcached.
 
 No Kubernetes API server can run here, so the Secrets live in a stand-in
-(tools/realenv/kubeapi.py): the Secret endpoint over HTTPS with the ServiceAccount's token
+(tests/lab/realenv/kubeapi.py): the Secret endpoint over HTTPS with the ServiceAccount's token
 and CA, serving only what the plan's Role allows, with resourceVersion conflicts as the API
 server has them. What the tests prove is keystone's side (keystone-manage rotates, prunes to
 max_active_keys and migrates credentials as the script expects, and keys from before and after
@@ -33,12 +33,12 @@ from components import oslo
 from components.images import profile
 from components.inifile import parse_ini
 from components.keystone import CREDENTIAL_SECRET, FERNET_SECRET
+from tests.lab.realenv.jobs import BootstrapChain, Pod, adopt_root_password
+from tests.lab.realenv.kubeapi import FakeSecretApi, ServiceAccount, new_token, serve
+from tests.lab.realenv.mapping import LocalMapping
+from tests.lab.realenv.openstack_venv import OpenStackVenv
+from tests.lab.realenv.servers import free_port, run_mariadb, run_memcached
 from tools.plan import Plan, build_plan
-from tools.realenv.jobs import BootstrapChain, Pod, adopt_root_password
-from tools.realenv.kubeapi import FakeSecretApi, ServiceAccount, new_token, serve
-from tools.realenv.mapping import LocalMapping
-from tools.realenv.openstack_venv import OpenStackVenv
-from tools.realenv.servers import free_port, run_mariadb, run_memcached
 from tools.runtime import Registration
 
 STACK = "prod"
@@ -149,7 +149,7 @@ class Keystone:
         The venv's interpreter may be this machine's Python under /root (mode 0700), where
         the image's user cannot reach it (in the image it is /usr/bin/python3): in a mount
         namespace of its own the command sees /root as a traversable directory holding only
-        that Python, as tools/cloud's image layer shows it.
+        that Python, as tests/lab/cloud's image layer shows it.
         """
         real = Path(os.path.realpath(self.venv.python))
         if not real.is_relative_to("/root"):

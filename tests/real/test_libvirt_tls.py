@@ -1,8 +1,8 @@
 """libvirt's TLS (`tls.libvirt`, prod's) with real software: two compute nodes of Debian's libvirtd and QEMU.
 
 Each node (tests/real/libvirt_nodes.py) runs what the plan runs there: the pod libvirt-tls's
-script, which asks the lab's API server (tools/cloud/apiserver.py, with the plan's RBAC) for the
-node's certificate with a CertificateRequest that the lab's cert-manager (tools/cloud/certmanager.py
+script, which asks the lab's API server (tests/lab/cloud/apiserver.py, with the plan's RBAC) for the
+node's certificate with a CertificateRequest that the lab's cert-manager (tests/lab/cloud/certmanager.py
 and certificate_requests.py) signs with the plan's CA Issuer `libvirt-ca`; then the libvirt
 container's libvirt_start.sh with the plan's libvirtd.conf, qemu.conf and SASL files. Shown:
 
@@ -38,15 +38,15 @@ from typing import Any
 import pytest
 
 from tests.conftest import plan_of
+from tests.lab.cloud import certificate_requests, socket_read
+from tests.lab.cloud.apiserver import LabApiServer
+from tests.lab.cloud.certmanager import CertManager
+from tests.lab.cloud.run import machine_overrides
+from tests.lab.cloud.vmsafety import tls_listener
+from tests.lab.realenv.openstack_venv import OpenStackVenv
 from tests.real import pki
 from tests.real.libvirt_nodes import SCRIPTS, STATE, Node, join, machine_cgroups, remove_cgroups, start_node
-from tools.cloud import certificate_requests, socket_read
-from tools.cloud.apiserver import LabApiServer
-from tools.cloud.certmanager import CertManager
-from tools.cloud.run import machine_overrides
-from tools.cloud.vmsafety import tls_listener
 from tools.plan import Plan
-from tools.realenv.openstack_venv import OpenStackVenv
 
 API_PORT = 6443
 GROUP = "kvm-general"  # prod's node group
@@ -102,7 +102,7 @@ def _start(plan: Plan, node: Node, api: LabApiServer, password: str) -> None:
     (node.state / "sasl.conf").write_text(files["libvirt-sasl.conf"])
     (node.state / "auth.conf").write_text(files["libvirt-auth.conf"])
     # Ubuntu's libvirt-daemon-system makes libvirt-qemu, libvirtd's compiled-in QEMU user, which
-    # it resolves at start (tools/cloud/images.py gives the lab's nova-libvirt image the same).
+    # it resolves at start (tests/lab/cloud/images.py gives the lab's nova-libvirt image the same).
     placed = node.sh(
         "set -e; getent passwd libvirt-qemu >/dev/null || useradd --system --uid 64055 --no-create-home libvirt-qemu\n"
         "mkdir -p /run/secrets/kubernetes.io && cp -r /mnt/account /run/secrets/kubernetes.io/serviceaccount\n"
@@ -338,7 +338,7 @@ class _InNode:
 
 
 def test_the_labs_listener_check_tells_each_refusal(cloud: Cloud) -> None:
-    """tools/cloud/vmsafety.py's check, which the lab reports as libvirt_listener, against real libvirtd."""
+    """tests/lab/cloud/vmsafety.py's check, which the lab reports as libvirt_listener, against real libvirtd."""
     found = tls_listener(_InNode(cloud.b), cloud.a.address)
     assert found["authenticated"], found
     assert found["anonymous_refused"] and found["foreign_ca_refused"], found

@@ -14,11 +14,11 @@ from pathlib import Path
 import pytest
 
 from components.releases import RELEASES
-from tools.realenv.namespaces import NAMESPACES, UNLOADABLE, dynamic_sections, namespaces_for, not_oslo_reason
-from tools.realenv.openstack_venv import RELEASES as VENV_PINS
-from tools.realenv.openstack_venv import OpenStackVenv
-from tools.realenv.servers import MariaDB, MissingServerBinaryError, RabbitMQ, Server, free_port, require_binary
-from tools.realenv.validator import VALUES_SCRIPT, config_check, parse_validator_output, validate, validate_all
+from tests.lab.realenv.namespaces import NAMESPACES, UNLOADABLE, dynamic_sections, namespaces_for, not_oslo_reason
+from tests.lab.realenv.openstack_venv import OpenStackVenv
+from tests.lab.realenv.servers import MariaDB, MissingServerBinaryError, RabbitMQ, Server, free_port, require_binary
+from tests.lab.realenv.validator import VALUES_SCRIPT, config_check, parse_validator_output, validate, validate_all
+from tools.release_pins import RELEASES as VENV_PINS
 
 FIXTURES = Path(__file__).parent / "fixtures"
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import subprocess
 
-from tools.realenv.openstack_venv import OpenStackVenv
+from tests.lab.realenv.openstack_venv import OpenStackVenv
 from tools.runtime import REPO
 
 

@@ -19,12 +19,12 @@ from urllib.parse import urlsplit, urlunsplit
 import pytest
 
 from components.inifile import parse_ini
+from tests.lab.cloud.capture import Capture, connections, summarize
+from tests.lab.cloud.standins import MARIADB_CA_DIR, MARIADB_TLS_DIR, mariadb_tls, mariadb_tls_conf
+from tests.lab.realenv.openstack_venv import OpenStackVenv
+from tests.lab.realenv.servers import MariaDB, run_mariadb
 from tests.real.pki import leaf, make_ca, pem
 from tests.test_mariadb_tls import plain_plan, tls_plan
-from tools.cloud.capture import Capture, connections, summarize
-from tools.cloud.standins import MARIADB_CA_DIR, MARIADB_TLS_DIR, mariadb_tls, mariadb_tls_conf
-from tools.realenv.openstack_venv import OpenStackVenv
-from tools.realenv.servers import MariaDB, run_mariadb
 
 pytestmark = pytest.mark.real
 
@@ -92,7 +92,7 @@ def test_the_plans_urls_verify_the_server_and_a_plain_one_is_refused(
         script = REPO / "components" / "scripts" / "db_init.py"
         done = subprocess.run([openstack_venv.python, script], env=env, capture_output=True, text=True, timeout=120)
         assert done.returncode == 0, done.stderr[-2000:]
-        # What crosses the wire, as the lab's `tls.encrypted` sees it (tools/cloud/capture.py).
+        # What crosses the wire, as the lab's `tls.encrypted` sees it (tests/lab/cloud/capture.py).
         with Capture(tmp_path / "pcap", [None], [server.port]) as capture:
             good = _query(openstack_venv, _pointed_at(url, server, "localhost", pki_ca / "ca.crt"),
                           "SHOW SESSION STATUS LIKE 'Ssl_version'")  # fmt: skip

@@ -28,13 +28,13 @@ import pytest
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes
 
+from tests.lab.cloud import endpoint_tls, tls_probe
+from tests.lab.cloud.capture import Capture, connections, summarize
+from tests.lab.realenv.openstack_venv import OpenStackVenv
+from tests.lab.realenv.servers import Server, run_memcached
 from tests.real import pki
 from tests.test_mariadb_tls import plain_plan, tls_plan
-from tools.cloud import endpoint_tls, tls_probe
-from tools.cloud.capture import Capture, connections, summarize
 from tools.plan import Plan
-from tools.realenv.openstack_venv import OpenStackVenv
-from tools.realenv.servers import Server, run_memcached
 
 pytestmark = pytest.mark.real
 
@@ -232,7 +232,7 @@ def test_the_probe_is_not_ready_where_memcached_does_not_speak_tls(tmp_path: Pat
 def test_the_labs_endpoint_probe_finds_memcached_encrypted_and_names_the_served_certificate(
     memcached_tls: TlsMemcached,
 ) -> None:
-    """What report.json's tls.endpoints asks of each memcached server (tools/cloud/tls_probe.py, judged by
+    """What report.json's tls.endpoints asks of each memcached server (tests/lab/cloud/tls_probe.py, judged by
     endpoint_tls.py), against the real server: TLS verified by the pod's name, the machine's CA store refused,
     `version` in plain text unanswered; the fingerprint is the mounted certificate's (what a renewal changes)."""
     endpoint = {"name": "memcached-0:11211", "host": memcached_tls.names[-1], "port": memcached_tls.server.port,

@@ -13,7 +13,7 @@ import subprocess
 from pathlib import Path
 
 from tests.conftest import plan_of
-from tools.realenv.openstack_venv import OpenStackVenv
+from tests.lab.realenv.openstack_venv import OpenStackVenv
 
 # nova.conf of the control plane, and each compute node group's, of the stacks with and without HA.
 FILES = (

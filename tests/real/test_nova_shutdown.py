@@ -18,7 +18,7 @@ import pytest
 
 from components.releases import RELEASES
 from tests.conftest import release_plan
-from tools.realenv.openstack_venv import OpenStackVenv
+from tests.lab.realenv.openstack_venv import OpenStackVenv
 
 READ_TIMEOUTS = """
 import json, sys

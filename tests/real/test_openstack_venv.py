@@ -11,7 +11,7 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
-from tools.realenv.openstack_venv import OpenStackVenv
+from tests.lab.realenv.openstack_venv import OpenStackVenv
 
 
 def test_no_console_script_names_the_path_the_venv_was_built_at(openstack_venv: OpenStackVenv) -> None:

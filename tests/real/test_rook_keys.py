@@ -1,9 +1,9 @@
 """`ceph.rook` against a real Ceph: Rook's objects made by a stand-in of its operator, the plan's own
 ceph-rook-keys Job run for real, and the copied keys used on the cluster.
 
-A real Ceph (tools/cloud/ceph.py's recipe: one monitor, one manager, one OSD, Debian 12's Ceph 16)
+A real Ceph (tests/lab/cloud/ceph.py's recipe: one monitor, one manager, one OSD, Debian 12's Ceph 16)
 runs alone in a network namespace of its own, on its loopback. Rook's operator is NOT run (no
-Kubernetes runs here): tools/cloud/rook_standin.py does what Rook v1.20's controllers do with the
+Kubernetes runs here): tests/lab/cloud/rook_standin.py does what Rook v1.20's controllers do with the
 plan's CephBlockPools and CephClients (pools, CRUSH rules, the rbd application, `rbd pool init`,
 clients with exactly spec.caps, the client Secrets, the monitors' ConfigMap and the CephCluster's
 fsid, in Rook's formats), with one difference it reports: one OSD, so each pool's size is 1.
@@ -11,7 +11,7 @@ fsid, in Rook's formats), with one difference it reports: one OSD, so each pool'
 The Job runs as its pod would: the plan's container args and env, the scripts of its ConfigMap,
 the pod's user (runAsUser), and the ServiceAccount's token, CA and namespace mounted where the
 kubelet mounts them (a mount namespace of its own), against the lab's API server
-(tools/cloud/apiserver.py), which authorises every request by the plan's Roles. Then each
+(tests/lab/cloud/apiserver.py), which authorises every request by the plan's Roles. Then each
 client, with nothing but the files the Job wrote, does on the cluster what its caps allow and is
 refused the rest.
 
@@ -35,10 +35,10 @@ from typing import Any
 import pytest
 
 from tests.helpers import SecretsOnlyWorld
+from tests.lab.cloud.apiserver import LabApiServer
+from tests.lab.cloud.ceph import CephStandIn
+from tests.lab.cloud.rook_standin import MON_ENDPOINTS, RookStandIn
 from tests.test_rook import rook_plan
-from tools.cloud.apiserver import LabApiServer
-from tools.cloud.ceph import CephStandIn
-from tools.cloud.rook_standin import MON_ENDPOINTS, RookStandIn
 from tools.plan import Plan
 from tools.runtime import Registration
 

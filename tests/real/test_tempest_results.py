@@ -1,4 +1,4 @@
-"""Tempest's venv, and a real subunit stream read into tempest.json's counts (tools/cloud/tempest_subunit.py).
+"""Tempest's venv, and a real subunit stream read into tempest.json's counts (tests/lab/cloud/tempest_subunit.py).
 
 The stream comes from python-subunit's own runner over a small unittest module, as stestr
 records Tempest's tests; the cloud test reads Tempest's runs the same way.
@@ -10,8 +10,8 @@ import json
 import subprocess
 from pathlib import Path
 
-from tools.cloud.tempest_limits import LabLimit, summarize
-from tools.realenv.tempest_venv import TEMPEST_VERSION, ensure_tempest_venv
+from tests.lab.cloud.tempest_limits import LabLimit, summarize
+from tests.lab.realenv.tempest_venv import TEMPEST_VERSION, ensure_tempest_venv
 from tools.runtime import REPO
 
 CASES = """
@@ -45,7 +45,7 @@ def test_a_subunit_stream_becomes_records_and_counts(tmp_path: Path) -> None:
     python = str(venv.path / "bin" / "python")
     stream = subprocess.run([python, "-m", "subunit.run", "cases"], cwd=tmp_path, capture_output=True, check=False)
     done = subprocess.run(
-        [python, "-m", "tools.cloud.tempest_subunit"],
+        [python, "-m", "tests.lab.cloud.tempest_subunit"],
         input=stream.stdout,
         cwd=REPO,
         env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"},

@@ -1,7 +1,7 @@
 """A preflight check stops the upgrade before any change, saying what to do: for real, on 2025.2's Cinder schema.
 
 Cinder's database is made as prod at 2025.2 deploys it (the plan's cinder-db-init and cinder-db-sync Jobs
-with 2025.2's code, tools/realenv/jobs.py); then the 2026.1 plan with `upgrade.from: 2025.2` runs its
+with 2025.2's code, tests/lab/realenv/jobs.py); then the 2026.1 plan with `upgrade.from: 2025.2` runs its
 Cinder preflight Jobs as their pods would: `cinder-upgrade-check-2026-1` (cinder-status of 2026.1, behind
 components/scripts/upgrade_gate.sh) and `cinder-prior-migrations-2026-1` (2025.2's online data
 migrations, run to the end with 2025.2's code).
@@ -26,12 +26,12 @@ import pytest
 
 from components import oslo
 from tests.conftest import plan_of, release_plan
-from tools.cloud.images import image_release
+from tests.lab.cloud.images import image_release
+from tests.lab.realenv.jobs import BootstrapChain, JobRun, adopt_root_password
+from tests.lab.realenv.mapping import LocalMapping
+from tests.lab.realenv.openstack_venv import OpenStackVenv
+from tests.lab.realenv.servers import MariaDB, free_port, run_mariadb
 from tools.plan import Plan
-from tools.realenv.jobs import BootstrapChain, JobRun, adopt_root_password
-from tools.realenv.mapping import LocalMapping
-from tools.realenv.openstack_venv import OpenStackVenv
-from tools.realenv.servers import MariaDB, free_port, run_mariadb
 
 STACK, FROM, TO = "prod", "2025.2", "2026.1"
 CHECK, PRIOR = "cinder-upgrade-check-2026-1", "cinder-prior-migrations-2026-1"

@@ -23,10 +23,10 @@ from cryptography.hazmat.primitives import serialization
 
 from components.inifile import parse_ini, render_ini
 from tests.conftest import plan_of
+from tests.lab.cloud import endpoint_tls, tls_probe
+from tests.lab.realenv.openstack_venv import OpenStackVenv
+from tests.lab.realenv.servers import free_port
 from tests.real.pki import leaf, make_ca, write_secret
-from tools.cloud import endpoint_tls, tls_probe
-from tools.realenv.openstack_venv import OpenStackVenv
-from tools.realenv.servers import free_port
 
 pytestmark = pytest.mark.real
 
@@ -112,7 +112,7 @@ def test_a_renewed_certificate_is_served_without_a_failed_call(server: tuple) ->
 
 
 def test_the_lab_probe_finds_the_plans_uwsgi_on_tls_only_and_still_serving(server: tuple, tmp_path: Path) -> None:
-    """What report.json's tls.encrypted asks of every API (tools/cloud/tls_probe.py, judged by endpoint_tls.py):
+    """What report.json's tls.encrypted asks of every API (tests/lab/cloud/tls_probe.py, judged by endpoint_tls.py):
     a verified handshake, the machine's CA store refused, no HTTP answer to plain text; and uWSGI goes on
     serving after the plain-text attempt (a worker is not left waiting on it)."""
     port, _, context, ca = server

@@ -23,7 +23,7 @@ import threading  # noqa: E402
 import nova.conf  # noqa: E402
 from nova.console.securityproxy import rfb  # noqa: E402
 
-# tools/cloud/socket_read.py, copied beside this file into the node's state directory (standard library only):
+# tests/lab/cloud/socket_read.py, copied beside this file into the node's state directory (standard library only):
 # nova's venv there cannot import the repository.
 from socket_read import read_exact  # noqa: E402
 

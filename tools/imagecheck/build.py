@@ -29,7 +29,7 @@ from tools.imagecheck import kolla, pypi, ubuntu
 from tools.imagecheck.alternatives import alternatives
 from tools.imagecheck.dockerfile import Recipe, recipe
 from tools.imagecheck.fetch import cache_dir
-from tools.realenv.openstack_venv import RELEASES
+from tools.release_pins import RELEASES
 
 # Bump when what the record holds or how it is derived changes: older records are rebuilt.
 RECORD_VERSION = 2

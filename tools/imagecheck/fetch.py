@@ -1,6 +1,6 @@
 """Downloads, cached once and checked, and reading parts of remote archives by HTTP range.
 
-Everything lands under `<cache>/image-contents` (the cache of tools/realenv/openstack_venv.py,
+Everything lands under `<cache>/image-contents` (the OpenStack venvs' cache, tools/release_pins.py,
 moved by OPENSTACK_VENV_CACHE), so the check works offline after the first run. A file with a
 known SHA256 (from an archive's Release file, or PyPI's index) is checked before it is kept.
 """
@@ -19,7 +19,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, TypeVar
 
-from tools.realenv.openstack_venv import cache_base
+from tools.release_pins import cache_base
 
 T = TypeVar("T")
 R = TypeVar("R")

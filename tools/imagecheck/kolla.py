@@ -26,7 +26,7 @@ from pathlib import Path
 
 from components.releases import DEFAULT_RELEASE
 from tools.imagecheck.fetch import cache_dir
-from tools.realenv.openstack_venv import UV_VERSION
+from tools.release_pins import UV_VERSION
 
 KOLLA_VERSIONS = {"2025.2": "21.3.0", "2026.1": "22.2.0"}
 # noble: the base of the `<release>-ubuntu-noble` tags of both (kolla/common/config.py's

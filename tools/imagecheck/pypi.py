@@ -2,7 +2,7 @@
 
 Kolla installs each venv with `pip install -c upper-constraints.txt ...`, the constraints of
 openstack/requirements' stable branch of the release, which is not on PyPI and not reachable from
-here. What stands in for it is what tools/realenv/openstack_venv.py uses: the OpenStack projects
+here. What stands in for it is the release's pins (tools/release_pins.py): the OpenStack projects
 at the release's pinned versions (where an image's `pip install` names them), everything else as
 PyPI stood the day after the release (its cutoff), resolved by uv for noble's Python 3.12 on
 x86_64 (glibc 2.39). Each image's venv is resolved from its own Dockerfiles' `pip install` lines.
@@ -31,7 +31,7 @@ from components.releases import DEFAULT_RELEASE
 from tools.imagecheck.fetch import RemoteFile, cache_dir, download, get_json, parallel
 from tools.imagecheck.kolla import tool_venv
 from tools.imagecheck.sdist import sdist_contents
-from tools.realenv.openstack_venv import RELEASES, cache_base
+from tools.release_pins import RELEASES, cache_base
 
 SIMPLE = "https://pypi.org/simple"
 PYTHON = (3, 12)  # noble's python3
