@@ -7,12 +7,10 @@ bad value and what is allowed, before any resource is declared.
 
 from __future__ import annotations
 
-import dataclasses
 import datetime
 import ipaddress
 import re
 from collections.abc import Collection, Iterator, Mapping
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import (
@@ -34,8 +32,10 @@ from components.memory import value_of
 from components.releases import DEFAULT_RELEASE, RELEASES
 from components.roles import Topology, compute_node_pods
 from components.setting_model import Model
+from components.setting_problems import PROJECT, Problem, SettingsError, problem
 from components.setting_types import (
     MAX_PORT,
+    MIN_ADMISSION_POLICY_MINOR,
     ByteQuantity,
     ChartVersion,
     Count,
@@ -60,12 +60,8 @@ from components.setting_types import (
     duration_seconds,
 )
 
-# The Pulumi project: its settings are the `openstack:` keys of a stack.
-PROJECT = "openstack"
-SECRET_MARK = "[secret]"  # how a secret value is shown in a problem
 # kubernetes-validate ships the schemas of these minor versions.
 KUBERNETES_VERSIONS = tuple(f"1.{minor}" for minor in range(25, 38))
-MIN_ADMISSION_POLICY_MINOR = 30  # admissionregistration.k8s.io/v1 ValidatingAdmissionPolicy is GA from 1.30
 # The label the README proposes for node groups: one key, a value per group, so groups are disjoint.
 NODE_GROUP_LABEL = "openstack-compute-group"
 OPTIONAL_SERVICES = catalog.optional_services()
@@ -1165,40 +1161,6 @@ class Settings(Model):
 MAX_ROUNDS = 10
 
 
-@dataclass(frozen=True)
-class Problem:
-    """One invalid setting: its full key (`<namespace>:<name>[.<field>...]`), value and what is allowed."""
-
-    key: str
-    value: Any
-    message: str
-    path: tuple[str, ...] = ()  # below `openstack:`, to relate problems to values set aside
-    shown: bool = True  # False when there is no value to show (a missing one)
-
-    def __str__(self) -> str:
-        return f"{self.key}: {self.message}" + (f" (got {excerpt(self.value)})" if self.shown else "")
-
-    def hidden(self) -> Problem:
-        return dataclasses.replace(self, value=SECRET_MARK)
-
-
-EXCERPT = 120  # characters of a value a problem quotes: a huge value would bury every other line
-
-
-def excerpt(value: Any) -> str:
-    """A value as a problem quotes it: whole when short, else its start and how long it is."""
-    shown = repr(value)
-    if len(shown) <= EXCERPT:
-        return shown
-    return f"{shown[:EXCERPT]}... ({len(value) if isinstance(value, str) else len(shown)} characters)"
-
-
-def problem(path: tuple[str | int, ...], value: Any, message: str) -> Problem:
-    """A problem found across settings, reported at the one setting that fixes it (path below openstack:)."""
-    parts = tuple(map(str, path))
-    return Problem(f"{PROJECT}:{'.'.join(parts)}", value, message, parts)
-
-
 def _problem_of(item: Any) -> Problem:
     # A key that is itself invalid is named by its path; pydantic adds '[key]' after it.
     loc = tuple(str(part) for part in item["loc"] if part != "[key]")
@@ -1233,15 +1195,3 @@ def _without(data: Any, path: tuple[str, ...]) -> Any:
             items[int(rest[0])] = _without(item, rest[1:])
             return {**data, head: items}
     return {key: v for key, v in data.items() if key != head}
-
-
-class SettingsError(ValueError):
-    """Every problem in a stack's settings, one per line, each naming its key."""
-
-    def __init__(self, found: list[Problem]):
-        unique = {str(p): p for p in found}  # one line per problem, in the order found
-        self.found = list(unique.values())
-        self.problems = list(unique)
-        super().__init__(
-            f"{len(self.problems)} invalid stack setting(s):\n" + "\n".join(f"  - {p}" for p in self.problems)
-        )

@@ -20,7 +20,8 @@ from typing import Any, Union, get_args, get_origin
 from pulumi_kubernetes.provider import ProviderArgs
 from pydantic import BaseModel
 
-from components.settings import PROJECT, SECRET_MARK, Problem, Settings, SettingsError
+from components.setting_problems import PROJECT, SECRET_MARK, Problem, SettingsError
+from components.settings import Settings
 
 
 def _provider_keys(args: type) -> frozenset[str]:
