@@ -2,7 +2,9 @@
 
 Stack YAML (`openstack:<key>`) → `Settings.parse(raw)` → typed settings handed to the
 components. Every problem in the input is reported at once, each naming the key, the
-bad value and what is allowed, before any resource is declared.
+bad value and what is allowed, before any resource is declared. The checks that need more
+than the settings (the names the map settings use, against the services' specs) are passed
+in from above: components/stack_config.py reads a stack with all of them.
 """
 
 from __future__ import annotations
@@ -10,7 +12,7 @@ from __future__ import annotations
 import datetime
 import ipaddress
 import re
-from collections.abc import Collection, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import (
@@ -775,8 +777,10 @@ class Settings(Model):
         description="policy of the pack → its enforcement level in the stack's policy config (tools/policy_config.py)",
     )
 
-    def problems(self) -> Iterator[Problem]:
-        """What no single setting shows: settings that contradict each other, or the program."""
+    def problems(self, more_checks: Sequence[SettingsCheck] = ()) -> Iterator[Problem]:
+        """What no single setting shows: settings that contradict each other, or the program;
+        `more_checks` are the caller's (they run where the names check always ran, so the
+        problems keep their order)."""
         mapped = set(self.neutron.bridge_mappings.values())
         yield from self.neutron.problems()
         for index, group in enumerate(self.compute.node_groups):
@@ -832,10 +836,8 @@ class Settings(Model):
         yield from self._admission_policies()
         yield from self._requests_within_limits()
         yield from self._overlapping_node_groups()
-        # Imported here: the service modules that declare those names import this module.
-        from components.setting_names import unknown_names
-
-        yield from unknown_names(self)
+        for check in more_checks:
+            yield from check(self)
         yield from self.backup.problems()
         yield from self.cinder.problems()
         yield from upgrade_settings.problems(self)
@@ -1124,13 +1126,16 @@ class Settings(Model):
         return f"{k8s_service}.{self.namespace}.svc.{self.endpoints.cluster_domain}"
 
     @classmethod
-    def parse(cls, raw: Mapping[str, Any], secret: Collection[str] = ()) -> Settings:
+    def parse(
+        cls, raw: Mapping[str, Any], secret: Collection[str] = (), more_checks: Sequence[SettingsCheck] = ()
+    ) -> Settings:
         """Validate the stack's `openstack:` keys; raise SettingsError listing every problem.
 
         pydantic stops at a model whose fields are invalid, so what depends on them (its own
         checks, `problems()`) would go unreported until the next run. So each round sets the
         invalid values aside (their defaults take their place) and validates again, keeping
-        what it finds about everything else. `secret` names settings shown as [secret].
+        what it finds about everything else. `secret` names settings shown as [secret];
+        `more_checks` are checks the model cannot make itself (stack_config.parse_settings).
         """
         found: list[Problem] = []
         set_aside: list[tuple[str, ...]] = []
@@ -1150,13 +1155,15 @@ class Settings(Model):
                     data = _without(data, path)
                 set_aside += invalid
                 continue
-            found += [p for p in settings.problems() if not _related(p.path, set_aside)]
+            found += [p for p in settings.problems(more_checks) if not _related(p.path, set_aside)]
             break
         if found or settings is None:
             raise SettingsError([p.hidden() if p.path[:1] and p.path[0] in secret else p for p in found])
         return settings
 
 
+# A check of the whole settings that needs more than the model (components/setting_names.py).
+SettingsCheck = Callable[[Settings], Iterable[Problem]]
 # Each round sets aside at least one more invalid value; a stack file has far fewer levels.
 MAX_ROUNDS = 10
 
