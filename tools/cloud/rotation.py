@@ -42,7 +42,7 @@ from cryptography.hazmat.primitives import hashes
 
 from components import internal_tls, mariadb_tls
 from components.oslo import KEYSTONE
-from components.public_routes import public_routes
+from components.services import public_routes
 from tools.cloud import endpoint_tls
 from tools.cloud.api_clients import Restart, judge, start_clients, stop_all
 from tools.cloud.ca_rotation import CaRotation, Phase, phases
