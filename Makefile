@@ -38,6 +38,7 @@ MOCK_TESTS := -m "not real and not cloud" -n $(TEST_WORKERS)
 test: system-packages $(BIN)/.installed
 	$(BIN)/ruff check .
 	$(BIN)/mypy
+	$(BIN)/lint-imports
 	$(BIN)/python -m pytest $(MOCK_TESTS); mock=$$?; \
 	$(BIN)/python -m pytest -m "real or cloud"; real=$$?; \
 	test $$mock -eq 0 && test $$real -eq 0
@@ -69,10 +70,12 @@ openstack-venv: $(BIN)/.installed
 image-check: $(BIN)/.installed
 	$(BIN)/python -m tools.imagecheck
 
-# ruff, then mypy (its files and settings: [tool.mypy] in pyproject.toml).
+# ruff, mypy (its files and settings: [tool.mypy] in pyproject.toml), then how the modules import
+# each other (lint-imports: its contracts are [tool.importlinter] in pyproject.toml).
 lint: $(BIN)/.installed
 	$(BIN)/ruff check .
 	$(BIN)/mypy
+	$(BIN)/lint-imports
 
 clean:
 	rm -rf build $(VENV)

@@ -30,7 +30,6 @@ import configparser
 import json
 import re
 from collections import defaultdict
-from collections.abc import Iterator
 
 from components import internal_tls
 from components.bootstrap import TOOLBOX
@@ -38,7 +37,7 @@ from components.inifile import parse_ini
 from components.internal_ca import CaPhase, ca_phase
 from components.meta import labels
 from components.service_configs import config_path, containers
-from components.settings import MIN_ADMISSION_POLICY_MINOR, Problem, Settings, problem
+from components.settings import Settings
 from components.spec import CA_BUNDLE_SPEC, KUBE_API, ApiAccess, Process, RenderContext, ServiceSpec, Step
 from components.workload import env
 
@@ -165,45 +164,3 @@ def restart_annotation(settings: Settings, spec: ServiceSpec, process: Process) 
     if marker is None or not reads_ca_once(settings, spec, process):
         return {}
     return {TRUSTED_CAS: marker}
-
-
-def problems(settings: Settings) -> Iterator[Problem]:
-    """Rotation settings that contradict each other (a phase skipped between two `pulumi up`s is for
-    `--against` to show: tools/ca_rotation_view.py)."""
-    internal, public = settings.tls.internal, settings.tls.public
-    if internal is None:
-        return
-    if internal.enabled and int(settings.kubernetes_version.split(".")[1]) < MIN_ADMISSION_POLICY_MINOR:
-        yield problem(("kubernetesVersion",), settings.kubernetes_version, "internal TLS needs Kubernetes 1.30 or "
-                      "later: a ValidatingAdmissionPolicy (admissionregistration.k8s.io/v1) narrows the Job "
-                      f"{BUNDLE_JOB}'s right to create Secrets to its own; set kubernetesVersion to the cluster's "
-                      "(1.30 or later), or tls.internal plainText: true")  # fmt: skip
-    rotation, at = internal.rotation, ("tls", "internal")
-    if internal.generation != 1 and not internal.self_signed:
-        yield problem((*at, "generation"), internal.generation, "numbers the program's own CAs (selfSigned: true): "
-                      "a rotation of the stack's issuer names the previous one in rotation.previousIssuer")  # fmt: skip
-    if rotation is None:
-        return
-    shown = rotation.model_dump(by_alias=True, exclude_none=True)
-    if internal.plain_text:
-        yield problem((*at, "rotation"), shown, "plain text has no CA to rotate: unset rotation")
-    elif internal.self_signed:
-        if internal.generation < 2:
-            yield problem((*at, "generation"), internal.generation, "is the CA a rotation moves to: 2 or more (the "
-                          "previous generation is the one replaced); from internal-ca, set generation: 2")  # fmt: skip
-        if rotation.previous_issuer is not None:
-            yield problem((*at, "rotation", "previousIssuer"), shown["previousIssuer"], "names the CA a rotation of "
-                          "tls.internal.issuer replaces; a rotation of the program's own CA replaces the previous "
-                          "generation: unset it")  # fmt: skip
-    elif rotation.previous_issuer is None:
-        yield problem((*at, "rotation", "previousIssuer"), None, "name the issuer of the CA being replaced, "
-                      "previousIssuer: {kind: Issuer or ClusterIssuer, name} (issuer: the new one)")  # fmt: skip
-    else:
-        previous, new = rotation.previous_issuer, internal.issuer
-        if new is not None and previous.name == new.name:
-            yield problem((*at, "rotation", "previousIssuer"), shown["previousIssuer"], "is tls.internal.issuer's "
-                          "name: a rotation moves from one issuer to another (a CA replaced behind the same issuer "
-                          "is in no bundle beside its successor)")  # fmt: skip
-        if public is not None and public.issuer == previous:
-            yield problem((*at, "rotation", "previousIssuer"), shown["previousIssuer"], "is the public "
-                          "certificate's issuer: the internal CA was never that one")  # fmt: skip

@@ -18,6 +18,7 @@ from components.mariadb import MariaDB
 from components.meta import labels
 from components.openstack_service import BuildContext, OpenStackService
 from components.rabbitmq import RabbitMQ
+from components.services import public_routes
 from components.settings import Settings
 
 # The components that build the infrastructure nodes of the graph, by node name.
@@ -77,8 +78,9 @@ def build(settings: Settings) -> CloudGraph:
     if libvirt_tls.enabled(settings):
         libvirt_tls.LibvirtCertificates(settings, in_namespace)
     if settings.gateway is not None:
-        FrontDoor(settings, ctx.credentials, in_namespace)
-        FrontDoorIsolation(settings, in_namespace)
+        routes = public_routes(settings)
+        FrontDoor(settings, ctx.credentials, routes, in_namespace)
+        FrontDoorIsolation(settings, routes, in_namespace)
     return graph
 
 

@@ -16,6 +16,7 @@ advertises always has its route, and the listener is HTTPS only.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import pulumi
@@ -25,7 +26,7 @@ from components import certificates, envoy_gateway, internal_tls
 from components.credentials import Credentials
 from components.gateway_settings import Gateway
 from components.meta import metadata
-from components.public_routes import PublicRoute, public_routes
+from components.public_routes import PublicRoute
 from components.settings import Settings
 
 GROUP = "gateway.networking.k8s.io"
@@ -102,23 +103,30 @@ def gateway_spec(class_name: str) -> dict[str, Any]:
     }
 
 
-def tls_backends(settings: Settings) -> set[str]:
+def tls_backends(settings: Settings, routes: Iterable[PublicRoute]) -> set[str]:
     """The Services behind public routes that serve TLS inside the cluster: each gets a BackendTLSPolicy."""
-    return {r.backend for r in public_routes(settings) if internal_tls.serves_tls(settings, r.backend)}
+    return {r.backend for r in routes if internal_tls.serves_tls(settings, r.backend)}
 
 
-def plain_backends(settings: Settings) -> set[str]:
+def plain_backends(settings: Settings, routes: Sequence[PublicRoute]) -> set[str]:
     """The Services behind public routes that the gateway reaches in plain HTTP (no BackendTLSPolicy)."""
-    return {r.backend for r in public_routes(settings)} - tls_backends(settings)
+    return {r.backend for r in routes} - tls_backends(settings, routes)
 
 
 class FrontDoor(pulumi.ComponentResource):
-    def __init__(self, settings: Settings, credentials: Credentials, opts: pulumi.ResourceOptions | None = None):
+    """The gateway's objects for `routes`, the stack's public hosts (services.public_routes)."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        credentials: Credentials,
+        routes: Sequence[PublicRoute],
+        opts: pulumi.ResourceOptions | None = None,
+    ):
         super().__init__("openstack:infra:FrontDoor", "front-door", None, opts)
         gateway, public = settings.gateway, settings.tls.public
         assert gateway is not None and public is not None, "settings refuse a gateway without tls.public"
         ns = settings.namespace
-        routes = public_routes(settings)
         certificates.public_certificate(ns, public, sorted({r.hostname for r in routes}), self)
         installed = envoy_gateway.install(settings, gateway, credentials, self)
         after = pulumi.ResourceOptions(parent=self, depends_on=installed)
@@ -136,7 +144,7 @@ class FrontDoor(pulumi.ComponentResource):
             name = f"{certificates.PUBLIC_TLS}-for-gateway"
             self._custom("ReferenceGrant", name, ns, grant, after, api_version="gateway.networking.k8s.io/v1beta1")
         parent = parent_ref(settings, gateway)
-        for backend in sorted(tls_backends(settings)):
+        for backend in sorted(tls_backends(settings, routes)):
             spec = backend_tls_spec(settings, backend)
             name = f"{backend}-backend-tls"
             self._custom("BackendTLSPolicy", name, ns, spec, after, api_version="gateway.networking.k8s.io/v1")

@@ -12,7 +12,8 @@ certificates the APIs serve inside the cluster (or `plainText: true`, said in th
 keeps them on http: dev), required with a gateway, which reaches them too; `tls.libvirt` the
 CA of the hypervisors' migrations and consoles (components/libvirt_tls.py). The settings refuse
 one issuer for two of them.
-`tls.internal.rotation` replaces the internal CA in phases (components/ca_rotation.py).
+`tls.internal.rotation` replaces the internal CA in phases (components/ca_rotation.py); what its
+settings contradict is checked here, with them.
 """
 
 from __future__ import annotations
@@ -23,10 +24,22 @@ from typing import TYPE_CHECKING, Literal
 from pydantic import Field, model_validator
 
 from components.setting_model import Model
-from components.setting_types import Count, DnsLabel, DnsSubdomain, LabelMap, TaggedChartVersion
+from components.setting_problems import Problem, problem
+from components.setting_types import (
+    MIN_ADMISSION_POLICY_MINOR,
+    Count,
+    DnsLabel,
+    DnsSubdomain,
+    LabelMap,
+    TaggedChartVersion,
+)
 
 if TYPE_CHECKING:
-    from components.settings import Problem, Settings
+    from components.settings import Settings
+
+# The Secret whose ca.crt every client trusts, and the Job that writes it (components/ca_rotation.py):
+# here because the settings' checks name the Job.
+CA_BUNDLE = "internal-ca-bundle"
 
 # Where Envoy Gateway's chart is installed in its documentation (and openstack-helm's), and where
 # it runs the proxies of every Gateway in its default deploy mode (ControllerNamespace).
@@ -207,9 +220,6 @@ def _same_issuer(one: IssuedCa | InternalTls | None, other: IssuedCa | InternalT
 
 def problems(settings: Settings) -> Iterator[Problem]:
     """What the front door's settings contradict in the rest of the stack."""
-    # settings.py imports this module for its models
-    from components.settings import MIN_ADMISSION_POLICY_MINOR, problem
-
     gateway, public, internal, libvirt = (
         settings.gateway,
         settings.tls.public,
@@ -257,9 +267,7 @@ def problems(settings: Settings) -> Iterator[Problem]:
             "is the public certificate's issuer: the internal CA must be another one (separate CAs for public and "
             "internal traffic; a public issuer such as ACME signs no Service's cluster names)",
         )
-    from components import ca_rotation  # it reads these settings' models
-
-    yield from ca_rotation.problems(settings)
+    yield from _rotation_problems(settings)
     if libvirt is not None:
         for other, key in ((internal, "internal"), (public, "public")):
             if _same_issuer(libvirt, other):
@@ -278,3 +286,45 @@ def problems(settings: Settings) -> Iterator[Problem]:
                 "node's CertificateRequest to its own node, named in its pod's token; set kubernetesVersion to "
                 "the cluster's (1.30 or later), or unset tls.libvirt",
             )
+
+
+def _rotation_problems(settings: Settings) -> Iterator[Problem]:
+    """Rotation settings that contradict each other (a phase skipped between two `pulumi up`s is for
+    `--against` to show: tools/ca_rotation_view.py)."""
+    internal, public = settings.tls.internal, settings.tls.public
+    if internal is None:
+        return
+    if internal.enabled and int(settings.kubernetes_version.split(".")[1]) < MIN_ADMISSION_POLICY_MINOR:
+        yield problem(("kubernetesVersion",), settings.kubernetes_version, "internal TLS needs Kubernetes 1.30 or "
+                      "later: a ValidatingAdmissionPolicy (admissionregistration.k8s.io/v1) narrows the Job "
+                      f"{CA_BUNDLE}'s right to create Secrets to its own; set kubernetesVersion to the cluster's "
+                      "(1.30 or later), or tls.internal plainText: true")  # fmt: skip
+    rotation, at = internal.rotation, ("tls", "internal")
+    if internal.generation != 1 and not internal.self_signed:
+        yield problem((*at, "generation"), internal.generation, "numbers the program's own CAs (selfSigned: true): "
+                      "a rotation of the stack's issuer names the previous one in rotation.previousIssuer")  # fmt: skip
+    if rotation is None:
+        return
+    shown = rotation.model_dump(by_alias=True, exclude_none=True)
+    if internal.plain_text:
+        yield problem((*at, "rotation"), shown, "plain text has no CA to rotate: unset rotation")
+    elif internal.self_signed:
+        if internal.generation < 2:
+            yield problem((*at, "generation"), internal.generation, "is the CA a rotation moves to: 2 or more (the "
+                          "previous generation is the one replaced); from internal-ca, set generation: 2")  # fmt: skip
+        if rotation.previous_issuer is not None:
+            yield problem((*at, "rotation", "previousIssuer"), shown["previousIssuer"], "names the CA a rotation of "
+                          "tls.internal.issuer replaces; a rotation of the program's own CA replaces the previous "
+                          "generation: unset it")  # fmt: skip
+    elif rotation.previous_issuer is None:
+        yield problem((*at, "rotation", "previousIssuer"), None, "name the issuer of the CA being replaced, "
+                      "previousIssuer: {kind: Issuer or ClusterIssuer, name} (issuer: the new one)")  # fmt: skip
+    else:
+        previous, new = rotation.previous_issuer, internal.issuer
+        if new is not None and previous.name == new.name:
+            yield problem((*at, "rotation", "previousIssuer"), shown["previousIssuer"], "is tls.internal.issuer's "
+                          "name: a rotation moves from one issuer to another (a CA replaced behind the same issuer "
+                          "is in no bundle beside its successor)")  # fmt: skip
+        if public is not None and public.issuer == previous:
+            yield problem((*at, "rotation", "previousIssuer"), shown["previousIssuer"], "is the public "
+                          "certificate's issuer: the internal CA was never that one")  # fmt: skip

@@ -28,13 +28,12 @@ from collections.abc import Mapping
 import pulumi
 
 from components import catalog, certificates
-from components.gateway_settings import InternalTls
+from components.gateway_settings import CA_BUNDLE, InternalTls
 from components.internal_ca import ROOT, Ca, ca_phase
 from components.settings import Settings
 from components.workload import Manifest, Mount
 
 CA = ROOT  # the self-signed root (tls.internal.selfSigned) and the CA Issuer it backs
-CA_BUNDLE = "internal-ca-bundle"  # the Secret whose ca.crt every client trusts, and the Job that writes it
 # Directories, not files (subPath): the kubelet updates a mounted Secret in place, but never a subPath.
 CA_DIR = "/etc/openstack-ca"
 CA_FILE = f"{CA_DIR}/ca.crt"

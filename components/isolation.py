@@ -19,6 +19,7 @@ the gateway's proxy pods alone (gateway_only_policies).
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 import pulumi
@@ -26,7 +27,7 @@ import pulumi_kubernetes as k8s
 
 from components import oslo
 from components.meta import PART_OF, metadata
-from components.public_routes import public_routes
+from components.public_routes import PublicRoute
 from components.rabbitmq import OPERATOR_POD_LABELS as RABBITMQ_OPERATOR_POD_LABELS
 from components.settings import Settings
 
@@ -148,7 +149,7 @@ def gateway_peer(settings: Settings) -> Manifest:
     return operator_peer(proxies.namespace, settings.namespace, known, installed=bool(known))
 
 
-def gateway_only_policies(settings: Settings) -> dict[str, Manifest]:
+def gateway_only_policies(settings: Settings, routes: Iterable[PublicRoute]) -> dict[str, Manifest]:
     """The NetworkPolicy spec of each backend that only the gateway reaches, by the policy's name.
 
     Horizon and the noVNC proxy serve browsers, through the gateway, and nothing in the cloud calls
@@ -166,7 +167,7 @@ def gateway_only_policies(settings: Settings) -> dict[str, Manifest]:
             "policyTypes": ["Ingress"],
             "ingress": [{"from": [gateway_peer(settings)], "ports": _tcp(route.port)}],
         }
-        for route in public_routes(settings)
+        for route in routes
         if route.gateway_only
     }
 
@@ -188,10 +189,10 @@ class DataStoreIsolation(pulumi.ComponentResource):
 class FrontDoorIsolation(pulumi.ComponentResource):
     """The NetworkPolicies of the backends only the gateway reaches (gateway_only_policies)."""
 
-    def __init__(self, settings: Settings, opts: pulumi.ResourceOptions | None = None):
+    def __init__(self, settings: Settings, routes: Iterable[PublicRoute], opts: pulumi.ResourceOptions | None = None):
         super().__init__("openstack:infra:FrontDoorIsolation", "front-door-isolation", None, opts)
         if settings.network_policies.enabled:
-            for name, spec in gateway_only_policies(settings).items():
+            for name, spec in gateway_only_policies(settings, routes).items():
                 service = spec["podSelector"]["matchLabels"]["app.kubernetes.io/name"]
                 k8s.networking.v1.NetworkPolicy(
                     name,

@@ -5,15 +5,16 @@ what the catalog's public URLs name) and every public host beyond the catalog (K
 Horizon, the noVNC proxy). The HTTPRoutes (components/front_door.py), the certificate's names
 (components/certificates.py), the NetworkPolicies of what only the gateway reaches
 (components/isolation.py) and the policy pack's config (tools/policy_config.py) all read it.
+The stack's list is `services.public_routes(settings)`, handed to the front door and its
+isolation as data: they need no service's spec.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 from components.meta import selector
-from components.services import service_specs
 from components.settings import Settings
 from components.spec import ServiceSpec
 
@@ -58,6 +59,6 @@ def _routes(settings: Settings, spec: ServiceSpec) -> Iterator[PublicRoute]:
         yield PublicRoute(entry.catalog_name, hostname, entry.process, entry.port, pods, False, entry.request_timeout)
 
 
-def public_routes(settings: Settings) -> tuple[PublicRoute, ...]:
-    """Every public host of the services the stack deploys, in the catalog's order."""
-    return tuple(route for spec in service_specs(settings) for route in _routes(settings, spec))
+def routes_of(settings: Settings, specs: Iterable[ServiceSpec]) -> tuple[PublicRoute, ...]:
+    """Every public host of these services, in their order."""
+    return tuple(route for spec in specs for route in _routes(settings, spec))

@@ -14,10 +14,11 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import TYPE_CHECKING
 
+from components.setting_problems import Problem, problem
 from components.upgrade_settings import kolla_tag
 
 if TYPE_CHECKING:
-    from components.settings import Problem, Settings
+    from components.settings import Settings
 
 
 class GlanceServer(Enum):
@@ -99,8 +100,6 @@ def respelt_after_upgrade(settings: Settings) -> tuple[str, ...]:
 
 def problems(settings: Settings) -> Iterator[Problem]:
     """What the stack's release cannot deploy as the stack asks."""
-    from components.settings import problem
-
     release = of(settings.release)
     if release.glance_server is GlanceServer.OWN and settings.tls.internal_enabled and settings.services.on("glance"):
         internal = settings.tls.internal

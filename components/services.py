@@ -13,6 +13,7 @@ from collections.abc import Callable
 from functools import cache
 
 from components import ca_rotation, catalog, rook
+from components.public_routes import PublicRoute, routes_of
 from components.settings import Settings
 from components.spec import ServiceSpec
 
@@ -39,3 +40,8 @@ def service_specs(settings: Settings) -> tuple[ServiceSpec, ...]:
     if settings.tls.internal_enabled:
         specs += (ca_rotation.bundle_spec(settings),)
     return specs
+
+
+def public_routes(settings: Settings) -> tuple[PublicRoute, ...]:
+    """Every public host of the services the stack deploys, in the catalog's order."""
+    return routes_of(settings, service_specs(settings))

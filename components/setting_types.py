@@ -17,6 +17,9 @@ from pydantic import AfterValidator, BeforeValidator
 from components import cron
 from components.memory import value_of
 
+# Of `kubernetesVersion`: the first minor version where admissionregistration.k8s.io/v1
+# ValidatingAdmissionPolicy is GA (1.30); the settings that narrow a right with one need it.
+MIN_ADMISSION_POLICY_MINOR = 30
 _UNSAFE = re.compile(r"[\x00-\x1f\x7f'\"`]|\$\(")
 
 

@@ -2,17 +2,17 @@
 
 Stack YAML (`openstack:<key>`) → `Settings.parse(raw)` → typed settings handed to the
 components. Every problem in the input is reported at once, each naming the key, the
-bad value and what is allowed, before any resource is declared.
+bad value and what is allowed, before any resource is declared. The checks that need more
+than the settings (the names the map settings use, against the services' specs) are passed
+in from above: components/stack_config.py reads a stack with all of them.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import datetime
 import ipaddress
 import re
-from collections.abc import Collection, Iterator, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import (
@@ -34,8 +34,10 @@ from components.memory import value_of
 from components.releases import DEFAULT_RELEASE, RELEASES
 from components.roles import Topology, compute_node_pods
 from components.setting_model import Model
+from components.setting_problems import PROJECT, Problem, SettingsError, problem
 from components.setting_types import (
     MAX_PORT,
+    MIN_ADMISSION_POLICY_MINOR,
     ByteQuantity,
     ChartVersion,
     Count,
@@ -60,12 +62,8 @@ from components.setting_types import (
     duration_seconds,
 )
 
-# The Pulumi project: its settings are the `openstack:` keys of a stack.
-PROJECT = "openstack"
-SECRET_MARK = "[secret]"  # how a secret value is shown in a problem
 # kubernetes-validate ships the schemas of these minor versions.
 KUBERNETES_VERSIONS = tuple(f"1.{minor}" for minor in range(25, 38))
-MIN_ADMISSION_POLICY_MINOR = 30  # admissionregistration.k8s.io/v1 ValidatingAdmissionPolicy is GA from 1.30
 # The label the README proposes for node groups: one key, a value per group, so groups are disjoint.
 NODE_GROUP_LABEL = "openstack-compute-group"
 OPTIONAL_SERVICES = catalog.optional_services()
@@ -779,8 +777,10 @@ class Settings(Model):
         description="policy of the pack → its enforcement level in the stack's policy config (tools/policy_config.py)",
     )
 
-    def problems(self) -> Iterator[Problem]:
-        """What no single setting shows: settings that contradict each other, or the program."""
+    def problems(self, more_checks: Sequence[SettingsCheck] = ()) -> Iterator[Problem]:
+        """What no single setting shows: settings that contradict each other, or the program;
+        `more_checks` are the caller's (they run where the names check always ran, so the
+        problems keep their order)."""
         mapped = set(self.neutron.bridge_mappings.values())
         yield from self.neutron.problems()
         for index, group in enumerate(self.compute.node_groups):
@@ -836,10 +836,8 @@ class Settings(Model):
         yield from self._admission_policies()
         yield from self._requests_within_limits()
         yield from self._overlapping_node_groups()
-        # Imported here: the service modules that declare those names import this module.
-        from components.setting_names import unknown_names
-
-        yield from unknown_names(self)
+        for check in more_checks:
+            yield from check(self)
         yield from self.backup.problems()
         yield from self.cinder.problems()
         yield from upgrade_settings.problems(self)
@@ -1128,13 +1126,16 @@ class Settings(Model):
         return f"{k8s_service}.{self.namespace}.svc.{self.endpoints.cluster_domain}"
 
     @classmethod
-    def parse(cls, raw: Mapping[str, Any], secret: Collection[str] = ()) -> Settings:
+    def parse(
+        cls, raw: Mapping[str, Any], secret: Collection[str] = (), more_checks: Sequence[SettingsCheck] = ()
+    ) -> Settings:
         """Validate the stack's `openstack:` keys; raise SettingsError listing every problem.
 
         pydantic stops at a model whose fields are invalid, so what depends on them (its own
         checks, `problems()`) would go unreported until the next run. So each round sets the
         invalid values aside (their defaults take their place) and validates again, keeping
-        what it finds about everything else. `secret` names settings shown as [secret].
+        what it finds about everything else. `secret` names settings shown as [secret];
+        `more_checks` are checks the model cannot make itself (stack_config.parse_settings).
         """
         found: list[Problem] = []
         set_aside: list[tuple[str, ...]] = []
@@ -1154,49 +1155,17 @@ class Settings(Model):
                     data = _without(data, path)
                 set_aside += invalid
                 continue
-            found += [p for p in settings.problems() if not _related(p.path, set_aside)]
+            found += [p for p in settings.problems(more_checks) if not _related(p.path, set_aside)]
             break
         if found or settings is None:
             raise SettingsError([p.hidden() if p.path[:1] and p.path[0] in secret else p for p in found])
         return settings
 
 
+# A check of the whole settings that needs more than the model (components/setting_names.py).
+SettingsCheck = Callable[[Settings], Iterable[Problem]]
 # Each round sets aside at least one more invalid value; a stack file has far fewer levels.
 MAX_ROUNDS = 10
-
-
-@dataclass(frozen=True)
-class Problem:
-    """One invalid setting: its full key (`<namespace>:<name>[.<field>...]`), value and what is allowed."""
-
-    key: str
-    value: Any
-    message: str
-    path: tuple[str, ...] = ()  # below `openstack:`, to relate problems to values set aside
-    shown: bool = True  # False when there is no value to show (a missing one)
-
-    def __str__(self) -> str:
-        return f"{self.key}: {self.message}" + (f" (got {excerpt(self.value)})" if self.shown else "")
-
-    def hidden(self) -> Problem:
-        return dataclasses.replace(self, value=SECRET_MARK)
-
-
-EXCERPT = 120  # characters of a value a problem quotes: a huge value would bury every other line
-
-
-def excerpt(value: Any) -> str:
-    """A value as a problem quotes it: whole when short, else its start and how long it is."""
-    shown = repr(value)
-    if len(shown) <= EXCERPT:
-        return shown
-    return f"{shown[:EXCERPT]}... ({len(value) if isinstance(value, str) else len(shown)} characters)"
-
-
-def problem(path: tuple[str | int, ...], value: Any, message: str) -> Problem:
-    """A problem found across settings, reported at the one setting that fixes it (path below openstack:)."""
-    parts = tuple(map(str, path))
-    return Problem(f"{PROJECT}:{'.'.join(parts)}", value, message, parts)
 
 
 def _problem_of(item: Any) -> Problem:
@@ -1233,15 +1202,3 @@ def _without(data: Any, path: tuple[str, ...]) -> Any:
             items[int(rest[0])] = _without(item, rest[1:])
             return {**data, head: items}
     return {key: v for key, v in data.items() if key != head}
-
-
-class SettingsError(ValueError):
-    """Every problem in a stack's settings, one per line, each naming its key."""
-
-    def __init__(self, found: list[Problem]):
-        unique = {str(p): p for p in found}  # one line per problem, in the order found
-        self.found = list(unique.values())
-        self.problems = list(unique)
-        super().__init__(
-            f"{len(self.problems)} invalid stack setting(s):\n" + "\n".join(f"  - {p}" for p in self.problems)
-        )

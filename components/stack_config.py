@@ -1,7 +1,9 @@
 """A stack's configuration as the Pulumi engine hands it to the program, turned into Settings.
 
 The one way settings are read: the program (__main__.py) passes what the engine gave it, and
-the offline plan (tools/runtime.py) passes the stack file in the same form. That form is the
+the offline plan (tools/runtime.py) passes the stack file in the same form. This module is the
+one full reader: the model's checks and those it cannot make itself (the names the map settings
+use, which need every service's spec: components/setting_names.py). That form is the
 engine's: every key `<namespace>:<name>`; a scalar as its text exactly as the stack file
 writes it (`region: "2024"` and `region: 2024` both arrive as '2024'); a mapping or a list
 as JSON text (pulumi/sdk/go/common/resource/config/value.go); secrets decrypted to the same.
@@ -20,7 +22,9 @@ from typing import Any, Union, get_args, get_origin
 from pulumi_kubernetes.provider import ProviderArgs
 from pydantic import BaseModel
 
-from components.settings import PROJECT, SECRET_MARK, Problem, Settings, SettingsError
+from components.setting_names import unknown_names
+from components.setting_problems import PROJECT, SECRET_MARK, Problem, SettingsError
+from components.settings import Settings, SettingsCheck
 
 
 def _provider_keys(args: type) -> frozenset[str]:
@@ -88,6 +92,15 @@ def _did_you_mean(given: str, known: Collection[str], spelled: Callable[[str], s
     return f"; did you mean '{spelled(close[0])}'?" if close else ""
 
 
+# What Settings.parse cannot check by itself: the modules that declare those names import the model.
+MORE_CHECKS: tuple[SettingsCheck, ...] = (unknown_names,)
+
+
+def parse_settings(raw: Mapping[str, Any], secret: Collection[str] = ()) -> Settings:
+    """Settings from the `openstack:` keys, every check made; SettingsError lists every problem."""
+    return Settings.parse(raw, secret=secret, more_checks=MORE_CHECKS)
+
+
 def settings_from_config(config: Mapping[str, str], secret: Collection[str] = ()) -> Settings:
     """Settings from the engine's config map (`<namespace>:<name>` → text); SettingsError lists
     every problem: keys of unknown namespaces and every invalid setting, at once.
@@ -103,7 +116,7 @@ def settings_from_config(config: Mapping[str, str], secret: Collection[str] = ()
             raw[name] = _decode(name, value) if isinstance(value, str) else value
     hidden = {key.partition(":")[2] for key in secret if key.startswith(f"{PROJECT}:")}
     try:
-        settings = Settings.parse(raw, secret=hidden)
+        settings = parse_settings(raw, secret=hidden)
     except SettingsError as error:
         problems += error.found
     if problems:

@@ -20,10 +20,11 @@ from typing import TYPE_CHECKING, Any
 from pydantic import Field, field_validator, model_validator
 
 from components.setting_model import Model
+from components.setting_problems import Problem, problem
 from components.setting_types import Text
 
 if TYPE_CHECKING:
-    from components.settings import Problem, Settings
+    from components.settings import Settings
 
 # OpenStack's series in order; the .1 releases are SLURP (skip-level upgrade release process).
 SERIES = ("2024.1", "2024.2", "2025.1", "2025.2", "2026.1")
@@ -77,8 +78,6 @@ def sources(target: str) -> tuple[str, ...]:
 
 
 def problems(settings: Settings) -> Iterator[Problem]:
-    from components.settings import problem
-
     upgrade = settings.upgrade
     if upgrade is None:
         return

@@ -9,7 +9,8 @@ from unittest.mock import MagicMock, patch
 
 import pytest
 
-from components.settings import Settings, SettingsError
+from components.settings import SettingsError
+from components.stack_config import parse_settings
 from tools.plan import Plan
 from tools.runtime import Registration
 
@@ -78,9 +79,9 @@ def unknown_fields(value: Any, schema: dict[str, Any], where: str = "") -> list[
 
 
 def settings_problems(raw: dict[str, Any]) -> list[str]:
-    """The problems Settings.parse finds in raw settings (it must find some)."""
+    """The problems parse_settings finds in raw settings (it must find some)."""
     with pytest.raises(SettingsError) as error:
-        Settings.parse(raw)
+        parse_settings(raw)
     return error.value.problems
 
 

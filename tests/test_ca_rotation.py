@@ -14,7 +14,8 @@ from typing import Any
 
 import pytest
 
-from components.settings import Settings, SettingsError
+from components.settings import SettingsError
+from components.stack_config import parse_settings
 from tests.admission import admits
 from tests.conftest import plan_of
 from tests.helpers import containers, objects, pod_template
@@ -90,7 +91,7 @@ REFUSED: list[tuple[dict[str, Any], str, str]] = [
 @pytest.mark.parametrize(("internal", "key", "says"), REFUSED, ids=[f"{r[1]}-{r[2][:12]}" for r in REFUSED])
 def test_bad_rotation_settings_name_their_key(internal: dict[str, Any], key: str, says: str) -> None:
     with pytest.raises(SettingsError) as caught:
-        Settings.parse(_staging_settings(internal))
+        parse_settings(_staging_settings(internal))
     assert [p for p in caught.value.problems if p.startswith(f"openstack:{key}:") and says in p], caught.value.problems
 
 
@@ -103,7 +104,7 @@ def test_bad_rotation_settings_name_their_key(internal: dict[str, Any], key: str
     ],
 )
 def test_rotation_settings_are_accepted(internal: dict[str, Any]) -> None:
-    assert Settings.parse(_staging_settings(internal)).tls.internal_enabled
+    assert parse_settings(_staging_settings(internal)).tls.internal_enabled
 
 
 def _certificates(plan: Plan) -> dict[str, dict[str, Any]]:
@@ -222,9 +223,9 @@ def test_the_bundle_jobs_right_to_create_secrets_is_narrowed_to_the_bundle_befor
 def test_internal_tls_needs_kubernetes_130_for_the_bundle_jobs_admission_policy() -> None:
     old = {"kubernetesVersion": "1.29", "maintenance": {"enabled": False}}  # its own policy aside
     with pytest.raises(SettingsError) as caught:
-        Settings.parse({**_staging_settings({"selfSigned": True}), **old})
+        parse_settings({**_staging_settings({"selfSigned": True}), **old})
     assert [p for p in caught.value.problems if p.startswith("openstack:kubernetesVersion:") and "internal TLS" in p]
-    Settings.parse({**_staging_settings({"plainText": True}), **old})  # no bundle, no Job
+    parse_settings({**_staging_settings({"plainText": True}), **old})  # no bundle, no Job
 
 
 @pytest.mark.parametrize("phase", ["trust", None])

@@ -11,6 +11,7 @@ import pytest
 from components import catalog
 from components.cloud_graph import steps_of
 from components.settings import OPTIONAL_SERVICES, Settings, SettingsError
+from components.stack_config import parse_settings
 from policies.settings import PackSettings
 from tests.conftest import plan_of
 from tests.helpers import objects
@@ -34,10 +35,10 @@ def test_the_switches_are_the_catalogs_optional_services_and_refuse_anything_els
     """The model is made from the catalog at import; it must still refuse unknown keys and unmet needs."""
     assert set(Settings().services.model_dump()) == {"keystone", *OPTIONAL_SERVICES}
     with pytest.raises(SettingsError, match=r"openstack:services\.heat: unknown setting"):
-        Settings.parse({"services": {"heat": True}})
+        parse_settings({"services": {"heat": True}})
     with pytest.raises(SettingsError, match="nova needs glance to be enabled"):
-        Settings.parse({"services": {"glance": False}})
-    assert Settings.parse({"services": {"horizon": False}}).services.enabled() == tuple(
+        parse_settings({"services": {"glance": False}})
+    assert parse_settings({"services": {"horizon": False}}).services.enabled() == tuple(
         name for name in OPTIONAL_SERVICES if name != "horizon"
     )
 

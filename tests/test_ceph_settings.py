@@ -8,8 +8,7 @@ from typing import Any
 import pytest
 
 from components.ceph_settings import Ceph
-from components.settings import Settings
-from components.stack_config import settings_from_config
+from components.stack_config import parse_settings, settings_from_config
 from tests.helpers import settings_problems
 
 FSID = "857fbda4-cb80-447c-baab-a23e6e01e146"
@@ -79,7 +78,7 @@ def test_bad_ceph_settings_name_their_key(raw: dict[str, Any], key: str, fragmen
 
 def test_the_hosts_libvirt_takes_the_uuid_given() -> None:
     uuid = "457eb676-33da-42ec-9a8c-9293d545c337"
-    settings = Settings.parse(
+    settings = parse_settings(
         {
             "ceph": {**CEPH, "clients": {"cinder": {"libvirtSecretUuid": uuid}}},
             "cinder": {"backend": "rbd"},
@@ -90,7 +89,7 @@ def test_the_hosts_libvirt_takes_the_uuid_given() -> None:
 
 
 def test_defaults_are_kolla_ansibles_and_a_client_given_in_part_keeps_the_rest() -> None:
-    ceph = Settings.parse({"ceph": {**CEPH, "clients": {"glance": {"user": "images-rw"}}}}).ceph
+    ceph = parse_settings({"ceph": {**CEPH, "clients": {"glance": {"user": "images-rw"}}}}).ceph
     assert ceph is not None
     assert ceph.pools.model_dump() == {"images": "images", "volumes": "volumes", "vms": "vms", "backups": "backups"}
     assert (ceph.clients.glance.user, ceph.clients.glance.keyring_secret) == ("images-rw", "ceph-client-glance")
@@ -114,7 +113,7 @@ def test_libvirt_secret_uuids_are_stable_and_one_per_client() -> None:
     ["10.0.0.1", "10.0.0.1:6789", "mon-a.ceph.example.com", "[fd00::1]:3300", "[v2:10.0.0.1:3300,v1:10.0.0.1:6789]"],
 )
 def test_monitor_addresses_as_mon_host_takes_them(monitor: str) -> None:
-    ceph = Settings.parse({"ceph": {"external": {"fsid": FSID, "monitors": [monitor]}}}).ceph
+    ceph = parse_settings({"ceph": {"external": {"fsid": FSID, "monitors": [monitor]}}}).ceph
     assert ceph is not None and ceph.external is not None and ceph.external.monitors == (monitor,)
 
 
@@ -127,5 +126,5 @@ def test_the_stack_file_gives_ceph_as_json_like_every_structured_setting() -> No
 
 
 def test_a_stack_without_ceph_needs_none() -> None:
-    settings = Settings.parse({})
+    settings = parse_settings({})
     assert settings.ceph is None and settings.ceph_users() == {}

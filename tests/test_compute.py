@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from components.inifile import parse_ini
-from components.settings import Settings, SettingsError
+from components.settings import SettingsError
+from components.stack_config import parse_settings
 from policies.report import check_resources, load_config
 from tests.conftest import plan_of
 from tests.helpers import containers, objects, pod_template, waits_for
@@ -371,9 +372,9 @@ def test_agents_max_unavailable_takes_nodes_or_a_share_and_never_the_vms_pods() 
         assert all(s["rollingUpdate"]["maxUnavailable"] == 1 for n, s in strategies.items() if n not in agents)
     for wrong in (0, -1, "0%", "101%", "five", True, 2.5):
         with pytest.raises(SettingsError, match=r"compute\.agentsMaxUnavailable.*number of nodes"):
-            Settings.parse({"compute": {"agentsMaxUnavailable": wrong}})
+            parse_settings({"compute": {"agentsMaxUnavailable": wrong}})
     with pytest.raises(SettingsError, match=r"compute\.agentsMaxUnavailable.*all-in-one.*leave"):
-        Settings.parse({"hypervisorIsolation": "all-in-one", "compute": {"agentsMaxUnavailable": 2}})
+        parse_settings({"hypervisorIsolation": "all-in-one", "compute": {"agentsMaxUnavailable": 2}})
 
 
 def test_nova_compute_disables_itself_before_it_stops() -> None:

@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from components.settings import Settings, SettingsError
+from components.stack_config import parse_settings
 
 S3 = {"bucket": "openstack-backups", "endpoint": "minio.storage.svc:9000", "credentials": "backup-s3"}
 
@@ -67,7 +68,7 @@ def test_malformed_day_two_settings_name_the_key_and_what_is_allowed(
     raw: dict[str, Any], key: str, allowed: str
 ) -> None:
     with pytest.raises(SettingsError) as caught:
-        Settings.parse(raw)
+        parse_settings(raw)
     found = [p for p in caught.value.problems if p.startswith(key + ":") and allowed in p]
     assert found, caught.value.problems
 
@@ -87,7 +88,7 @@ def test_the_defaults_rotate_keys_back_up_to_a_claim_and_clean_up() -> None:
 
 
 def test_s3_replaces_the_claim() -> None:
-    settings = Settings.parse({"backup": {"storage": {"s3": S3}}})
+    settings = parse_settings({"backup": {"storage": {"s3": S3}}})
     assert settings.backup.storage.claim is None
     assert settings.backup.storage.s3 is not None and settings.backup.storage.s3.tls is True
 
@@ -99,6 +100,6 @@ def test_every_day_two_problem_is_reported_at_once() -> None:
         "housekeeping": {"glanceDbPurge": {"schedule": "0 0 * * *", "ageInDays": 0}},
     }
     with pytest.raises(SettingsError) as caught:
-        Settings.parse(raw)
+        parse_settings(raw)
     keys = sorted(p.split(":")[1] for p in caught.value.problems)
     assert keys == ["backup.maxRetention", "housekeeping.glanceDbPurge.ageInDays", "keyRotation.fernetSchedule"]

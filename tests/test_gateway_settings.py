@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from components.settings import Settings, SettingsError
-from components.stack_config import settings_from_config
+from components.settings import SettingsError
+from components.stack_config import parse_settings, settings_from_config
 
 CREATED = {"className": "envoy-gateway"}
 EXISTING = {"existing": {"name": "public", "namespace": "gateways"}}
@@ -116,7 +116,7 @@ REFUSED: list[tuple[dict[str, Any], str, str]] = [
 @pytest.mark.parametrize(("raw", "key", "allowed"), REFUSED, ids=[f"{r[1]}-{r[2][:16]}" for r in REFUSED])
 def test_front_door_settings_name_the_key_and_what_is_allowed(raw: dict[str, Any], key: str, allowed: str) -> None:
     with pytest.raises(SettingsError) as caught:
-        Settings.parse(raw)
+        parse_settings(raw)
     assert [p for p in caught.value.problems if p.startswith(f"{key}:") and allowed in p], caught.value.problems
 
 
@@ -145,12 +145,12 @@ def test_front_door_settings_name_the_key_and_what_is_allowed(raw: dict[str, Any
     ],
 )
 def test_a_gateway_with_an_issuer_is_accepted(raw: dict[str, Any]) -> None:
-    settings = Settings.parse(raw)
+    settings = parse_settings(raw)
     assert (settings.gateway is None) == ("gateway" not in raw)
 
 
 def test_the_installed_gateway_keeps_the_pinned_chart_version_when_given_in_part() -> None:
-    settings = Settings.parse({"gateway": {**CREATED, "envoyGateway": {"install": True}}, "tls": SELF_SIGNED})
+    settings = parse_settings({"gateway": {**CREATED, "envoyGateway": {"install": True}}, "tls": SELF_SIGNED})
     assert settings.gateway is not None
     assert settings.gateway.envoy_gateway.chart_version == "v1.9.0"
     assert settings.gateway.proxies.namespace == "envoy-gateway-system"
@@ -177,4 +177,4 @@ def test_the_stack_file_gives_gateway_and_tls_as_objects() -> None:
 def test_internal_tls_is_on_exactly_when_a_ca_is_named(internal: dict[str, Any] | None, enabled: bool) -> None:
     tls = {**ISSUER, "internal": internal} if internal else {"public": ISSUER["public"]}
     raw = {"gateway": CREATED, "tls": tls} if internal else {}
-    assert Settings.parse(raw).tls.internal_enabled is enabled
+    assert parse_settings(raw).tls.internal_enabled is enabled

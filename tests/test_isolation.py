@@ -9,6 +9,7 @@ import pytest
 
 from components.inifile import parse_ini
 from components.isolation import RABBITMQ_PODS, host_network_clients
+from components.stack_config import parse_settings
 from tests.conftest import plan_of
 from tests.helpers import objects, pod_template
 from tools.plan import Plan
@@ -403,17 +404,16 @@ def test_one_rabbitmq_operator_serves_several_stacks() -> None:
     ],
 )
 def test_operator_namespaces_that_cannot_be_are_settings_errors(operators: dict, key: str, message: str) -> None:
-    from components.settings import Settings, SettingsError
+    from components.settings import SettingsError
 
     with pytest.raises(SettingsError) as caught:
-        Settings.parse({"operators": operators})
+        parse_settings({"operators": operators})
     assert any(p.startswith(f"{key}: ") and message in p for p in caught.value.problems), caught.value.problems
 
 
 def test_an_operator_not_installed_runs_in_a_namespace_of_its_own_by_default() -> None:
-    from components.settings import Settings
 
-    operators = Settings.parse(
+    operators = parse_settings(
         {
             "operators": {
                 "mariadb": {"install": False, "chartVersion": "26.6.0"},
@@ -423,7 +423,7 @@ def test_an_operator_not_installed_runs_in_a_namespace_of_its_own_by_default() -
     ).operators
     assert operators.mariadb.namespace_in("openstack") == "mariadb-operator"
     assert operators.rabbitmq.namespace == "rabbitmq-system"
-    assert Settings.parse({}).operators.mariadb.namespace_in("openstack") == "openstack"  # installed: the stack's
+    assert parse_settings({}).operators.mariadb.namespace_in("openstack") == "openstack"  # installed: the stack's
 
 
 # Envoy Gateway's proxy pods as it labels them (internal/infrastructure/kubernetes/proxy/resource.go

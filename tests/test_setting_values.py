@@ -13,6 +13,7 @@ from pydantic import BaseModel
 
 from components.setting_types import Text
 from components.settings import Settings, SettingsError
+from components.stack_config import parse_settings
 
 Case = tuple[dict[str, Any], str, str]  # (settings, the key the error names, a fragment of what is allowed)
 
@@ -126,7 +127,7 @@ KUBERNETES_VALUES: list[Case] = [
 
 def _check(raw: dict[str, Any], key: str, allowed: str) -> None:
     with pytest.raises(SettingsError) as caught:
-        Settings.parse(raw)
+        parse_settings(raw)
     found = [p for p in caught.value.problems if p.startswith(key)]
     assert found, caught.value.problems
     assert any(allowed in p and " (got " in p for p in found), found
@@ -155,11 +156,11 @@ def test_kubernetes_values(raw: dict[str, Any], key: str, allowed: str) -> None:
     ],
 )
 def test_kubernetes_values_that_are_fine(raw: dict[str, Any]) -> None:
-    Settings.parse(raw)
+    parse_settings(raw)
 
 
 def test_a_workloads_resources_take_what_they_do_not_set_from_default() -> None:
-    settings = Settings.parse({"resources": {"default": {"limitsMemory": "4Gi"}, "mariadb": {"requestsCpu": "1"}}})
+    settings = parse_settings({"resources": {"default": {"limitsMemory": "4Gi"}, "mariadb": {"requestsCpu": "1"}}})
     mariadb = settings.resources_of("mariadb")
     assert (mariadb.requests_cpu, mariadb.limits_memory, mariadb.requests_memory) == ("1", "4Gi", "256Mi")
 

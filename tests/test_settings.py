@@ -9,6 +9,7 @@ import pytest
 import yaml
 
 from components.settings import Settings, SettingsError
+from components.stack_config import parse_settings
 from tests.conftest import plan_of
 from tools.runtime import REPO, FakeCloudMocks, RecordingMonitor, run_program
 
@@ -86,14 +87,14 @@ MALFORMED: list[tuple[dict[str, Any], str, str]] = [
 @pytest.mark.parametrize(("raw", "key", "allowed"), MALFORMED, ids=[m[1] + "-" + m[2][:12] for m in MALFORMED])
 def test_malformed_settings_name_the_key_and_what_is_allowed(raw: dict[str, Any], key: str, allowed: str) -> None:
     with pytest.raises(SettingsError) as caught:
-        Settings.parse(raw)
+        parse_settings(raw)
     [problem] = [p for p in caught.value.problems if p.startswith(key) and allowed in p]
     assert "got" in problem or "unknown setting" in problem
 
 
 def test_every_problem_is_reported_at_once() -> None:
     with pytest.raises(SettingsError) as caught:
-        Settings.parse({"namespace": "UPPER", "region": "", "kubernetesVersion": "2.0", "hypervisorIsolation": 0})
+        parse_settings({"namespace": "UPPER", "region": "", "kubernetesVersion": "2.0", "hypervisorIsolation": 0})
     keys = {p.split(":")[1] for p in caught.value.problems}
     assert keys == {"namespace", "region", "kubernetesVersion", "hypervisorIsolation"}
 
@@ -107,7 +108,7 @@ def test_problems_that_depend_on_other_settings_are_reported_with_theirs() -> No
         "compute": {"nodeGroups": [{"name": "g", "virtType": "xen", "bridgeInterfaces": {"br-x": "eth2"}}]},
     }
     with pytest.raises(SettingsError) as caught:
-        Settings.parse(raw)
+        parse_settings(raw)
     keys = [p.split(": ")[0] for p in caught.value.problems]
     assert keys == [
         "openstack:storage.mariadbSize",
@@ -123,7 +124,7 @@ def test_problems_that_depend_on_other_settings_are_reported_with_theirs() -> No
     [(1, "all-in-one"), ("5", "pod-per-service-host-pid"), ("baremetal-hypervisor", "baremetal-hypervisor")],
 )
 def test_topology_by_name_or_option_number(given: object, expected: str) -> None:
-    assert Settings.parse({"hypervisorIsolation": given}).hypervisor_isolation.value == expected
+    assert parse_settings({"hypervisorIsolation": given}).hypervisor_isolation.value == expected
 
 
 def test_invalid_stack_declares_nothing() -> None:
@@ -136,22 +137,22 @@ def test_invalid_stack_declares_nothing() -> None:
 
 
 def test_ha_raises_replicas_to_three_but_keeps_larger_counts() -> None:
-    settings = Settings.parse({"ha": True, "replicas": {"nova-api": 5}, "storage": {"storageClass": "cephfs"}})
+    settings = parse_settings({"ha": True, "replicas": {"nova-api": 5}, "storage": {"storageClass": "cephfs"}})
     assert settings.replicas_of("keystone-api") == 3
     assert settings.replicas_of("nova-api") == 5
-    assert Settings.parse({}).replicas_of("keystone-api") == 1
+    assert parse_settings({}).replicas_of("keystone-api") == 1
 
 
 def test_network_nodes_are_three_under_ha_unless_the_stack_says() -> None:
     ha = {"ha": True, "storage": {"storageClass": "cephfs"}}
-    assert Settings.parse(ha).network_node_count() == 3
-    assert Settings.parse({**ha, "neutron": {"networkNodeCount": 5}}).network_node_count() == 5
-    assert Settings.parse({}).network_node_count() == 1
+    assert parse_settings(ha).network_node_count() == 3
+    assert parse_settings({**ha, "neutron": {"networkNodeCount": 5}}).network_node_count() == 5
+    assert parse_settings({}).network_node_count() == 1
 
 
 def test_default_images_are_kolla_images_of_the_release() -> None:
     pinned = "registry.local/nova-api@sha256:" + "0123456789abcdef" * 4
-    settings = Settings.parse({"images": {"overrides": {"nova-api": pinned}}})
+    settings = parse_settings({"images": {"overrides": {"nova-api": pinned}}})
     assert settings.image("keystone") == "quay.io/openstack.kolla/keystone:2026.1-ubuntu-noble"
     assert settings.image("nova-api") == pinned
 
@@ -179,7 +180,7 @@ def test_project_file_declares_every_top_level_setting() -> None:
     ],
 )
 def test_glance_without_a_shared_volume_needs_no_storage_class(raw: dict[str, Any]) -> None:
-    assert Settings.parse(raw).storage.storage_class is None
+    assert parse_settings(raw).storage.storage_class is None
 
 
 # Prod keeps its images in Ceph (glance.backend rbd, no claim); on files, as before, with its classes.

@@ -10,7 +10,8 @@ from typing import Any
 import pytest
 import yaml
 
-from components.settings import Settings, SettingsError
+from components.settings import SettingsError
+from components.stack_config import parse_settings
 from tools import plan as plan_tool
 
 S3 = {"bucket": "cloud-backups", "endpoint": "minio.storage.svc:9000", "credentials": "backup-s3"}
@@ -114,7 +115,7 @@ def test_a_setting_that_would_break_the_cloud_is_refused_naming_its_key(
     raw: dict[str, Any], key: str, says: str
 ) -> None:
     with pytest.raises(SettingsError) as caught:
-        Settings.parse(raw)
+        parse_settings(raw)
     named = [p for p in caught.value.problems if p.startswith(f"{key}: ")]
     assert named, caught.value.problems
     assert any(says in p for p in named), named
@@ -149,7 +150,7 @@ GOOD: list[tuple[str, dict[str, Any]]] = [
 
 @pytest.mark.parametrize("raw", [c[1] for c in GOOD], ids=[c[0] for c in GOOD])
 def test_the_good_variants_are_accepted(raw: dict[str, Any]) -> None:
-    Settings.parse(raw)
+    parse_settings(raw)
 
 
 def test_the_good_variants_plan(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
@@ -187,7 +188,7 @@ def test_the_good_variants_plan(tmp_path: Path, capsys: pytest.CaptureFixture) -
     ],
 )  # fmt: skip
 def test_a_partial_override_keeps_the_other_defaults(raw: dict[str, Any], path: tuple[str, ...], kept: str) -> None:
-    value: Any = Settings.parse(raw)
+    value: Any = parse_settings(raw)
     for step in path:
         value = getattr(value, step)
     assert value == kept
@@ -195,7 +196,7 @@ def test_a_partial_override_keeps_the_other_defaults(raw: dict[str, Any], path: 
 
 def test_a_partial_override_still_checks_what_it_sets() -> None:
     with pytest.raises(SettingsError) as caught:
-        Settings.parse({"operators": {"rabbitmq": {"version": "v2.22.0"}}})
+        parse_settings({"operators": {"rabbitmq": {"version": "v2.22.0"}}})
     assert any(p.startswith("openstack:operators.rabbitmq: ") and "cert-manager" in p for p in caught.value.problems)
 
 

@@ -6,7 +6,8 @@ from typing import Any
 
 import pytest
 
-from components.settings import Settings, SettingsError
+from components.settings import SettingsError
+from components.stack_config import parse_settings
 from tests.conftest import plan_of
 from tools import diff_report, plan_diff
 from tools.plan import Plan
@@ -76,10 +77,10 @@ def test_glances_claim_is_shared_when_glance_api_has_replicas_on_several_nodes(r
 )
 def test_replicated_glance_needs_a_class_for_its_images(storage: dict[str, Any]) -> None:
     with pytest.raises(SettingsError) as caught:
-        Settings.parse({"ha": True, "storage": storage})
+        parse_settings({"ha": True, "storage": storage})
     [problem] = [p for p in caught.value.problems if "ReadWriteMany" in p]
     assert problem.startswith("openstack:storage.classes.images: glance-api runs 3 replicas")
-    Settings.parse({"ha": True, "storage": {"storageClass": "cephfs"}})  # the common class serves too
+    parse_settings({"ha": True, "storage": {"storageClass": "cephfs"}})  # the common class serves too
 
 
 def test_a_claims_new_class_is_a_replacement_the_diff_shows() -> None:

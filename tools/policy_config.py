@@ -21,7 +21,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from components.public_routes import public_routes
+from components.services import public_routes
 from components.settings import Settings, SettingsError
 from components.stack_config import settings_from_config
 from policies.registry import RULES, ResourceRule, StackRule

@@ -18,7 +18,8 @@ from kubernetes_validate import ValidationError
 from maintenance_plan import PHASE, PROGRESS, STATE
 
 from components.maintenance import NAME
-from components.settings import KUBERNETES_VERSIONS, Settings, SettingsError
+from components.settings import KUBERNETES_VERSIONS, SettingsError
+from components.stack_config import parse_settings
 from tests.admission import admits as policy_admits
 from tests.conftest import plan_of
 from tools import schemas
@@ -175,8 +176,8 @@ def test_the_objects_validate_for_every_version_that_has_them(staging: Plan, ver
 @pytest.mark.parametrize("version", [v for v in KUBERNETES_VERSIONS if int(v.split(".")[1]) < 30])
 def test_a_cluster_too_old_for_the_policy_is_a_settings_error(version: str) -> None:
     with pytest.raises(SettingsError) as caught:
-        Settings.parse({"kubernetesVersion": version})
+        parse_settings({"kubernetesVersion": version})
     [problem] = [p for p in caught.value.problems if p.startswith("openstack:kubernetesVersion: ")]
     assert "1.30" in problem and "maintenance.enabled: false" in problem
     # Without the controller, nothing needs the policy.
-    Settings.parse({"kubernetesVersion": version, "maintenance": {"enabled": False}})
+    parse_settings({"kubernetesVersion": version, "maintenance": {"enabled": False}})

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from components.settings import Settings
-from components.stack_config import settings_from_config
+from components.stack_config import parse_settings, settings_from_config
 from policies.registry import RULES
 from policies.report import CONFIG_DIR, check_objects, enforcement, load_config, settings_for, validate_config
 from policies.settings import PROPERTIES, ConfigError, PackSettings
@@ -102,7 +102,7 @@ UNUSUAL = {
 @pytest.mark.parametrize("stack", [*STACKS, "unusual"])
 def test_the_pack_reads_the_stacks_settings_from_its_config(stack: str) -> None:
     """Each policy, reading its own part of the config as the engine hands it over, judges the stack's settings."""
-    settings = Settings.parse(UNUSUAL) if stack == "unusual" else stack_settings(stack)
+    settings = parse_settings(UNUSUAL) if stack == "unusual" else stack_settings(stack)
     config = load_config(stack) if stack in STACKS else policy_config(settings)
     for rule in RULES:
         seen = settings_for(config, rule.name)
@@ -128,7 +128,7 @@ def test_a_stack_enforces_every_policy_unless_its_settings_say_otherwise() -> No
     levels = {name: entry["enforcementLevel"] for name, entry in policy_config(Settings()).items()}
     assert levels == {rule.name: "advisory" if rule.name in ADVISORY_EVERYWHERE else "mandatory" for rule in RULES}
     moved = {"image-pinned": "disabled", "third-party-chart-hygiene": "remediate"}
-    changed = Settings.parse({"policyEnforcement": moved})
+    changed = parse_settings({"policyEnforcement": moved})
     levels = {name: entry["enforcementLevel"] for name, entry in policy_config(changed).items()}
     assert levels["image-pinned"] == "disabled" and levels["third-party-chart-hygiene"] == "remediate"
     assert levels["host-namespaces"] == "mandatory"

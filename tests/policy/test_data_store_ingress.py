@@ -13,6 +13,7 @@ import pytest
 from components import isolation, oslo
 from components.roles import Topology
 from components.settings import Settings
+from components.stack_config import parse_settings
 from policies.datastores import DATA_STORES
 from policies.report import check_objects
 
@@ -141,7 +142,7 @@ OPERATORS_ELSEWHERE = {
 def test_the_programs_own_policies_pass(
     node_cidrs: tuple[str, ...], operators: dict[str, Any], tls: dict[str, Any]
 ) -> None:
-    settings = Settings.parse({"networkPolicies": {"nodeCidrs": list(node_cidrs)}, "operators": operators, "tls": tls})
+    settings = parse_settings({"networkPolicies": {"nodeCidrs": list(node_cidrs)}, "operators": operators, "tls": tls})
     for store, spec in isolation.policies(settings).items():
         assert judged(policy(spec)) == [], store
 

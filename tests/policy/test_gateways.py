@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from components.settings import Settings
+from components.stack_config import parse_settings
 from policies.report import load_config
 from tests.helpers import objects
 from tools.plan import Plan
@@ -17,7 +18,7 @@ from tools.policy_config import policy_config
 from .builders import run_policy
 
 PROD = load_config("prod")
-HTTP_STACK = policy_config(Settings.parse({"endpoints": {"scheme": "http"}}))
+HTTP_STACK = policy_config(parse_settings({"endpoints": {"scheme": "http"}}))
 NO_GATEWAY = policy_config(Settings())
 CERTIFICATE = {"mode": "Terminate", "certificateRefs": [{"kind": "Secret", "name": "public-tls"}]}
 

@@ -31,7 +31,7 @@ from typing import Any
 import pytest
 
 from components import oslo
-from components.settings import Settings
+from components.stack_config import parse_settings
 from tests.conftest import release_plan, stacks_release
 from tests.lab.realenv.jobs import BootstrapChain, ChainReport, JobFailedError, JobRun, adopt_root_password
 from tests.lab.realenv.mapping import LocalMapping, UnmappedPortError
@@ -467,7 +467,7 @@ def test_second_run_of_every_job_changes_nothing(chain: Chain, rerun: tuple[list
 def _local(root: Path) -> LocalMapping:
     ports = {("mariadb", 3306): 40001, ("rabbitmq", 5672): 40002, ("rabbitmq", 15672): 40003}
     ports |= {("memcached", 11211): 40004, ("keystone-api", 5000): 40005}
-    return LocalMapping.for_stack(Settings.parse({}), ports, root, ("admin", "secret"))
+    return LocalMapping.for_stack(parse_settings({}), ports, root, ("admin", "secret"))
 
 
 def test_mapping_rewrites_only_served_addresses_and_pod_paths(tmp_path: Path) -> None:

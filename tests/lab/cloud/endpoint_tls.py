@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 from components import internal_tls, isolation, oslo
 from components.front_door import plain_backends
-from components.public_routes import public_routes
+from components.services import public_routes
 from tests.lab.cloud.pods import SyncedVolume
 from tests.lab.cloud.userpod import isolated_command
 from tools.plan import Plan
@@ -83,7 +83,7 @@ def endpoints(plan: Plan) -> list[dict[str, Any]]:
 
 def not_encrypted(settings: Settings) -> dict[str, str]:
     """The plan's parts that speak plain text inside the cluster under internal TLS, and why."""
-    return {**dict.fromkeys(sorted(plain_backends(settings)), PLAIN_BACKEND), **NOT_ENCRYPTED}
+    return {**dict.fromkeys(sorted(plain_backends(settings, public_routes(settings))), PLAIN_BACKEND), **NOT_ENCRYPTED}
 
 
 def _plain_refused(fact: Mapping[str, Any]) -> tuple[bool, str]:

@@ -29,7 +29,7 @@ from cryptography import x509
 from components.certificates import PUBLIC_TLS
 from components.gateway_settings import ENVOY_PROXY_LABELS
 from components.oslo import KEYSTONE, public_url
-from components.public_routes import public_routes
+from components.services import public_routes
 from tests.lab.cloud.backendtls import BackendTlsPolicies
 from tests.lab.cloud.certmanager import CertManager, Issued
 from tests.lab.cloud.gateway import LOAD_BALANCER_ADDRESS, PROXY_NETNS, GatewayProxy

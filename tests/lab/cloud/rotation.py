@@ -42,7 +42,7 @@ from cryptography.hazmat.primitives import hashes
 
 from components import internal_tls, mariadb_tls
 from components.oslo import KEYSTONE
-from components.public_routes import public_routes
+from components.services import public_routes
 from tests.lab.cloud import endpoint_tls
 from tests.lab.cloud.api_clients import Restart, judge, start_clients, stop_all
 from tests.lab.cloud.ca_rotation import CaRotation, Phase, phases
