@@ -3,8 +3,9 @@
 A release is in RELEASES only once every config file, command and WSGI module the program renders
 for it has been checked against that release's code: tests/real/test_configs.py and
 test_commands.py run for each release here, each with a virtualenv of that release's projects
-(tools/realenv/openstack_venv.py). Where two releases differ, the difference is a field of
-`Release`, with the source it was read from; the services read it through `of(release)`.
+(tests/lab/realenv/openstack_venv.py, pinned in tools/release_pins.py). Where two releases
+differ, the difference is a field of `Release`, with the source it was read from; the services read
+it through `of(release)`.
 """
 
 from __future__ import annotations
