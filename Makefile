@@ -60,7 +60,7 @@ test-tempest: system-packages $(BIN)/.installed
 	$(BIN)/python -m tests.lab.cloud --stack $(STACK) --tempest full --tempest-workers $(TEMPEST_WORKERS) --tempest-only
 
 # Build (or reuse) the cached OpenStack virtualenvs of tests/real and tests/lab/cloud ahead of the tests:
-# one per release the program deploys (components/releases.py), about 2 min each the first time.
+# one per release the program deploys (components/settings/releases.py), about 2 min each the first time.
 openstack-venv: $(BIN)/.installed
 	$(BIN)/python -m tests.lab.realenv.openstack_venv --all
 

@@ -3,9 +3,9 @@
 import pulumi
 from pulumi.runtime.config import CONFIG, get_config_env, get_config_secret_keys_env, is_config_secret
 
-from components.cloud import build
-from components.settings import SettingsError
-from components.stack_config import settings_from_config
+from components.cloud.build import build
+from components.cloud.stack_config import settings_from_config
+from components.settings.model import SettingsError
 
 # Every key of the stack, as the engine hands them over: text, objects as JSON text.
 config = {**get_config_env(), **CONFIG.get()}

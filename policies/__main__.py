@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 # Pulumi runs the pack from inside policies/, where neither `policies.*` nor the shared
-# role table (components/roles.py) is importable until the repository root is on the path.
+# role table (components/tables/roles.py) is importable until the repository root is on the path.
 REPO = Path(__file__).resolve().parent.parent
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))

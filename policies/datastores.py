@@ -1,10 +1,10 @@
 """The data stores whose ingress the pack judges (data-store-ingress), as the pods carry them.
 
-The pack imports no Pulumi program code, so it keeps its own copy of what components/isolation.py
-and components/oslo.py say of the stores; tests/policy/test_data_store_ingress.py holds the two
+The pack imports no Pulumi program code, so it keeps its own copy of what components/infrastructure/isolation.py
+and components/mechanism/oslo.py say of the stores; tests/policy/test_data_store_ingress.py holds the two
 together. The labels are the operators' own on the pods they run (mariadb-operator
 pkg/builder/labels; RabbitMQ Cluster Operator internal/metadata/label.go) and memcached's
-(components/memcached.py).
+(components/infrastructure/memcached.py).
 """
 
 from __future__ import annotations

@@ -32,7 +32,7 @@ class RestrictedException:
 
 
 # Every control-plane image the program runs meets the restricted profile today: Kolla
-# images give each service a fixed non-root UID (components/images.py), and the program
+# images give each service a fixed non-root UID (components/mechanism/images.py), and the program
 # runs them as that user without privilege escalation, so the table is empty.
 EXCEPTIONS: tuple[RestrictedException, ...] = ()
 

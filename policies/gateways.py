@@ -5,7 +5,7 @@ prod), a Gateway (or ListenerSet) listener that is not HTTPS or TLS would serve 
 whatever a route attaches to it, in plain text; an HTTPS listener without a certificate
 serves nothing of its own. `public-routes-only`: an HTTPRoute or GRPCRoute may send requests,
 or mirror them, only to a public API's Service at its port (`publicBackends`: the program's own
-list, components/public_routes.py); one to MariaDB, RabbitMQ's management API, the metadata API
+list, components/infrastructure/public_routes.py); one to MariaDB, RabbitMQ's management API, the metadata API
 or any other Service would put it on the public address. TCP, TLS and UDP routes carry no HTTP
 API: refused. Not seen: routes of the cluster that other stacks or its owner attach to a shared
 Gateway (the pack judges the program's objects), and what an implementation's own policy kinds add.

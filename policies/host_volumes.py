@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from components.roles import HostPath
+from components.tables.roles import HostPath
 from policies.hostpaths import describe, grant_for, normalize
 from policies.k8s import K8sObject, get, items, mapping
 from policies.messages import not_allowed

@@ -9,7 +9,7 @@ from __future__ import annotations
 import posixpath
 from collections.abc import Iterable
 
-from components.roles import HostPath
+from components.tables.roles import HostPath
 
 
 def normalize(path: str) -> str | None:

@@ -2,7 +2,7 @@
 
 NetworkPolicies add up: a pod selected by any policy admits what any of them admits. So one
 extra policy that selects MariaDB's, RabbitMQ's or memcached's pods and admits every source
-undoes components/isolation.py. What may be open to every source is only the client port of
+undoes components/infrastructure/isolation.py. What may be open to every source is only the client port of
 MariaDB (3306) and RabbitMQ (5672): their host-network clients connect from node addresses that
 no podSelector matches, and both authenticate. Every other port of a store (management,
 clustering, Galera, memcached, which authenticates nobody) admits only pods chosen by

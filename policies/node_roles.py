@@ -1,4 +1,4 @@
-"""Which node role, if any, each container of a pod holds, judged from components/roles.py.
+"""Which node role, if any, each container of a pod holds, judged from components/tables/roles.py.
 
 A role is granted only when everything agrees: the object is the program's own (not
 rendered by a third-party chart), a DaemonSet (node pods are DaemonSets) in the stack's
@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from components.roles import NodePod, Role, node_pods
+from components.tables.roles import NodePod, Role, node_pods
 from policies.images import repository
 from policies.k8s import COMPONENT, NAME, PART_OF, K8sObject
 from policies.podspec import ContainerRef, PodTemplate, pod_templates
@@ -55,7 +55,7 @@ class PodRoles:
         return "no node role: " + (self.refusal or self.mismatches.get(container.key, "unknown container"))
 
 
-# Every node pod of components/roles.py is a DaemonSet (components/nodepod.py builds them); a
+# Every node pod of components/tables/roles.py is a DaemonSet (components/nodes/nodepod.py builds them); a
 # DaemonSetPatch is judged as one. No other kind may hold a node role, whatever its labels.
 NODE_POD_KIND = ("apps", "DaemonSet")
 
@@ -95,7 +95,10 @@ def _refusal(template: PodTemplate, settings: PackSettings) -> str:
         )
     if (obj.group, obj.kind) != NODE_POD_KIND:
         kind = obj.type_kind
-        return f"node pod {node_pod.name} runs as a DaemonSet (components/roles.py), and a {kind} holds no node role"
+        return (
+            f"node pod {node_pod.name} runs as a DaemonSet (components/tables/roles.py), "
+            f"and a {kind} holds no node role"
+        )
     if obj.namespace != settings.namespace:
         return f"namespace {obj.namespace!r} is not the stack's namespace {settings.namespace!r}"
     return ""

@@ -6,7 +6,7 @@ verbs or resources, `escalate`, `bind` and `impersonate` (which get around RBAC 
 (a shell in a pod, with its Secrets), and reading or writing every Secret of a namespace. The
 program grants none of them: its Roles name the Secrets they rotate (resourceNames), and the
 maintenance controller may read nodes and patch them (narrowed by a ValidatingAdmissionPolicy,
-components/maintenance.py), list and delete pods, and create events.
+components/nodes/maintenance.py), list and delete pods, and create events.
 
 The operators' released RBAC needs some of them (the RabbitMQ Cluster Operator reads Secrets of
 every namespace and execs into its pods; mariadb-operator lists the namespace's Secrets), so in

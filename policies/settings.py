@@ -3,7 +3,7 @@
 Pulumi hands each policy only its own config (`--policy-pack-config` file, one object
 per policy), so every policy declares the properties it reads and each stack's JSON file
 repeats the shared ones per policy (tools/policy_config.py writes them from the settings).
-Defaults mirror the program's settings defaults (components/settings.py), so the pack
+Defaults mirror the program's settings defaults (components/settings/model.py), so the pack
 without config judges a default stack.
 """
 
@@ -13,8 +13,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from components.catalog import api_components, database_services
-from components.roles import Topology
+from components.tables.catalog import api_components, database_services
+from components.tables.roles import Topology
 
 _STRING_MAP = {"type": "object", "additionalProperties": {"type": "string"}}
 _STRINGS = {"type": "array", "items": {"type": "string"}}
@@ -48,7 +48,7 @@ PROPERTIES: dict[str, dict[str, Any]] = {
         "default": False,
     },
     "nodeSelectors": {
-        # Keyed by node kind (components/roles.py NodeKind, plus controlPlane).
+        # Keyed by node kind (components/tables/roles.py NodeKind, plus controlPlane).
         "type": "object",
         "additionalProperties": _STRING_MAP,
         "description": "The stack's nodeSelectors by node kind; node pods must carry their kind's selector.",
@@ -78,7 +78,7 @@ PROPERTIES: dict[str, dict[str, Any]] = {
     "publicBackends": {
         **_STRINGS,
         "description": "'<Service>:<port>' of every public API of the stack: what an HTTPRoute may send requests to.",
-        # A stack of default settings has no gateway, and so no route (components/gateway_settings.py).
+        # A stack of default settings has no gateway, and so no route (components/settings/gateway.py).
         "default": [],
     },
     "requiredRequests": {

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from components.releases import DEFAULT_RELEASE
+from components.settings.releases import DEFAULT_RELEASE
 from tests.release_stack import release_overrides
 from tools.plan import Plan, build_plan
 from tools.runtime import stack_config

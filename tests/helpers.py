@@ -9,8 +9,8 @@ from unittest.mock import MagicMock, patch
 
 import pytest
 
-from components.settings import SettingsError
-from components.stack_config import parse_settings
+from components.cloud.stack_config import parse_settings
+from components.settings.model import SettingsError
 from tools.plan import Plan
 from tools.runtime import Registration
 
@@ -34,7 +34,7 @@ def waits_for(plan: Plan, k8s_name: str) -> set[str]:
 
 def bundle_job(plan: Plan) -> set[str]:
     """What every pod that mounts the internal CA bundle also waits for, under internal TLS: the Job that
-    writes it (components/ca_rotation.py)."""
+    writes it (components/infrastructure/ca_rotation.py)."""
     return {"internal-ca-bundle"} if plan.settings.tls.internal_enabled else set()
 
 

@@ -14,7 +14,7 @@ from typing import Any
 
 import yaml
 
-from components.releases import GlanceServer, of
+from components.settings.releases import GlanceServer, of
 
 PREFIX = "openstack:"
 
@@ -22,7 +22,7 @@ PREFIX = "openstack:"
 def release_overrides(config: Mapping[str, str], release: str) -> dict[str, Any]:
     """The settings (camelCase keys) that make a stack deploy `release`: the release, and where it cannot
     deploy what the stack asks (settings refuse it), the nearest that it can: internal TLS in plain text
-    where the release's glance-api serves no TLS (components/releases.py, GlanceServer.OWN). Every other
+    where the release's glance-api serves no TLS (components/settings/releases.py, GlanceServer.OWN). Every other
     setting stays the stack file's. `config` is the stack's as the CLI passes it (tools/runtime.py)."""
     overrides: dict[str, Any] = {"release": release}
     tls = json.loads(config.get(f"{PREFIX}tls") or "{}")

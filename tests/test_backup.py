@@ -15,7 +15,7 @@ import jsonschema
 import pytest
 import yaml
 
-from components.isolation import policies
+from components.infrastructure.isolation import policies
 from tests.conftest import plan_of
 from tests.helpers import bundle_job, objects, unknown_fields
 from tools.plan import Plan

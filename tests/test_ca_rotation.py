@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
-from components.settings import SettingsError
-from components.stack_config import parse_settings
+from components.cloud.stack_config import parse_settings
+from components.settings.model import SettingsError
 from tests.admission import admits
 from tests.conftest import plan_of
 from tests.helpers import containers, objects, pod_template

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from components import catalog
-from components.cloud_graph import steps_of
-from components.settings import OPTIONAL_SERVICES, Settings, SettingsError
-from components.stack_config import parse_settings
+from components.cloud.graph import steps_of
+from components.cloud.stack_config import parse_settings
+from components.settings.model import OPTIONAL_SERVICES, Settings, SettingsError
+from components.tables import catalog
 from policies.settings import PackSettings
 from tests.conftest import plan_of
 from tests.helpers import objects
@@ -22,7 +22,7 @@ REPO = Path(__file__).resolve().parents[1]
 def test_the_catalog_imports_with_the_standard_library_alone() -> None:
     """-S: no site-packages, so pydantic, pulumi and the rest are not there (as in the engine's pack)."""
     run = subprocess.run(
-        [sys.executable, "-S", "-c", "import components.catalog, components.roles"],
+        [sys.executable, "-S", "-c", "import components.tables.catalog, components.tables.roles"],
         cwd=REPO,
         capture_output=True,
         text=True,
@@ -91,11 +91,11 @@ def test_a_catalog_entry_that_needs_an_unknown_service_is_refused(monkeypatch: p
 
 
 def test_a_catalog_entry_whose_spec_is_no_function_is_named(monkeypatch: pytest.MonkeyPatch) -> None:
-    from components import services
+    from components.services import specs as services
 
-    heat = catalog.ServiceEntry("heat", "components.oslo:MARIADB")
+    heat = catalog.ServiceEntry("heat", "components.mechanism.oslo:MARIADB")
     monkeypatch.setitem(catalog.BY_NAME, "heat", heat)
-    with pytest.raises(LookupError, match=r"heat's spec 'components.oslo:MARIADB' is no function"):
+    with pytest.raises(LookupError, match=r"heat's spec 'components.mechanism.oslo:MARIADB' is no function"):
         services.spec_builder("heat")
 
 

@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from components.inifile import parse_ini
+from components.mechanism.inifile import parse_ini
 from tests.conftest import plan_of
 from tests.helpers import objects, pod_template
 from tests.test_compute import _run_libvirt_start

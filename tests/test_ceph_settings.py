@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from components.ceph_settings import Ceph
-from components.stack_config import parse_settings, settings_from_config
+from components.cloud.stack_config import parse_settings, settings_from_config
+from components.settings.ceph import Ceph
 from tests.helpers import settings_problems
 
 FSID = "857fbda4-cb80-447c-baab-a23e6e01e146"

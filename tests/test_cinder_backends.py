@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from components.inifile import parse_ini
+from components.mechanism.inifile import parse_ini
 from tests.cloud.test_tempest import ADMIN, FACTS
 from tests.conftest import plan_of
 from tests.helpers import containers, objects, pod_template, settings_problems

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from components.inifile import parse_ini
+from components.mechanism.inifile import parse_ini
 from tests.conftest import plan_of
 from tests.helpers import containers, objects, pod_template, settings_problems
 from tools.plan import Plan

@@ -7,10 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from components import catalog, services
-from components.cloud_graph import CloudGraph, GraphError, Need, Node, cloud_graph
-from components.settings import Settings
-from components.spec import ServiceSpec, Step
+from components.cloud.graph import CloudGraph, GraphError, Need, Node, cloud_graph
+from components.mechanism.spec import ServiceSpec, Step
+from components.services import specs as services
+from components.settings.model import Settings
+from components.tables import catalog
 from tests.conftest import STACKS, plan_of
 from tools.plan import Plan, build_plan
 from tools.plan import main as plan_main

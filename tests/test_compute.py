@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from components.inifile import parse_ini
-from components.settings import SettingsError
-from components.stack_config import parse_settings
+from components.cloud.stack_config import parse_settings
+from components.mechanism.inifile import parse_ini
+from components.settings.model import SettingsError
 from policies.report import check_resources, load_config
 from tests.conftest import plan_of
 from tests.helpers import containers, objects, pod_template, waits_for

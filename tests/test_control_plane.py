@@ -8,8 +8,8 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from components import internal_tls
-from components.inifile import parse_ini
+from components.mechanism import internal_tls
+from components.mechanism.inifile import parse_ini
 from tests.conftest import plan_of
 from tests.helpers import ancestors, bundle_job, containers, horizon_settings, objects, waits_for
 from tools.plan import Plan
@@ -305,7 +305,7 @@ def test_glance_backend_is_a_setting() -> None:
 @pytest.mark.parametrize("stack", ["staging", "prod"])
 def test_a_busy_http_server_is_taken_out_of_its_service_but_not_restarted(stack: str) -> None:
     """Readiness asks HTTP (a free worker must answer); liveness only that the port accepts
-    connections (components/workload.py Probe.liveness: the lab saw nova-api restarted while its
+    connections (components/mechanism/workload.py Probe.liveness: the lab saw nova-api restarted while its
     workers waited on RPC calls)."""
     checked = []
     plan = plan_of(stack)

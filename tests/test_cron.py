@@ -6,7 +6,7 @@ import datetime
 
 import pytest
 
-from components import cron
+from components.settings import cron
 
 HOUR, DAY = datetime.timedelta(hours=1), datetime.timedelta(days=1)
 

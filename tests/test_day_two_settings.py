@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from components.settings import Settings, SettingsError
-from components.stack_config import parse_settings
+from components.cloud.stack_config import parse_settings
+from components.settings.model import Settings, SettingsError
 
 S3 = {"bucket": "openstack-backups", "endpoint": "minio.storage.svc:9000", "credentials": "backup-s3"}
 

@@ -18,7 +18,7 @@ import jsonschema
 import pytest
 import yaml
 
-from components.inifile import parse_ini
+from components.mechanism.inifile import parse_ini
 from tests.conftest import plan_of
 from tests.helpers import containers, horizon_settings, objects, pod_template, unknown_fields
 from tools.plan import Plan

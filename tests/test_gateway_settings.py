@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from components.settings import SettingsError
-from components.stack_config import parse_settings, settings_from_config
+from components.cloud.stack_config import parse_settings, settings_from_config
+from components.settings.model import SettingsError
 
 CREATED = {"className": "envoy-gateway"}
 EXISTING = {"existing": {"name": "public", "namespace": "gateways"}}

@@ -7,7 +7,7 @@ import pytest
 from tests.conftest import plan_of
 from tests.helpers import pod_template
 
-# From kolla/common/users.py at stable/2026.1 (uid == gid), not from components/images.py.
+# From kolla/common/users.py at stable/2026.1 (uid == gid), not from components/mechanism/images.py.
 KOLLA_UIDS = {"ansible": 42401, "keystone": 42425, "glance": 42415, "nova": 42436, "memcached": 42457}
 
 

@@ -9,8 +9,8 @@ from typing import Any
 import pulumi
 import pytest
 
-from components.child_transforms import KEEP_DEFINITIONS
-from components.inifile import parse_ini
+from components.infrastructure.child_transforms import KEEP_DEFINITIONS
+from components.mechanism.inifile import parse_ini
 from tests.conftest import plan_of
 from tests.helpers import containers, horizon_settings, objects, waits_for
 from tools.plan import Plan

@@ -12,8 +12,8 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from components.catalog import SERVICES
-from components.inifile import parse_ini
+from components.mechanism.inifile import parse_ini
+from components.tables.catalog import SERVICES
 from tests.conftest import plan_of
 from tests.helpers import containers, objects, pod_template
 from tests.test_front_door import _check_against_the_crd

@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 
-from components.inifile import parse_ini
-from components.isolation import RABBITMQ_PODS, host_network_clients
-from components.stack_config import parse_settings
+from components.cloud.stack_config import parse_settings
+from components.infrastructure.isolation import RABBITMQ_PODS, host_network_clients
+from components.mechanism.inifile import parse_ini
 from tests.conftest import plan_of
 from tests.helpers import objects, pod_template
 from tools.plan import Plan
@@ -347,7 +347,7 @@ def _scope_of(transform: Any) -> str:
 def test_rabbitmq_operator_watches_the_stacks_namespace_only() -> None:
     import pulumi
 
-    from components.rabbitmq import watch_only
+    from components.infrastructure.rabbitmq import watch_only
 
     transform = watch_only(["openstack"])
     assert _scope_of(transform) == "openstack"
@@ -363,7 +363,7 @@ def test_one_rabbitmq_operator_serves_several_stacks() -> None:
 
     cmd/main.go of v2.21.1 splits OPERATOR_SCOPE_NAMESPACE at each comma and trims nothing.
     """
-    from components.rabbitmq import watch_only
+    from components.infrastructure.rabbitmq import watch_only
 
     assert _scope_of(watch_only(["openstack", "openstack-b", "openstack"])) == "openstack,openstack-b,openstack"
     owner = {"rabbitmq": {"version": "v2.21.1", "watchNamespaces": ["openstack-b", "openstack"]}}
@@ -404,7 +404,7 @@ def test_one_rabbitmq_operator_serves_several_stacks() -> None:
     ],
 )
 def test_operator_namespaces_that_cannot_be_are_settings_errors(operators: dict, key: str, message: str) -> None:
-    from components.settings import SettingsError
+    from components.settings.model import SettingsError
 
     with pytest.raises(SettingsError) as caught:
         parse_settings({"operators": operators})

@@ -34,7 +34,7 @@ def test_cron_jobs_skip_late_runs_and_a_hung_run_ends(stack_plan: Plan) -> None:
     for name, cron in cron_jobs.items():
         spec = cron.inputs["spec"]
         assert spec["concurrencyPolicy"] == "Forbid", name  # a slow run never has a second beside it
-        assert spec["timeZone"] == "Etc/UTC", name  # as the settings check schedules (components/cron.py)
+        assert spec["timeZone"] == "Etc/UTC", name  # as the settings check schedules (components/settings/cron.py)
         assert spec["startingDeadlineSeconds"] >= 10, name  # the controller looks every 10 s
         assert spec["jobTemplate"]["spec"]["activeDeadlineSeconds"] > 0, name
         assert pod_template(cron)["spec"]["restartPolicy"] == "Never", name

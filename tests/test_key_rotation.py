@@ -15,9 +15,10 @@ import hashlib
 import pulumi
 import pytest
 
-from components import ca_rotation, libvirt_tls, maintenance
-from components.inifile import parse_ini
-from components.keystone import CREDENTIAL_DIR, CREDENTIAL_SECRET, FERNET_DIR, FERNET_SECRET
+from components.infrastructure import ca_rotation
+from components.mechanism.inifile import parse_ini
+from components.nodes import libvirt_tls, maintenance
+from components.services.keystone import CREDENTIAL_DIR, CREDENTIAL_SECRET, FERNET_DIR, FERNET_SECRET
 from tests.conftest import plan_of
 from tests.helpers import bundle_job, containers, objects, pod_template
 from tools.plan import Plan

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from components.inifile import parse_ini
+from components.mechanism.inifile import parse_ini
 from tests.conftest import plan_of
 from tests.helpers import bundle_job, objects, pod_template, waits_for
 from tools.plan import Plan
@@ -49,7 +49,7 @@ def test_keystone_chain_edge_by_edge(stack_plan: Plan, name: str) -> None:
 def test_every_object_is_labelled_and_namespaced(stack_plan: Plan) -> None:
     namespace = stack_plan.settings.namespace
     # Only these live outside the stack's namespace: what has none, and nova-compute-maintenance's
-    # Role to create Events about Nodes, which the API server keeps in `default` (components/maintenance.py).
+    # Role to create Events about Nodes, which the API server keeps in `default` (components/nodes/maintenance.py).
     elsewhere: dict[tuple[str, str | None], str | None] = {
         ("Namespace", namespace): None,
         ("ClusterRole", f"{namespace}-nova-compute-maintenance"): None,
@@ -69,7 +69,7 @@ def test_every_object_is_labelled_and_namespaced(stack_plan: Plan) -> None:
     gateway = stack_plan.settings.gateway
     if gateway is not None and gateway.envoy_gateway.install and gateway.class_name:
         # Envoy Gateway's namespace, its GatewayClass, and the TLS of its control plane, which the
-        # chart's certgen hook would have made there (components/envoy_gateway.py).
+        # chart's certgen hook would have made there (components/infrastructure/envoy_gateway.py).
         proxies = gateway.proxies.namespace
         elsewhere[("Namespace", proxies)] = None
         elsewhere[("GatewayClass", gateway.class_name)] = None

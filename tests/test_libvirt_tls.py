@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from components import libvirt_tls
+from components.nodes import libvirt_tls
 from tests.admission import admits as policy_admits
 from tests.conftest import plan_of
 from tests.helpers import containers, objects, pod_template
@@ -130,7 +130,7 @@ def test_the_account_may_only_create_read_and_delete_certificate_requests(prod: 
 
 
 def test_on_a_host_that_runs_libvirt_the_operator_gives_it_its_certificates() -> None:
-    # The host's libvirt holds the Ceph key under a UUID the operator names (components/ceph_settings.py).
+    # The host's libvirt holds the Ceph key under a UUID the operator names (components/settings/ceph.py).
     ceph = {**plan_of("prod").settings.ceph.model_dump(by_alias=True, exclude_defaults=True)}  # type: ignore[union-attr]
     ceph["clients"] = {"cinder": {"libvirtSecretUuid": "5d0b7c2e-3f0a-4c35-9d6e-2f1a0f7e9b10"}}
     plan = plan_of("prod", hypervisorIsolation="baremetal-hypervisor", ceph=ceph)

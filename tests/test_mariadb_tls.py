@@ -13,7 +13,7 @@ import jsonschema
 import pytest
 import yaml
 
-from components.inifile import parse_ini
+from components.mechanism.inifile import parse_ini
 from tests.conftest import plan_of
 from tests.helpers import containers, objects, pod_template, unknown_fields
 from tests.test_front_door import _check_against_the_crd as _check_certificate

@@ -20,7 +20,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
-from components.inifile import parse_ini
+from components.mechanism.inifile import parse_ini
 from tests.helpers import containers, objects, pod_template
 from tests.test_front_door import _check_against_the_crd
 from tests.test_internal_tls import CA_FILE, plain_plan, tls_plan

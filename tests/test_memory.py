@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from components.memory import bytes_of
+from components.settings.memory import bytes_of
 from tests.conftest import STACKS, plan_of
 
 MIB = 2**20

@@ -2,7 +2,7 @@
 
 OnDelete DaemonSets (libvirt, OVS under `compute.vmSafe`) carry `pulumi.com/skipAwait`, so a
 template change does not hang `pulumi up`. Order then rests on their clients: each waits for
-the socket it needs at start, and is itself awaited (see components/kube.py, daemonset()).
+the socket it needs at start, and is itself awaited (see components/mechanism/kube.py, daemonset()).
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from components.inifile import parse_ini
+from components.mechanism.inifile import parse_ini
 from tests.helpers import containers, objects
 from tests.test_front_door import CRDS, _check_against_the_crd
 from tests.test_internal_tls import CA_FILE, plain_plan, tls_plan

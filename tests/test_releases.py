@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from components.inifile import parse_ini
-from components.releases import DEFAULT_RELEASE, RELEASES, GlanceServer
+from components.mechanism.inifile import parse_ini
+from components.settings.releases import DEFAULT_RELEASE, RELEASES, GlanceServer
 from tests.conftest import STACKS, plan_of, release_plan, stacks_release
 from tests.helpers import containers, objects, settings_problems
 from tools.imagecheck.kolla import KOLLA_VERSIONS

@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from components.settings import Settings, SettingsError
-from components.stack_config import parse_settings
+from components.cloud.stack_config import parse_settings
+from components.settings.model import Settings, SettingsError
 from tests.conftest import plan_of
 
 REPO = Path(__file__).resolve().parents[1]
@@ -204,8 +204,8 @@ def test_the_program_checks_policy_names_without_pulumi_policy() -> None:
     """The program's virtualenv (requirements.txt) has no pulumi-policy; policyEnforcement's check needs none."""
     script = (
         "import sys; sys.modules['pulumi_policy'] = None\n"
-        "from components.settings import SettingsError\n"
-        "from components.stack_config import parse_settings\n"
+        "from components.settings.model import SettingsError\n"
+        "from components.cloud.stack_config import parse_settings\n"
         "try:\n    parse_settings({'policyEnforcement': {'host-port': 'advisory'}})\n"
         "except SettingsError as error:\n    print(error)\n"
     )

@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
-from components.setting_types import Text
-from components.settings import Settings, SettingsError
-from components.stack_config import parse_settings
+from components.cloud.stack_config import parse_settings
+from components.settings.model import Settings, SettingsError
+from components.settings.value_types import Text
 
 Case = tuple[dict[str, Any], str, str]  # (settings, the key the error names, a fragment of what is allowed)
 

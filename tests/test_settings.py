@@ -8,8 +8,8 @@ import pulumi
 import pytest
 import yaml
 
-from components.settings import Settings, SettingsError
-from components.stack_config import parse_settings
+from components.cloud.stack_config import parse_settings
+from components.settings.model import Settings, SettingsError
 from tests.conftest import plan_of
 from tools.runtime import REPO, FakeCloudMocks, RecordingMonitor, run_program
 

@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 import yaml
 
-from components.settings import SettingsError
-from components.stack_config import parse_settings
+from components.cloud.stack_config import parse_settings
+from components.settings.model import SettingsError
 from tools import plan as plan_tool
 
 S3 = {"bucket": "cloud-backups", "endpoint": "minio.storage.svc:9000", "credentials": "backup-s3"}

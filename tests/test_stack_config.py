@@ -9,8 +9,8 @@ import pulumi
 import pytest
 import yaml
 
-from components.settings import Settings
-from components.stack_config import _structured as is_structured
+from components.cloud.stack_config import _structured as is_structured
+from components.settings.model import Settings
 from tests.helpers import containers
 from tools import plan as plan_tool
 from tools import runtime

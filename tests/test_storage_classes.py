@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
-from components.settings import SettingsError
-from components.stack_config import parse_settings
+from components.cloud.stack_config import parse_settings
+from components.settings.model import SettingsError
 from tests.conftest import plan_of
 from tools import diff_report, plan_diff
 from tools.plan import Plan

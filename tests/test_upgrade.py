@@ -10,9 +10,10 @@ import jsonschema
 import pytest
 import yaml
 
-from components import upgrade, upgrade_recipes, upgrade_settings
-from components.compute_pods import compute_daemonsets
-from components.inifile import parse_ini
+from components.cloud import upgrade, upgrade_recipes
+from components.mechanism.inifile import parse_ini
+from components.nodes.compute_pods import compute_daemonsets
+from components.settings import upgrade as upgrade_settings
 from tests.conftest import plan_of, release_plan
 from tests.helpers import containers, name_of, objects, settings_problems, unknown_fields
 from tests.lab.cloud.engine import engine_steps

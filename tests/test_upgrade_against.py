@@ -8,7 +8,7 @@ from typing import Any
 
 import yaml
 
-from components import upgrade
+from components.cloud import upgrade
 from tests.conftest import plan_of
 from tools import diff_report, plan_diff
 from tools import plan as plan_tool

@@ -32,7 +32,7 @@ from typing import Any
 
 import yaml
 
-from components.settings import PROJECT
+from components.settings.model import PROJECT
 from tools import plan
 from tools.runtime import REPO, stack_file
 

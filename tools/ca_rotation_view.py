@@ -1,7 +1,7 @@
-"""`--against`: what a change of the internal CAs does, phase by phase (components/ca_rotation.py).
+"""`--against`: what a change of the internal CAs does, phase by phase (components/infrastructure/ca_rotation.py).
 
 Between two plans it reads the trusted CAs and the issuing one from each plan's settings
-(components/internal_ca.py) and says what this `pulumi up` does to them: a CA added to every
+(components/mechanism/internal_ca.py) and says what this `pulumi up` does to them: a CA added to every
 bundle, every certificate issued again from another CA, a CA dropped. For each, who does what:
 the Job that writes the bundle runs again, the pods that read the CA file once roll (the program
 restarts them through their template), MariaDB's operator replaces its pods (the bundle is a
@@ -17,10 +17,10 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from components import internal_tls
-from components.ca_rotation import BUNDLE_JOB, TRUSTED_CAS
-from components.gateway_settings import InternalTls
-from components.internal_ca import CaPhase, ca_phase
+from components.infrastructure.ca_rotation import BUNDLE_JOB, TRUSTED_CAS
+from components.mechanism import internal_tls
+from components.mechanism.internal_ca import CaPhase, ca_phase
+from components.settings.gateway import InternalTls
 from tools.certificate_impact import MOUNTS, users
 from tools.plan_diff import WORKLOADS, PlanView, template_of
 

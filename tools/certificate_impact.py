@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from components import mariadb_tls
+from components.infrastructure import mariadb_tls
 from tools.plan_diff import PlanView, changed_paths, show, template_of
 
 MOUNTS = ("Deployment", "DaemonSet", "StatefulSet", "Job", "CronJob")
@@ -68,7 +68,9 @@ def _referenced(obj: dict[str, Any]) -> tuple[set[str], str] | None:
         return {r["name"] for r in refs if r.get("kind") == "Secret"}, BACKEND_TLS
     if kind == "Issuer" and "ca" in spec:
         return {str(spec["ca"].get("secretName"))}, CA_ISSUER
-    if kind == "Job":  # the bundle's writer reads the trust Secrets through the API (components/ca_rotation.py)
+    if (
+        kind == "Job"
+    ):  # the bundle's writer reads the trust Secrets through the API (components/infrastructure/ca_rotation.py)
         env = {e.get("name"): e.get("value") for c in (template_of(obj).get("spec") or {}).get("containers") or []
                for e in c.get("env") or []}  # fmt: skip
         trusted = str(env.get("TRUSTED_CAS") or "").split()

@@ -1,7 +1,7 @@
 """Why one object of a plan waits for another, and where that edge is written.
 
 Edges between Jobs, workloads, data stores and config objects are the deploy graph's
-(`components.cloud_graph`): its reason, and its source (the `needs` of the waiter's Step or
+(`components.cloud.graph`): its reason, and its source (the `needs` of the waiter's Step or
 Process, or its service's config objects). A Secret or ConfigMap also says how the waiter's
 pods use it, as planned. The engine's other edges are explained from the two objects: an
 input computed from a generated secret, an explicit `depends_on`, a parent's dependencies.
@@ -12,10 +12,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from components.cloud_graph import CloudGraph, Node
-from components.openstack_service import CHECKSUM_ANNOTATION
-from components.service_configs import ConfigObject
-from components.spec import Process, Step
+from components.cloud.graph import CloudGraph, Node
+from components.cloud.openstack_service import CHECKSUM_ANNOTATION
+from components.mechanism.service_configs import ConfigObject
+from components.mechanism.spec import Process, Step
 from tools.plan import Plan
 from tools.plan_graph import short_type
 from tools.runtime import Registration

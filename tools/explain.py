@@ -2,7 +2,7 @@
 
 For every object of that Kubernetes name: what it is (kind, namespace, labels, images), its
 wave, the resource options the engine acts on (and the transforms a chart's children go
-through), where components/*.py declare its name, what it waits for and why, where each edge
+through), where components/**/*.py declare its name, what it waits for and why, where each edge
 comes from (the `needs` of its Step or Process, its service's configs, an input computed
 from a generated secret, its parent component), and what waits for it.
 """
@@ -94,7 +94,7 @@ def _declaration(found: Found, fallback: Found | None, component: str | None) ->
         )
         lines += [f"             {site}" for site in fallback.declared]
     if not lines:
-        lines.append("  declared   no declaration found in components/*.py")
+        lines.append("  declared   no declaration found in components/**/*.py")
     lines += [f"  named at   {site}" for site in found.mentioned[:3]]
     if len(found.mentioned) > 3:
         lines.append(f"             ... and {len(found.mentioned) - 3} more places")

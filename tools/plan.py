@@ -28,9 +28,9 @@ from typing import Any
 
 import kubernetes_validate
 
-from components.cloud_graph import CloudGraph, cloud_graph
-from components.settings import Settings, SettingsError
-from components.stack_config import settings_from_config
+from components.cloud.graph import CloudGraph, cloud_graph
+from components.cloud.stack_config import settings_from_config
+from components.settings.model import Settings, SettingsError
 from policies.report import check_resources
 from policies.settings import ConfigError
 from tools import manifest_yaml, schemas
@@ -146,7 +146,7 @@ def engine_dependencies(registrations: list[Registration]) -> dict[str, list[str
 def build_plan(stack: str, overrides: dict[str, Any] | None = None, stack_path: Path | None = None) -> Plan:
     """The plan of a stack; `overrides` change `openstack:` settings, `stack_path` reads its file elsewhere.
 
-    Settings are read as the program reads them (components.stack_config), from what the CLI
+    Settings are read as the program reads them (components.cloud.stack_config), from what the CLI
     would pass it: a stack that the program would refuse raises SettingsError here first.
     """
     config = stack_with(stack_config(stack, stack_path), overrides)

@@ -21,9 +21,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from components.services import public_routes
-from components.settings import Settings, SettingsError
-from components.stack_config import settings_from_config
+from components.cloud.stack_config import settings_from_config
+from components.services.specs import public_routes
+from components.settings.model import Settings, SettingsError
 from policies.registry import RULES, ResourceRule, StackRule
 from policies.report import CONFIG_DIR, validate_config
 from policies.settings import PROPERTIES

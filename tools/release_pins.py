@@ -91,7 +91,7 @@ FLAMINGO = ReleasePins(
     "2025-10-02T00:00:00Z",
     ("setuptools==80.9.0",),
 )
-# The releases the program deploys (components/releases.py; tests/real/test_machinery.py checks they agree).
+# The releases the program deploys (components/settings/releases.py; tests/real/test_machinery.py checks they agree).
 RELEASES: dict[str, ReleasePins] = {"2025.2": FLAMINGO, "2026.1": GAZPACHO}
 
 # uv honours a per-package exception to the date cutoff, which pip cannot express.

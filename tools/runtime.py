@@ -25,7 +25,7 @@ from pulumi.runtime.settings import set_root_resource
 from pulumi.runtime.stack import run_pulumi_func
 from pulumi.runtime.sync_await import _sync_await
 
-from components.settings import PROJECT, Problem, SettingsError
+from components.settings.model import PROJECT, Problem, SettingsError
 from tools.yaml_reading import PulumiCliLoader, duplicate_key
 
 REPO = Path(__file__).resolve().parent.parent
@@ -240,7 +240,7 @@ def read_stack_file(path: Path) -> dict[str, str]:
     As the CLI reads the file (config.Value in pulumi/sdk/go/common/resource/config): a scalar
     is its text as written (`"2024"` and `2024` alike, `1.30` stays '1.30', an empty one is
     ''), a mapping or list is JSON. So the plan sees exactly what `pulumi up` would give the
-    program, and components.stack_config decides what each value means in one place.
+    program, and components.cloud.stack_config decides what each value means in one place.
     """
 
     def wrong(what: str, value: Any = None, shown: bool = True) -> SettingsError:

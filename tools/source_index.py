@@ -1,4 +1,4 @@
-"""Where components/*.py spell a Kubernetes object's name: a literal, or the f-string that builds it.
+"""Where components/**/*.py spell a Kubernetes object's name: a literal, or the f-string that builds it.
 
 Names are data in the service modules (`Step(name="keystone-bootstrap")`), built by shared
 code (`f"{service}-db-sync"` in `db_sync`) or held in constants (`MEMCACHED = "memcached"`).
@@ -17,6 +17,8 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 SOURCES = "components"
+# The program's own modules; the scripts run in pods and declare nothing of the plan.
+SCRIPTS = REPO / SOURCES / "scripts"
 # Calls whose first argument (or `name=`) is the name of the object they declare.
 DECLARERS = {
     "Step",
@@ -52,7 +54,7 @@ MIN_LITERAL = 3
 
 @dataclass(frozen=True)
 class Site:
-    path: str  # relative to the repository, e.g. components/glance.py
+    path: str  # relative to the repository, e.g. components/services/glance.py
     line: int
     code: str  # the literal, f-string or constant as written
     call: str | None  # the function it is the name argument of, e.g. "Step"
@@ -118,7 +120,7 @@ def _pattern(fstring: ast.JoinedStr) -> re.Pattern[str] | None:
 
 @cache
 def _parsed() -> tuple[tuple[str, str, ast.Module], ...]:
-    files = sorted((REPO / SOURCES).glob("*.py"))
+    files = sorted(f for f in (REPO / SOURCES).rglob("*.py") if SCRIPTS not in f.parents)
     return tuple((str(f.relative_to(REPO)), f.read_text(), ast.parse(f.read_text())) for f in files)
 
 
@@ -229,7 +231,7 @@ def _enclosing(functions: dict, node: ast.AST) -> str | None:
 
 
 def locate(name: str) -> Found:
-    """Every place components/*.py spells `name`: declarations first."""
+    """Every place components/**/*.py spells `name`: declarations first."""
     declared: list[Site] = []
     filled: list[Site] = []
     mentioned: list[Site] = []

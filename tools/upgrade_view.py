@@ -1,6 +1,6 @@
 """`--against` on a release upgrade: the upgrade as its steps, in order, with what each touches.
 
-The steps are the program's own (components/upgrade.py, the same data that orders the deploy
+The steps are the program's own (components/cloud/upgrade.py, the same data that orders the deploy
 graph); each is joined with what the plan diff says happens to its object under `pulumi up`:
 a Job that runs (new) or re-runs, a workload that rolls, or nothing, because an earlier
 `pulumi up` of this upgrade already completed it with the same spec (a resumed upgrade).
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from components import upgrade
+from components.cloud import upgrade
 from tools.plan import Plan
 
 
@@ -43,13 +43,13 @@ def annotate(listed: list[dict[str, Any]], diff: dict[str, Any]) -> list[dict[st
 
 
 def rolled_after(plan: Plan) -> list[str]:
-    """What the `pulumi up` that removes `upgrade.from` rolls again (components/upgrade.py)."""
+    """What the `pulumi up` that removes `upgrade.from` rolls again (components/cloud/upgrade.py)."""
     return list(upgrade.rolled_after(plan.graph.specs, plan.settings))
 
 
 def render(from_release: str, to_release: str, said: list[dict[str, Any]], then: list[str]) -> list[str]:
     """The diff.md section: a numbered list, phase by phase, and what the next `pulumi up` rolls."""
-    out = [f"**Upgrade {from_release} → {to_release}, step by step** (components/upgrade.py)", ""]
+    out = [f"**Upgrade {from_release} → {to_release}, step by step** (components/cloud/upgrade.py)", ""]
     for number, step in enumerate(said, 1):
         out.append(f"{number}. {step['phase']}: {step['kind']} `{step['name']}`: {step['touches']}; {step['happens']}")
     if then:

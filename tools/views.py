@@ -36,7 +36,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--graph",
         action="store_true",
-        help="print the deploy graph (components/cloud_graph.py): per wave, each object and why it waits",
+        help="print the deploy graph (components/cloud/graph.py): per wave, each object and why it waits",
     )
     parser.add_argument(
         "--against",

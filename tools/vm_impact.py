@@ -1,7 +1,7 @@
 """What a plan change does to running VMs: does it restart libvirt or Open vSwitch, and does that kill them?
 
 Whether a libvirt restart kills its VMs is the topology's (README, Hypervisor isolation;
-components/roles.py): QEMU runs in the libvirt container's cgroup, except under
+components/tables/roles.py): QEMU runs in the libvirt container's cgroup, except under
 pod-per-service-host-pid, where libvirt moves itself and QEMU into a cgroup of the host
 (host PID namespace), so they outlive the pod. Under all-in-one libvirt shares one pod with
 OVS, nova-compute and the agent, so a change to any of them restarts it. Under the baremetal
@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from components.roles import Topology
+from components.tables.roles import Topology
 
 if TYPE_CHECKING:
     from tools.plan_diff import PlanView

@@ -19,9 +19,10 @@ from typing import Any
 
 import pytest
 
-from components import oslo, upgrade
-from components.compute_pods import compute_daemonsets
-from components.upgrade_recipes import CONTROL_PLANE_ORDER
+from components.cloud import upgrade
+from components.cloud.upgrade_recipes import CONTROL_PLANE_ORDER
+from components.mechanism import oslo
+from components.nodes.compute_pods import compute_daemonsets
 from tests.cloud.conftest import SUMMARIES
 from tests.conftest import plan_of
 from tools.runtime import REPO
@@ -476,7 +477,7 @@ def test_libvirts_hops_are_tls_on_the_wire_under_tls_libvirt(report: dict[str, A
 
 
 def test_data_stores_take_clients_on_their_client_ports_only(report: dict[str, Any]) -> None:
-    """components/isolation.py: MariaDB's and RabbitMQ's client ports are open to every source (their
+    """components/infrastructure/isolation.py: MariaDB's and RabbitMQ's client ports are open to every source (their
     host-network clients reach them on every network plugin), memcached's to the cloud's pods only,
     RabbitMQ's management API to no client."""
     reached = report["network_policies"]

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from components.inifile import parse_ini
+from components.mechanism.inifile import parse_ini
 from tests.conftest import plan_of
 from tests.lab.cloud.__main__ import main as cloud_cli
 from tests.lab.cloud.tempest_conf import NO_SSH_GUEST, narrowed, selection, tempest_conf, volume_backend_runs

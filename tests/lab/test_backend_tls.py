@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from components.certificates import PUBLIC_TLS
+from components.mechanism.certificates import PUBLIC_TLS
 from tests.conftest import plan_of
 from tests.lab.cloud.backendtls import BackendTlsPolicies
 from tests.lab.cloud.certmanager import CertManager
@@ -36,7 +36,8 @@ def _issued() -> CertManager:
 
 
 def _bundle() -> dict[str, str]:
-    """What the Job internal-ca-bundle writes from staging's one trusted CA (components/ca_rotation.py)."""
+    """What the Job internal-ca-bundle writes from staging's one trusted CA
+    (components/infrastructure/ca_rotation.py)."""
     return {"ca.crt": _issued().secrets[("openstack", "internal-ca-trust")].data["ca.crt"]}
 
 

@@ -1,6 +1,7 @@
 """mariadb-operator's Backup, played by the lab (tests/lab/cloud/backup_standin.py), and the waitFor that awaits it.
 
-The plan's own objects: prod's MariaDB and the one-time Backup its upgrade takes (components/mariadb_backup.py).
+The plan's own objects: prod's MariaDB and the one-time Backup its upgrade takes
+(components/infrastructure/mariadb_backup.py).
 What the Job's commands do against a real server is tests/real/test_backup_standin.py's.
 """
 

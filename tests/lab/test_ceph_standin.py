@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from components.ceph_settings import Ceph
+from components.settings.ceph import Ceph
 from tests.lab.cloud import ceph
 from tests.lab.cloud.ceph import CEPH_ADDRESS, CEPH_NETNS, CephStandIn, monitors_override
 from tests.lab.cloud.node import Node

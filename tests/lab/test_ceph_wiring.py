@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from components.stack_config import settings_from_config
+from components.cloud.stack_config import settings_from_config
 from tests.lab.cloud import run
 from tests.lab.cloud.ceph import CEPH_ADDRESS, CephStandIn
 from tools.runtime import stack_config, stack_with

@@ -27,7 +27,7 @@ def _issuer(kind: str, name: str) -> dict[str, str]:
     return {"group": "cert-manager.io", "kind": kind, "name": name}
 
 
-# The program's self-signed CA and its leaf (components/certificates.py), the leaf listed first:
+# The program's self-signed CA and its leaf (components/mechanism/certificates.py), the leaf listed first:
 # cert-manager issues it once the CA's Secret exists.
 LEAF = _object("Certificate", "public-tls", {
     "secretName": "public-tls", "dnsNames": HOSTS, "duration": "2160h", "renewBefore": "720h",

@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
-from components import internal_tls
-from components.inifile import parse_ini
+from components.mechanism import internal_tls
+from components.mechanism.inifile import parse_ini
 from tests.cloud.test_tempest import ADMIN, FACTS
 from tests.conftest import plan_of
 from tests.lab.cloud import endpoint_tls
@@ -216,8 +216,9 @@ def test_an_endpoint_with_nowhere_to_probe_it_from_is_an_error_not_a_pass(tmp_pa
 def test_memcached_is_probed_from_a_pod_its_network_policy_admits_whatever_the_policy_says(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """The probe's place for memcached comes from memcached's own NetworkPolicy (components/isolation.py),
-    not a workload named in the lab: the cloud's pods by their labels, any pod where it admits every source."""
+    """The probe's place for memcached comes from memcached's own NetworkPolicy
+    (components/infrastructure/isolation.py), not a workload named in the lab: the cloud's pods by their labels,
+    any pod where it admits every source."""
     settings = plan_of("staging").settings
     assert endpoint_tls.memcached_clients(settings) == {"app.kubernetes.io/part-of": "openstack"}
     rules: dict[str, Any] = {"memcached": {"ingress": [{"ports": [{"port": 11211}]}]}}

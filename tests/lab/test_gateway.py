@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from components.certificates import PUBLIC_TLS
+from components.mechanism.certificates import PUBLIC_TLS
 from tests.conftest import plan_of
 from tests.lab.cloud.gateway import haproxy_config
 from tests.lab.cloud.gatewayapi import Backend, Gateway, owners_gateway, plan_gateway, program

@@ -74,7 +74,7 @@ def test_selectors_the_lab_does_not_implement_are_errors() -> None:
         found.rules(STORE_POD)
 
 
-# Horizon's policy as components/isolation.py writes it: the gateway's proxies (their namespace) only.
+# Horizon's policy as components/infrastructure/isolation.py writes it: the gateway's proxies (their namespace) only.
 FRONT = {"app": "horizon"}
 GATEWAY_ONLY: dict[str, Any] = {
     "podSelector": {"matchLabels": FRONT},

@@ -106,7 +106,7 @@ def main() -> None:
         fake.add_host("n1")
         fake.add_host("n2")
         server = fake.add_server("vm1", "n1")
-        # The Deployment's variables (components/maintenance.py, compute.py), its password literal here.
+        # The Deployment's variables (components/nodes/maintenance.py, compute.py), its password literal here.
         variables = {
             "OS_AUTH_URL": f"http://127.0.0.1:{identity.server_address[1]}/v3",
             "OS_USERNAME": "nova",

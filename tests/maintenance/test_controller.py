@@ -18,7 +18,7 @@ from maintenance_nova import Nova
 from maintenance_plan import ANNOTATIONS, MAINTENANCE, PHASE, PROGRESS, STATE, Phase
 from nova_compute_maintenance import Config, Controller, serve_health
 
-from components.maintenance import NAME
+from components.nodes.maintenance import NAME
 from tests.conftest import plan_of
 from tests.doubles.kubefake import FakeKube, Grant, grants_for
 

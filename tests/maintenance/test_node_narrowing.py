@@ -17,9 +17,9 @@ import pytest
 from kubernetes_validate import ValidationError
 from maintenance_plan import PHASE, PROGRESS, STATE
 
-from components.maintenance import NAME
-from components.settings import KUBERNETES_VERSIONS, SettingsError
-from components.stack_config import parse_settings
+from components.cloud.stack_config import parse_settings
+from components.nodes.maintenance import NAME
+from components.settings.model import KUBERNETES_VERSIONS, SettingsError
 from tests.admission import admits as policy_admits
 from tests.conftest import plan_of
 from tools import schemas

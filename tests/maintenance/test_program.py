@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 from nova_compute_maintenance import Config
 
-from components.internal_tls import CA_DIR, CA_FILE
-from components.maintenance import NAME, SCRIPTS, restart_components
-from components.roles import Topology
+from components.mechanism.internal_tls import CA_DIR, CA_FILE
+from components.nodes.maintenance import NAME, SCRIPTS, restart_components
+from components.tables.roles import Topology
 from tests.conftest import plan_of
 from tests.doubles.kubefake import grants_for
 from tests.helpers import containers, pod_template, waits_for

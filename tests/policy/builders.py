@@ -1,6 +1,6 @@
 """Manifests and stack configs for the pack's tests, built from the shared role table.
 
-Node pods come from components/roles.py the way the compute components build them:
+Node pods come from components/tables/roles.py the way the compute components build them:
 one container per role, exactly its privileges, its host paths as hostPath volumes.
 """
 
@@ -13,7 +13,7 @@ from typing import Any
 from pulumi_policy import PolicyCustomTimeouts, PolicyResourceOptions, ResourceValidationArgs, ResourceValidationPolicy
 from pulumi_policy.proxy import unknown_checking_proxy
 
-from components.roles import NodePod, Role, Topology
+from components.tables.roles import NodePod, Role, Topology
 from policies.k8s import K8sObject, type_token
 from policies.pack import build_policies
 from policies.registry import RULES
@@ -94,7 +94,7 @@ def node_daemonset(node_pod: NodePod, *, vm_safe: bool = False, group: str = "de
 def control_plane(
     name: str = "keystone-api", service: str = "keystone", component: str = "api", kolla: str = "keystone"
 ) -> Manifest:
-    """A Deployment built to the restricted profile, as components/workload.py builds them."""
+    """A Deployment built to the restricted profile, as components/mechanism/workload.py builds them."""
     return {
         "apiVersion": "apps/v1",
         "kind": "Deployment",

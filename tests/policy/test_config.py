@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from components.settings import Settings
-from components.stack_config import parse_settings, settings_from_config
+from components.cloud.stack_config import parse_settings, settings_from_config
+from components.settings.model import Settings
 from policies.registry import RULES
 from policies.report import CONFIG_DIR, check_objects, enforcement, load_config, settings_for, validate_config
 from policies.settings import PROPERTIES, ConfigError, PackSettings
@@ -189,7 +189,7 @@ def test_an_unknown_stack_lists_the_known_ones() -> None:
 
 
 def test_pack_defaults_mirror_the_programs_defaults() -> None:
-    """Without config the pack judges a stack of default settings (components/settings.py)."""
+    """Without config the pack judges a stack of default settings (components/settings/model.py)."""
     defaults, program = PackSettings.from_config({}), Settings()
     assert defaults.namespace == program.namespace
     assert defaults.topology == program.hypervisor_isolation

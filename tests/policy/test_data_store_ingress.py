@@ -10,10 +10,11 @@ from typing import Any
 
 import pytest
 
-from components import isolation, oslo
-from components.roles import Topology
-from components.settings import Settings
-from components.stack_config import parse_settings
+from components.cloud.stack_config import parse_settings
+from components.infrastructure import isolation
+from components.mechanism import oslo
+from components.settings.model import Settings
+from components.tables.roles import Topology
 from policies.datastores import DATA_STORES
 from policies.report import check_objects
 

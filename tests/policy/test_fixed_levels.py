@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from components.settings import SettingsError
-from components.stack_config import parse_settings
+from components.cloud.stack_config import parse_settings
+from components.settings.model import SettingsError
 from policies.registry import RULES
 from policies.report import validate_config
 from policies.settings import ConfigError

@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from components.settings import Settings
-from components.stack_config import parse_settings
+from components.cloud.stack_config import parse_settings
+from components.settings.model import Settings
 from policies.report import load_config
 from tests.helpers import objects
 from tools.plan import Plan

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from components.roles import Topology
+from components.tables.roles import Topology
 from policies.report import check_objects
 
 from .builders import control_plane, k8s_object, pod_spec, stack_config

@@ -7,7 +7,7 @@ import base64
 
 import pytest
 
-from components.roles import Topology
+from components.tables.roles import Topology
 from policies.report import check_objects, load_config
 
 from .builders import container, control_plane, image, k8s_object, pod_spec, run_policy, stack_config

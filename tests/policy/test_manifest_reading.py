@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 import yaml
 
-from components.roles import Topology, node_pods
+from components.tables.roles import Topology, node_pods
 from tools.policycheck import main
 
 from .builders import container, control_plane, node_daemonset, run_policy, stack_config

@@ -1,5 +1,5 @@
-"""Node roles are bound to the workload kind too: node pods are DaemonSets (components/roles.py,
-components/nodepod.py), so only a DaemonSet, or a DaemonSetPatch judged as one, holds a node
+"""Node roles are bound to the workload kind too: node pods are DaemonSets (components/tables/roles.py,
+components/nodes/nodepod.py), so only a DaemonSet, or a DaemonSetPatch judged as one, holds a node
 role. The node pod's labels, namespace and image in any other kind unlock nothing."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from components.roles import Topology, node_pods
+from components.tables.roles import Topology, node_pods
 from policies.report import check_stack
 
 from .builders import k8s_object, node_daemonset, run_policy, stack_config
@@ -33,7 +33,7 @@ def in_kind(api_version: str, kind: str, path: tuple[str, ...]) -> dict[str, Any
 
 def reason(kind: str) -> str:
     return (
-        "no node role: node pod nova-compute runs as a DaemonSet (components/roles.py), and a "
+        "no node role: node pod nova-compute runs as a DaemonSet (components/tables/roles.py), and a "
         f"{kind} holds no node role"
     )
 

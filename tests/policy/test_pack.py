@@ -12,7 +12,7 @@ import pytest
 from pulumi_policy import EnforcementLevel, ResourceValidationPolicy, StackValidationPolicy
 from pulumi_policy.proxy import UNKNOWN_BOOLEAN_VALUE, UNKNOWN_STRING_VALUE, UnknownValueError
 
-from components.roles import Topology
+from components.tables.roles import Topology
 from policies.pack import build_policies
 from policies.registry import RESOURCE_RULES, RULES, STACK_RULES
 from policies.settings import PROPERTIES
@@ -23,7 +23,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 def test_main_builds_the_pack_when_run_from_inside_policies() -> None:
-    """Pulumi starts the pack in policies/; it must find policies.* and components.roles
+    """Pulumi starts the pack in policies/; it must find policies.* and components.tables.roles
     there, then serve: the SDK prints the port it listens on and never returns."""
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     server = subprocess.Popen(

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from components.roles import Topology
+from components.tables.roles import Topology
 
 from .builders import container, control_plane, run_policy, stack_config
 

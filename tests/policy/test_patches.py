@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from components.roles import NodePod, Topology, node_pods
+from components.tables.roles import NodePod, Topology, node_pods
 from policies.report import check_stack
 
 from .builders import (

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from components.roles import Topology, node_pods
+from components.tables.roles import Topology, node_pods
 from tools.policycheck import main
 
 from .builders import container, control_plane, node_daemonset

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from components.roles import Topology
+from components.tables.roles import Topology
 from policies.report import check_objects, load_config
 
 from .builders import k8s_object, messages, stack_config
@@ -89,7 +89,7 @@ PASSING: list[tuple[str, dict[str, Any]]] = [
     ("named-secrets", role(rule(["secrets"], ["get", "update"], resourceNames=["keystone-fernet-keys"]))),
     # Creating a Secret cannot be narrowed by name, and reads nothing.
     ("create-secrets", role(rule(["secrets"], ["create"]))),
-    # The maintenance controller's rights (components/maintenance.py).
+    # The maintenance controller's rights (components/nodes/maintenance.py).
     ("nodes", role(rule(["nodes"], ["get", "list", "watch", "patch"]), kind="ClusterRole")),
     ("pods", role(rule(["pods"], ["list", "delete"]))),
     ("events", role(rule(["events"], ["create"]))),

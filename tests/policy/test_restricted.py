@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from components.roles import Topology, node_pods
+from components.tables.roles import Topology, node_pods
 from policies.exceptions import CONTROLS, EXCEPTIONS, RestrictedException
 from policies.restricted import control_plane_restricted
 from policies.settings import PackSettings

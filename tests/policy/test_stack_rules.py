@@ -15,7 +15,7 @@ from pulumi_policy import (
     StackValidationPolicy,
 )
 
-from components.roles import Topology, node_pods
+from components.tables.roles import Topology, node_pods
 from policies.pack import build_policies
 from policies.report import check_resources
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from components.roles import NodePod, Role, Topology, node_pods
+from components.tables.roles import NodePod, Role, Topology, node_pods
 
 from .builders import everything, node_daemonset, stack_config
 

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from components.roles import Topology
+from components.tables.roles import Topology
 from policies.report import check_objects
 
 from .builders import k8s_object, run_policy, stack_config

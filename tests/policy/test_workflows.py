@@ -102,7 +102,7 @@ def test_preview_judges_the_pull_request_with_the_base_branchs_pack_and_config()
     assert "work-dir" not in pulumi["with"]
     # ... and the base branch's whole tree beside it, after the root checkout (whose clean
     # would delete it) and before the preview. The whole tree: the pack reads the role table,
-    # components/roles.py, which must be the base branch's too.
+    # components/tables/roles.py, which must be the base branch's too.
     assert base["with"]["ref"] == "${{ github.event.pull_request.base.sha }}"
     assert "sparse-checkout" not in base["with"] and "repository" not in base["with"]
     path = base["with"]["path"]
@@ -216,7 +216,8 @@ def plural(kind: str) -> str:
 
 
 def test_readme_preview_role_reads_every_kind_the_program_declares() -> None:
-    source = "\n".join(p.read_text() for p in sorted((REPO / "components").glob("*.py")))
+    programs = sorted(p for p in (REPO / "components").rglob("*.py") if "scripts" not in p.parts)
+    source = "\n".join(p.read_text() for p in programs)
     source += (REPO / "__main__.py").read_text()
     kinds = {
         (API_GROUPS.get(group, group), plural(kind))

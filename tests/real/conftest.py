@@ -62,7 +62,7 @@ def openstack_venv() -> OpenStackVenv:
 
 @pytest.fixture(scope="session")
 def venv_of() -> Callable[[str], OpenStackVenv]:
-    """The venv of any release the program deploys (components/releases.py), built on first use."""
+    """The venv of any release the program deploys (components/settings/releases.py), built on first use."""
     return cache(ensure_venv)
 
 

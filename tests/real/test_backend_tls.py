@@ -33,7 +33,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
-from components.certificates import PUBLIC_TLS
+from components.mechanism.certificates import PUBLIC_TLS
 from tests.conftest import plan_of
 from tests.lab.cloud import endpoint_tls, tls_probe
 from tests.lab.cloud.backendtls import BackendTlsPolicies
@@ -189,7 +189,7 @@ def front(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Front]:
     cinder = next(p for p in policies if p["metadata"]["name"] == "cinder-api-backend-tls")
     cinder["spec"]["validation"]["caCertificateRefs"][0]["name"] = "no-such-ca"
 
-    # What the Job internal-ca-bundle writes from staging's one trusted CA (components/ca_rotation.py).
+    # What the Job internal-ca-bundle writes from staging's one trusted CA (components/infrastructure/ca_rotation.py).
     bundle = {"ca.crt": issued("internal-ca-trust").data["ca.crt"]}
 
     def lookup(kind: str, namespace: str, name: str) -> dict[str, str] | None:

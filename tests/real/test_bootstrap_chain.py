@@ -30,8 +30,8 @@ from typing import Any
 
 import pytest
 
-from components import oslo
-from components.stack_config import parse_settings
+from components.cloud.stack_config import parse_settings
+from components.mechanism import oslo
 from tests.conftest import release_plan, stacks_release
 from tests.lab.realenv.jobs import BootstrapChain, ChainReport, JobFailedError, JobRun, adopt_root_password
 from tests.lab.realenv.mapping import LocalMapping, UnmappedPortError

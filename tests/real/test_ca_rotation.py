@@ -5,7 +5,7 @@ cert-manager issues them; each client trusts the bundle the Job internal-ca-bund
 the kubelet mounts a Secret (tests/real/pki.py: files swapped atomically), and it changes on disk as
 the phases change it: the old CA only, then both (phase trust), then the new one only (rotation removed).
 
-- The clients that read the CA file at each new connection (components/ca_rotation.py): keystoneauth
+- The clients that read the CA file at each new connection (components/infrastructure/ca_rotation.py): keystoneauth
   against the plan's uWSGI, PyMySQL through the plan's oslo.db URL against MariaDB, py-amqp with
   oslo.messaging's ssl parameters against RabbitMQ. One process each, never restarted: a bundle of both
   CAs accepts a certificate of either, and once the old CA is dropped from the file the same process
@@ -35,7 +35,7 @@ import pytest
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes
 
-from components.inifile import parse_ini, render_ini
+from components.mechanism.inifile import parse_ini, render_ini
 from tests.lab.cloud import tls_probe
 from tests.lab.cloud.gateway import soft_reload
 from tests.lab.cloud.standins import MARIADB_CA_DIR, MARIADB_TLS_DIR, mariadb_tls, mariadb_tls_conf

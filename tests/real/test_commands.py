@@ -13,8 +13,8 @@ from collections.abc import Callable
 
 import pytest
 
-from components.inifile import parse_ini
-from components.releases import RELEASES
+from components.mechanism.inifile import parse_ini
+from components.settings.releases import RELEASES
 from tests.conftest import STACKS, release_plan
 from tests.helpers import containers
 from tests.lab.realenv.openstack_venv import OpenStackVenv

@@ -37,7 +37,7 @@ def nova_double() -> Iterator[Discovering]:
 
 
 def variables(auth_port: int) -> dict[str, str]:
-    # The pod's variables (components/compute.py _nova_credentials), its password a literal here.
+    # The pod's variables (components/services/compute.py _nova_credentials), its password a literal here.
     return {
         "OS_AUTH_URL": f"http://127.0.0.1:{auth_port}/v3",
         "OS_USERNAME": "nova",

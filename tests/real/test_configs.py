@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from components.releases import DEFAULT_RELEASE, RELEASES
-from components.upgrade_settings import sources
+from components.settings.releases import DEFAULT_RELEASE, RELEASES
+from components.settings.upgrade import sources
 from tests.conftest import STACKS, plan_of, release_plan
 from tests.helpers import containers, objects, pod_template
 from tests.lab.realenv.namespaces import not_oslo_reason
@@ -160,7 +160,7 @@ def test_the_previous_releases_checks_read_files_it_understands(
     data migrations ...) read the new release's files: each must hold no value the previous
     release's types refuse, and no option it does not know, which it would ignore (one added
     later must be judged: harmless to those Jobs, or rendered the previous way meanwhile as
-    components/releases.py does for [ml2])."""
+    components/settings/releases.py does for [ml2])."""
     files = _read_by_the_previous_release(stack, previous)
     assert {f.name for f in files} >= {"keystone.conf", "nova.conf", "placement.conf"}
     checks = []

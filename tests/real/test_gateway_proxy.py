@@ -28,7 +28,7 @@ from pathlib import Path
 import pytest
 from cryptography.hazmat.primitives import hashes
 
-from components.certificates import PUBLIC_TLS
+from components.mechanism.certificates import PUBLIC_TLS
 from tests.conftest import plan_of
 from tests.lab.cloud.certmanager import CertManager
 from tests.lab.cloud.gateway import ADMIN_SOCKET, listener_file, swap_certificate, write_files
@@ -194,7 +194,7 @@ def test_a_host_without_a_route_gets_404_and_a_route_without_a_live_service_500(
 def test_an_api_answering_after_envoys_default_15_s_reaches_the_client_within_its_routes_timeout(
     front: Front,
 ) -> None:
-    """The plan's routes carry kolla-ansible's 1 min (components/front_door.py): a slow answer is
+    """The plan's routes carry kolla-ansible's 1 min (components/infrastructure/front_door.py): a slow answer is
     no 504, as it was with Envoy's default."""
     keystone = next(r for r in front.programmed.routes if front.hosts["keystone"] in r.hostnames)
     assert keystone.rules[0].request_timeout == "60s"

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from components.inifile import parse_ini, render_ini
+from components.mechanism.inifile import parse_ini, render_ini
 from tests.conftest import plan_of
 from tests.lab.realenv.openstack_venv import OpenStackVenv
 from tests.lab.realenv.servers import free_port

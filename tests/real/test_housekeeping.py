@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from components import oslo
+from components.mechanism import oslo
 from tests.lab.realenv.jobs import BootstrapChain, JobRun, adopt_root_password
 from tests.lab.realenv.mapping import LocalMapping
 from tests.lab.realenv.openstack_venv import OpenStackVenv

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import pytest
 
-from components.releases import RELEASES
+from components.settings.releases import RELEASES
 from tests.conftest import STACKS, release_plan
 from tools.imagecheck.contents import image_software, limits
 from tools.imagecheck.report import CANNOT_SEE, StackReport, check_plans

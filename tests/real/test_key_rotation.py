@@ -29,10 +29,10 @@ from pathlib import Path
 
 import pytest
 
-from components import oslo
-from components.images import profile
-from components.inifile import parse_ini
-from components.keystone import CREDENTIAL_SECRET, FERNET_SECRET
+from components.mechanism import oslo
+from components.mechanism.images import profile
+from components.mechanism.inifile import parse_ini
+from components.services.keystone import CREDENTIAL_SECRET, FERNET_SECRET
 from tests.lab.realenv.jobs import BootstrapChain, Pod, adopt_root_password
 from tests.lab.realenv.kubeapi import FakeSecretApi, ServiceAccount, new_token, serve
 from tests.lab.realenv.mapping import LocalMapping

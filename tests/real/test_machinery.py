@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from components.releases import RELEASES
+from components.settings.releases import RELEASES
 from tests.lab.realenv.namespaces import NAMESPACES, UNLOADABLE, dynamic_sections, namespaces_for, not_oslo_reason
 from tests.lab.realenv.openstack_venv import OpenStackVenv
 from tests.lab.realenv.servers import MariaDB, MissingServerBinaryError, RabbitMQ, Server, free_port, require_binary

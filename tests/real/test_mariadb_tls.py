@@ -18,7 +18,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 import pytest
 
-from components.inifile import parse_ini
+from components.mechanism.inifile import parse_ini
 from tests.lab.cloud.capture import Capture, connections, summarize
 from tests.lab.cloud.standins import MARIADB_CA_DIR, MARIADB_TLS_DIR, mariadb_tls, mariadb_tls_conf
 from tests.lab.realenv.openstack_venv import OpenStackVenv

@@ -4,7 +4,7 @@ On SIGTERM nova's services stop their RPC server, wait `manager_shutdown_timeout
 progress, and exit by `graceful_shutdown_timeout` (2026.1: nova/service.py stop, nova/conf/base.py).
 The kubelet SIGKILLs a pod at its terminationGracePeriodSeconds: a grace shorter than nova's
 timeout ends the wait it is there for. The timeouts are read by oslo.config from the plan's own
-nova.conf, in the venv of the release that runs it (components/releases.py).
+nova.conf, in the venv of the release that runs it (components/settings/releases.py).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from components.releases import RELEASES
+from components.settings.releases import RELEASES
 from tests.conftest import release_plan
 from tests.lab.realenv.openstack_venv import OpenStackVenv
 

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from components import oslo
+from components.mechanism import oslo
 from tests.conftest import plan_of, release_plan
 from tests.lab.cloud.images import image_release
 from tests.lab.realenv.jobs import BootstrapChain, JobRun, adopt_root_password

@@ -21,7 +21,7 @@ import pytest
 from cryptography import x509
 from cryptography.hazmat.primitives import serialization
 
-from components.inifile import parse_ini, render_ini
+from components.mechanism.inifile import parse_ini, render_ini
 from tests.conftest import plan_of
 from tests.lab.cloud import endpoint_tls, tls_probe
 from tests.lab.realenv.openstack_venv import OpenStackVenv

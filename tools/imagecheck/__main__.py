@@ -12,7 +12,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from components.releases import RELEASES
+from components.settings.releases import RELEASES
 from tools.imagecheck.contents import limits
 from tools.imagecheck.report import CANNOT_SEE, STACKS, check_stacks
 

@@ -23,8 +23,8 @@ from typing import Any
 
 from packaging.utils import canonicalize_name
 
-from components import releases
-from components.releases import DEFAULT_RELEASE
+from components.settings import releases
+from components.settings.releases import DEFAULT_RELEASE
 from tools.imagecheck import kolla, pypi, ubuntu
 from tools.imagecheck.alternatives import alternatives
 from tools.imagecheck.dockerfile import Recipe, recipe

@@ -21,7 +21,7 @@ from fnmatch import fnmatch
 from functools import cache, cached_property
 from typing import Any
 
-from components.releases import DEFAULT_RELEASE
+from components.settings.releases import DEFAULT_RELEASE
 from tools.imagecheck.pypi import _modules
 
 PYTHON_VERSION = "3.12"

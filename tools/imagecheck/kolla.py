@@ -24,7 +24,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from components.releases import DEFAULT_RELEASE
+from components.settings.releases import DEFAULT_RELEASE
 from tools.imagecheck.fetch import cache_dir
 from tools.release_pins import UV_VERSION
 

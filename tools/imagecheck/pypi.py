@@ -27,7 +27,7 @@ from dataclasses import asdict, dataclass
 from packaging.tags import Tag, compatible_tags, cpython_tags
 from packaging.utils import canonicalize_name, parse_sdist_filename, parse_wheel_filename
 
-from components.releases import DEFAULT_RELEASE
+from components.settings.releases import DEFAULT_RELEASE
 from tools.imagecheck.fetch import RemoteFile, cache_dir, download, get_json, parallel
 from tools.imagecheck.kolla import tool_venv
 from tools.imagecheck.sdist import sdist_contents

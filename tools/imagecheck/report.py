@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from components.releases import DEFAULT_RELEASE
+from components.settings.releases import DEFAULT_RELEASE
 from tools.imagecheck.check import Miss, check_container
 from tools.imagecheck.contents import ImageContents, load
 from tools.imagecheck.pods import Skipped, plan_containers

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from components.oslo import KEYSTONE, public_url
+from components.mechanism.oslo import KEYSTONE, public_url
 from tools.runtime import REPO
 
 if TYPE_CHECKING:

@@ -26,7 +26,8 @@ from keystoneauth1 import exceptions, session
 from keystoneauth1.identity import v3
 
 ROUND_SECONDS = 1.0
-TIMEOUT = 60.0  # a call that takes longer counts as failed: the gateway's route timeout (components/front_door.py)
+# A call that takes longer counts as failed: the gateway's route timeout (components/infrastructure/front_door.py).
+TIMEOUT = 60.0
 # (name, service type, method, path, body, microversion header)
 CALLS: tuple[tuple[str, str, str, str, dict[str, Any] | None, dict[str, str]], ...] = (
     ("image list", "image", "GET", "/v2/images?limit=1", None, {}),

@@ -4,7 +4,7 @@ report.json's `apply`, on staging (tests/lab/cloud/run.py), after the certificat
 the libvirt restart, while the user's VM runs:
 1. The stack file is changed as its user would change it: `reservedHostMemoryMb` of the first compute
    node group 512 MiB lower, which is nova.conf's `[DEFAULT] reserved_host_memory_mb` on the group's
-   compute nodes (components/compute.py). It is written beside the report
+   compute nodes (components/services/compute.py). It is written beside the report
    (`Pulumi.<stack>.applied.yaml`) and planned with the same machine overrides as the running plan.
 2. The prediction: tools/views.py `diff_result` of the running plan and the new one, the code that
    writes diff.json (kept as `apply-diff.json`).
@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
-from components.settings import SettingsError
+from components.settings.model import SettingsError
 from tests.lab.cloud.api_clients import Restart, judge, start_clients, stop_all
 from tests.lab.cloud.apply import apply
 from tests.lab.cloud.prediction import not_compared, predicted_vs_actual
@@ -43,7 +43,7 @@ AFTER_SECONDS = 15.0  # calls after it, and time for the VM's console to print a
 COMPUTE_KEY = "openstack:compute"
 SETTING = "compute.nodeGroups[0].reservedHostMemoryMb"
 STEP_MB = 512
-DEFAULT_RESERVED_MB = 2048  # components/settings.py NodeGroup.reserved_host_memory_mb
+DEFAULT_RESERVED_MB = 2048  # components/settings/model.py NodeGroup.reserved_host_memory_mb
 
 
 def changed_stack_file(stack_file: Path, out: Path) -> tuple[Path, dict[str, Any]]:

@@ -1,6 +1,6 @@
 """mariadb-operator's Backup controller, played: a Backup without a schedule becomes the Job the operator makes.
 
-From mariadb-operator v26.6.0 (what components/mariadb_backup.py targets):
+From mariadb-operator v26.6.0 (what components/infrastructure/mariadb_backup.py targets):
 - internal/controller/backup_controller.go: a Backup without `schedule` gets one Job (with a schedule,
   a CronJob: not played here, README "The running cloud"); its status condition `Complete` follows
   that Job (pkg/condition/complete.go SetCompleteWithJob): False/JobRunning while it runs,

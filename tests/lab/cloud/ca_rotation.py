@@ -3,10 +3,10 @@
 A stack on the program's own CA (staging: tls.internal.selfSigned, generation 1) is rotated to the next
 generation under the renewal's two client loops (tests/lab/cloud/rotation.py), phase by phase, each phase
 the stack's plan with `tls.internal` changed as a platform engineer changes the stack file
-(components/internal_ca.py). Each phase's plan is applied by tests/lab/cloud/apply.py, as every changed
+(components/mechanism/internal_ca.py). Each phase's plan is applied by tests/lab/cloud/apply.py, as every changed
 plan is: the engine's steps in graph order (the Role, the Job `internal-ca-bundle` replaced and run
 again as a pod of the lab against the lab's API server, the Deployments whose template changed rolled
-by their strategy: the processes that read the CA once, components/ca_rotation.py), with the
+by their strategy: the processes that read the CA once, components/infrastructure/ca_rotation.py), with the
 cert-manager stand-in watching the steps (tests/lab/cloud/certmanager.py: it issues each Certificate
 created or changed: the new root and its trust Certificate at trust, every Certificate from the new CA
 at issue, which is the renewal of tests/lab/cloud/rotation.py). What else follows a changed Secret on a
@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 from cryptography import x509
 
-from components import internal_tls
+from components.mechanism import internal_tls
 from tests.lab.cloud.apply import Applied, apply
 from tests.lab.cloud.deploy import KUBELET_SYNC_SECONDS
 from tests.lab.cloud.engine import Step

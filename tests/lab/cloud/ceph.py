@@ -43,7 +43,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from components.ceph_settings import KEYRING_KEY, Ceph, CephClient
+from components.settings.ceph import KEYRING_KEY, Ceph, CephClient
 from tests.lab.cloud.node import LAB_NODES, NODE_NETWORK, Node, cgroup_controllers, make_cgroup, run, tx_checksum_off
 
 CEPH_NETNS = "cloud-ceph"

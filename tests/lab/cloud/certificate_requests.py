@@ -1,6 +1,6 @@
 """cert-manager's part for CertificateRequests in the lab: a request a pod creates, signed as cert-manager signs it.
 
-The compute nodes' pods `libvirt-tls` (components/libvirt_tls.py) ask for their certificates with
+The compute nodes' pods `libvirt-tls` (components/nodes/libvirt_tls.py) ask for their certificates with
 CertificateRequests of their own, at run time, through the lab's API server. cert-manager (v1.21)
 approves each one (its internal approver approves every request of its own issuers' group unless
 an approver such as approver-policy is installed: condition `Approved`), then the issuer signs the

@@ -18,8 +18,9 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from components import internal_tls, libvirt_tls
-from components.services import public_routes
+from components.mechanism import internal_tls
+from components.nodes import libvirt_tls
+from components.services.specs import public_routes
 from tests.lab.cloud.capture import Capture, connections, summarize
 from tests.lab.cloud.endpoint_tls import not_encrypted
 from tests.lab.cloud.isolation import client_ports

@@ -29,23 +29,24 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from components import internal_tls, isolation, oslo
-from components.front_door import plain_backends
-from components.services import public_routes
+from components.infrastructure import isolation
+from components.infrastructure.front_door import plain_backends
+from components.mechanism import internal_tls, oslo
+from components.services.specs import public_routes
 from tests.lab.cloud.pods import SyncedVolume
 from tests.lab.cloud.userpod import isolated_command
 from tools.plan import Plan
 from tools.runtime import REPO
 
 if TYPE_CHECKING:
-    from components.settings import Settings
+    from components.settings.model import Settings
     from tests.lab.cloud.deploy import Cloud
     from tests.lab.cloud.userpod import UserPod
 
 PROBE_TIMEOUT = 300
 InCluster = Callable[..., subprocess.CompletedProcess[str]]  # UserPod.run: argv, then subprocess.run's keywords
 # What the plan leaves in plain text inside the cluster besides the gateway's plain backends
-# (components/front_door.py plain_backends), and why.
+# (components/infrastructure/front_door.py plain_backends), and why.
 NOT_ENCRYPTED = {
     "rabbitmq-nodes": "Erlang distribution between RabbitMQ nodes (25672) is not on TLS (the operator's "
     "mtls-inter-node example needs an Erlang config of its own); only RabbitMQ's own pods reach it",
@@ -159,7 +160,7 @@ def write_internal_ca(cloud: Cloud, directory: Path) -> Path | None:
         return None
     data = cloud.objects.get(("Secret", internal_tls.CA_BUNDLE)) or {}
     if not data.get("ca.crt"):
-        why = "the Job internal-ca-bundle wrote no bundle (components/ca_rotation.py)"
+        why = "the Job internal-ca-bundle wrote no bundle (components/infrastructure/ca_rotation.py)"
         raise InternalCaMissingError(f"Secret {internal_tls.CA_BUNDLE} has no ca.crt: {why}")
     volume = SyncedVolume("Secret", internal_tls.CA_BUNDLE, directory / "internal-ca", (("ca.crt", "ca.crt", None),),
                           0o644, None)  # fmt: skip
@@ -176,7 +177,8 @@ def _root_credentials(cloud: Cloud) -> dict[str, str]:
 
 
 def memcached_clients(settings: Settings) -> dict[str, str]:
-    """The labels of the pods memcached's NetworkPolicy admits to its client port (components/isolation.py)."""
+    """The labels of the pods memcached's NetworkPolicy admits to its client port
+    (components/infrastructure/isolation.py)."""
     [rule] = isolation.policies(settings)["memcached"]["ingress"]
     if "from" not in rule:
         return {}  # every source (host-network clients the plugin cannot tell apart): any pod

@@ -32,8 +32,8 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from components.releases import RELEASES
-from components.upgrade_settings import SERIES, kolla_tag
+from components.settings.releases import RELEASES
+from components.settings.upgrade import SERIES, kolla_tag
 
 KOLLA_VENV = "/var/lib/kolla/venv"
 TOOLBOX_VENV = "/opt/ansible"
@@ -154,7 +154,7 @@ def image_release(reference: str, stack_release: str) -> str:
     """The release whose virtualenv a container of this image runs.
 
     A Kolla tag names its release (`2025.2-ubuntu-noble`): an upgrade's checks run the previous
-    release's images (components/settings.py `image(name, release)`). Any other reference (a tag
+    release's images (components/settings/model.py `image(name, release)`). Any other reference (a tag
     of the operator's, a digest) is the stack's own release: `images.tag` and `images.overrides`
     pin the stack's release.
     """
@@ -168,7 +168,7 @@ def image_release(reference: str, stack_release: str) -> str:
     if release in SERIES and tag == kolla_tag(release):
         raise UnknownReleaseError(
             f"image {reference!r} is release {release}'s, which the program does not deploy and the lab has no "
-            f"virtualenv for (components/releases.py: {', '.join(RELEASES)})"
+            f"virtualenv for (components/settings/releases.py: {', '.join(RELEASES)})"
         )
     return stack_release
 

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from components import oslo
+from components.mechanism import oslo
 from tests.lab.cloud.node import run
 
 if TYPE_CHECKING:
-    from components.settings import Settings
+    from components.settings.model import Settings
     from tests.lab.cloud.deploy import Cloud
 
 INTRUDER = "cloud-intruder"

@@ -26,10 +26,10 @@ from typing import TYPE_CHECKING, Any
 
 from cryptography import x509
 
-from components.certificates import PUBLIC_TLS
-from components.gateway_settings import ENVOY_PROXY_LABELS
-from components.oslo import KEYSTONE, public_url
-from components.services import public_routes
+from components.mechanism.certificates import PUBLIC_TLS
+from components.mechanism.oslo import KEYSTONE, public_url
+from components.services.specs import public_routes
+from components.settings.gateway import ENVOY_PROXY_LABELS
 from tests.lab.cloud.backendtls import BackendTlsPolicies
 from tests.lab.cloud.certmanager import CertManager, Issued
 from tests.lab.cloud.gateway import LOAD_BALANCER_ADDRESS, PROXY_NETNS, GatewayProxy

@@ -99,7 +99,7 @@ def prove(
         return {"ok": False, "error": "no dump of the Backup before the upgrade to restore"}
     heads = {release: schema_heads(venvs[release]) for release in (previous, new)}
     databases = sorted(heads[previous])
-    constraint = MARKERS[new]  # the release the program upgrades to (components/upgrade_settings.py)
+    constraint = MARKERS[new]  # the release the program upgrades to (components/settings/upgrade.py)
     work = Path(tempfile.mkdtemp(prefix="rollback-", dir=cloud.cluster.state))
     try:
         scratch = restored_schemas(dump, databases, constraint, work)

@@ -1,5 +1,5 @@
 """A stand-in for Rook's operator, over a real Ceph cluster: what Rook v1.20's controllers do with
-the objects a stack on `ceph.rook` declares (components/rook.py). It is not Rook.
+the objects a stack on `ceph.rook` declares (components/infrastructure/rook.py). It is not Rook.
 
 No Kubernetes runs here, so no operator watches the objects: this does, once and in order, what
 Rook's controllers do for them (read from github:rook/rook at v1.20.6, the chart the settings pin),

@@ -40,9 +40,10 @@ from typing import TYPE_CHECKING, Any
 
 from cryptography.hazmat.primitives import hashes
 
-from components import internal_tls, mariadb_tls
-from components.oslo import KEYSTONE
-from components.services import public_routes
+from components.infrastructure import mariadb_tls
+from components.mechanism import internal_tls
+from components.mechanism.oslo import KEYSTONE
+from components.services.specs import public_routes
 from tests.lab.cloud import endpoint_tls
 from tests.lab.cloud.api_clients import Restart, judge, start_clients, stop_all
 from tests.lab.cloud.ca_rotation import CaRotation, Phase, phases
@@ -50,7 +51,7 @@ from tests.lab.cloud.gateway import PROXY_NETNS
 from tests.lab.cloud.vmsafety import vm_signs
 
 if TYPE_CHECKING:
-    from components.gateway_settings import InternalTls
+    from components.settings.gateway import InternalTls
     from tests.lab.cloud.apiserver import LabApiServer
     from tests.lab.cloud.certmanager import Issued
     from tests.lab.cloud.deploy import Cloud

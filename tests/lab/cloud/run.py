@@ -14,8 +14,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from components import internal_tls
-from components.cinder import volume_pods
+from components.mechanism import internal_tls
+from components.services.cinder import volume_pods
 from tests.lab.cloud import (
     apply_scenario,
     certificate_requests,

@@ -17,9 +17,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from components.cinder import volume_pods
-from components.inifile import parse_ini, render_ini
-from components.settings import Settings
+from components.mechanism.inifile import parse_ini, render_ini
+from components.services.cinder import volume_pods
+from components.settings.model import Settings
 from tools.plan import Plan
 
 # The API tests of each deployed service (tempest/api/<dir>); Placement has none in Tempest.

@@ -16,7 +16,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Protocol
 
-from components import libvirt_tls
+from components.nodes import libvirt_tls
 from tests.lab.cloud.deploy import Cloud, Workload
 from tests.lab.cloud.guest import ALIVE, parse_console
 from tests.lab.cloud.kubelet import PodRuntime

@@ -36,7 +36,7 @@ from tools.runtime import Registration
 STOOD_IN = {"mariadb", "rabbitmq", "memcached"}
 SERVED_DEPLOYMENTS = {"keystone-api"}
 WORKLOAD_KINDS = {"Deployment", "DaemonSet", "StatefulSet"}
-JOB_TIMEOUT = 900  # seconds; the cluster allows 30 minutes (components/kube.py)
+JOB_TIMEOUT = 900  # seconds; the cluster allows 30 minutes (components/mechanism/kube.py)
 TAIL_LINES = 60
 
 

@@ -19,9 +19,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from components import oslo
-from components.bootstrap import RABBITMQ_ADMIN_SECRET
-from components.settings import Settings
+from components.mechanism import oslo
+from components.mechanism.bootstrap import RABBITMQ_ADMIN_SECRET
+from components.settings.model import Settings
 
 LOOPBACK = "127.0.0.1"
 # The Services a Job talks to that run here, and their ports in the cluster.

@@ -16,7 +16,7 @@ import configparser
 from fnmatch import fnmatch
 from pathlib import PurePath
 
-from components.releases import DEFAULT_RELEASE
+from components.settings.releases import DEFAULT_RELEASE
 
 
 def _ns(names: str) -> tuple[str, ...]:

@@ -18,7 +18,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from components.releases import DEFAULT_RELEASE
+from components.settings.releases import DEFAULT_RELEASE
 from tools.release_pins import RELEASES, UV_VERSION, cache_base
 
 # Not pulled in by the services, but needed to run them here: PyMySQL for the
