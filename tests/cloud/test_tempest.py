@@ -167,6 +167,23 @@ def test_multiattach_where_the_default_backend_reports_it_and_volumes_run() -> N
     assert "libvirt" in ironic.features_off["compute-feature-enabled.volume_multiattach"]
 
 
+def test_cinders_optional_features_are_on_where_the_backends_drivers_have_them() -> None:
+    """Tempest leaves manage and extend-attached off unless told; prod's RBD and staging's LVM have them."""
+    prod = parse_ini(_conf(cannot_run={}).text)
+    assert [prod["volume-feature-enabled"][k] for k in ("manage_volume", "manage_snapshot")] == ["true", "true"]
+    assert prod["volume-feature-enabled"]["extend_attached_volume"] == "true"
+    # The RBD driver renames the image's snapshot to snapshot-<id>; LVM's volume is _snapshot-<id>.
+    assert prod["volume"]["manage_snapshot_ref"] == "source-name,snapshot-%s"
+    assert parse_ini(_conf("staging").text)["volume"]["manage_snapshot_ref"] == "source-name,_snapshot-%s"
+    nfs = _conf(cannot_run={}, plan=plan_of("prod", cinder={"backend": "nfs", "nfsShares": ["h:/x"], "backup": "none"}))
+    assert parse_ini(nfs.text)["volume-feature-enabled"]["manage_volume"] == "false"
+    assert "NfsDriver" in nfs.features_off["volume-feature-enabled.manage_snapshot"]
+    old_volume_api = {**FACTS, "microversions": {**FACTS["microversions"], "volume": {"min": "3.0", "max": "3.41"}}}
+    older = _conf(cannot_run={}, facts=old_volume_api)
+    assert parse_ini(older.text)["volume-feature-enabled"]["extend_attached_volume"] == "false"
+    assert "volume 3.41" in older.features_off["volume-feature-enabled.extend_attached_volume"]
+
+
 def test_a_volume_backend_the_lab_cannot_run_is_named() -> None:
     settings = plan_of("staging").settings
     assert volume_backend_runs(NO_LVM, settings) == "no device-mapper here"

@@ -221,6 +221,55 @@ def _multiattach(
     return False
 
 
+# The drivers whose volumes and snapshots an administrator can manage and unmanage (manage_existing,
+# manage_existing_snapshot in cinder/volume/drivers/rbd.py and lvm.py), and the name Tempest finds an
+# unmanaged snapshot by on each: the RBD driver renames the image's snapshot `snapshot-<id>`
+# (cinder's snapshot_name_template), LVM's logical volume is `_snapshot-<id>` (Tempest's default).
+MANAGE_SNAPSHOT_REF = {RBD_DRIVER: "snapshot-%s", "cinder.volume.drivers.lvm.LVMVolumeDriver": "_snapshot-%s"}
+# Extending an attached volume: Cinder's volume API 3.42 and Nova's external event, compute API 2.51
+# (Tempest's [volume-feature-enabled] extend_attached_volume help).
+EXTEND_ATTACHED = {"volume": (3, 42), "compute": (2, 51)}
+
+
+def _at_least(found: Mapping[str, Any], api: str, wanted: tuple[int, int]) -> bool:
+    top = (found.get(api) or {}).get("max")
+    return bool(top) and tuple(int(part) for part in str(top).split(".")) >= wanted
+
+
+def _volume_management(
+    cinder: configparser.ConfigParser, backends: list[str], facts: Mapping[str, Any], nova: bool, off: dict[str, str]
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The optional Cinder features Tempest leaves off unless told (manage_volume, manage_snapshot,
+    extend_attached_volume): on where every backend's driver has them and the APIs announce them."""
+    drivers = {cinder.get(b, "volume_driver", fallback="") for b in backends}
+    features: dict[str, Any] = {}
+    refs: dict[str, Any] = {}
+    manageable = bool(drivers) and drivers <= set(MANAGE_SNAPSHOT_REF)
+    snapshot_names = {MANAGE_SNAPSHOT_REF[driver] for driver in drivers} if manageable else set()
+    features["manage_volume"] = manageable
+    features["manage_snapshot"] = len(snapshot_names) == 1  # one ref for every backend's snapshots
+    if not manageable:
+        why = f"the backends' drivers ({', '.join(sorted(drivers)) or 'none'}) manage no existing volumes here"
+        off["volume-feature-enabled.manage_volume"] = why
+    if features["manage_snapshot"]:
+        refs["manage_snapshot_ref"] = ["source-name", *snapshot_names]
+    else:
+        off["volume-feature-enabled.manage_snapshot"] = (
+            f"the backends' drivers ({', '.join(sorted(drivers)) or 'none'}) name unmanaged snapshots apart"
+            if manageable
+            else off["volume-feature-enabled.manage_volume"]
+        )
+    found = facts.get("microversions", {})
+    extend = nova and all(_at_least(found, api, wanted) for api, wanted in EXTEND_ATTACHED.items())
+    features["extend_attached_volume"] = extend
+    if not extend:
+        off["volume-feature-enabled.extend_attached_volume"] = (
+            "needs Nova, volume API 3.42 and compute API 2.51; announced: "
+            f"volume {(found.get('volume') or {}).get('max')}, compute {(found.get('compute') or {}).get('max')}"
+        )
+    return features, refs
+
+
 def _volumes_run(plan: Plan, cannot_run: Mapping[str, str]) -> bool:
     return plan.settings.services.on("cinder") and not volume_backend_runs(cannot_run, plan.settings)
 
@@ -340,6 +389,9 @@ def _volume(
         features["multi_backend"] = False
         why_not = "; ".join(f"{name}: {why}" for name, why in stopped.items())
         off["volume-feature-enabled.multi_backend"] = f"a backend's cinder-volume does not run here ({why_not})"
+    management, refs = _volume_management(cinder, backends, facts, plan.settings.services.on("nova"), off)
+    features |= management
+    volume |= refs
     why = volume_backend_runs(cannot_run, plan.settings)
     if why:
         # The tests that need a backend are left out of the run (tests/lab/cloud/tempest_limits.py), and counted
