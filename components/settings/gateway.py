@@ -26,12 +26,12 @@ from pydantic import Field, model_validator
 from components.settings.base import Model
 from components.settings.problems import Problem, problem
 from components.settings.value_types import (
-    MIN_ADMISSION_POLICY_MINOR,
     Count,
     DnsLabel,
     DnsSubdomain,
     LabelMap,
     TaggedChartVersion,
+    admission_policy_problems,
 )
 
 if TYPE_CHECKING:
@@ -278,14 +278,13 @@ def problems(settings: Settings) -> Iterator[Problem]:
                 )
         # The nodes' right to ask for their certificates is narrowed by a ValidatingAdmissionPolicy
         # (admissionregistration.k8s.io/v1) to the node its pod's token names (Kubernetes 1.30).
-        if int(settings.kubernetes_version.split(".")[1]) < MIN_ADMISSION_POLICY_MINOR:
-            yield problem(
-                ("kubernetesVersion",),
-                settings.kubernetes_version,
-                "tls.libvirt needs Kubernetes 1.30 or later: a ValidatingAdmissionPolicy narrows each compute "
-                "node's CertificateRequest to its own node, named in its pod's token; set kubernetesVersion to "
-                "the cluster's (1.30 or later), or unset tls.libvirt",
-            )
+        yield from admission_policy_problems(
+            settings.kubernetes_version,
+            "tls.libvirt",
+            "a ValidatingAdmissionPolicy narrows each compute node's CertificateRequest to its own node, named in "
+            "its pod's token",
+            "unset tls.libvirt",
+        )
 
 
 def _rotation_problems(settings: Settings) -> Iterator[Problem]:
@@ -294,11 +293,14 @@ def _rotation_problems(settings: Settings) -> Iterator[Problem]:
     internal, public = settings.tls.internal, settings.tls.public
     if internal is None:
         return
-    if internal.enabled and int(settings.kubernetes_version.split(".")[1]) < MIN_ADMISSION_POLICY_MINOR:
-        yield problem(("kubernetesVersion",), settings.kubernetes_version, "internal TLS needs Kubernetes 1.30 or "
-                      "later: a ValidatingAdmissionPolicy (admissionregistration.k8s.io/v1) narrows the Job "
-                      f"{CA_BUNDLE}'s right to create Secrets to its own; set kubernetesVersion to the cluster's "
-                      "(1.30 or later), or tls.internal plainText: true")  # fmt: skip
+    if internal.enabled:
+        yield from admission_policy_problems(
+            settings.kubernetes_version,
+            "internal TLS",
+            "a ValidatingAdmissionPolicy (admissionregistration.k8s.io/v1) narrows the Job "
+            f"{CA_BUNDLE}'s right to create Secrets to its own",
+            "tls.internal plainText: true",
+        )
     rotation, at = internal.rotation, ("tls", "internal")
     if internal.generation != 1 and not internal.self_signed:
         yield problem((*at, "generation"), internal.generation, "numbers the program's own CAs (selfSigned: true): "

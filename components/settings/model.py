@@ -38,7 +38,6 @@ from components.settings.problems import PROJECT, Problem, SettingsError, proble
 from components.settings.releases import DEFAULT_RELEASE, RELEASES
 from components.settings.value_types import (
     MAX_PORT,
-    MIN_ADMISSION_POLICY_MINOR,
     ByteQuantity,
     ChartVersion,
     Count,
@@ -60,6 +59,7 @@ from components.settings.value_types import (
     S3Endpoint,
     Text,
     VlanRange,
+    admission_policy_problems,
     duration_seconds,
 )
 from components.tables import catalog
@@ -959,14 +959,13 @@ class Settings(Model):
     def _admission_policies(self) -> Iterator[Problem]:
         # nova-compute-maintenance's right to patch nodes is narrowed by a ValidatingAdmissionPolicy
         # (components/nodes/maintenance.py), admissionregistration.k8s.io/v1 from Kubernetes 1.30 on.
-        minor = int(self.kubernetes_version.split(".")[1])
-        if self.maintenance.enabled and self.services.on("nova") and minor < MIN_ADMISSION_POLICY_MINOR:
-            yield problem(
-                ("kubernetesVersion",),
+        if self.maintenance.enabled and self.services.on("nova"):
+            yield from admission_policy_problems(
                 self.kubernetes_version,
-                "nova-compute-maintenance needs Kubernetes 1.30 or later: a ValidatingAdmissionPolicy "
-                "(admissionregistration.k8s.io/v1) narrows its right to patch nodes to its own annotations; "
-                "set kubernetesVersion to the cluster's (1.30 or later), or maintenance.enabled: false",
+                "nova-compute-maintenance",
+                "a ValidatingAdmissionPolicy (admissionregistration.k8s.io/v1) narrows its right to patch nodes to "
+                "its own annotations",
+                "maintenance.enabled: false",
             )
 
     def _node_selector_problems(self) -> Iterator[Problem]:

@@ -10,16 +10,30 @@ the key and the value.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from typing import Annotated
 
 from pydantic import AfterValidator, BeforeValidator
 
 from components.settings import cron
 from components.settings.memory import value_of
+from components.settings.problems import Problem, problem
 
 # Of `kubernetesVersion`: the first minor version where admissionregistration.k8s.io/v1
 # ValidatingAdmissionPolicy is GA (1.30); the settings that narrow a right with one need it.
 MIN_ADMISSION_POLICY_MINOR = 30
+
+
+def admission_policy_problems(kubernetes_version: str, who: str, narrows: str, otherwise: str) -> Iterator[Problem]:
+    """A problem of `kubernetesVersion` where the cluster is older than ValidatingAdmissionPolicy:
+    `who` needs it because `narrows`, and `otherwise` is the setting that does without."""
+    if int(kubernetes_version.split(".")[1]) >= MIN_ADMISSION_POLICY_MINOR:
+        return
+    least = f"1.{MIN_ADMISSION_POLICY_MINOR}"
+    yield problem(("kubernetesVersion",), kubernetes_version, f"{who} needs Kubernetes {least} or later: {narrows}; "
+                  f"set kubernetesVersion to the cluster's ({least} or later), or {otherwise}")  # fmt: skip
+
+
 _UNSAFE = re.compile(r"[\x00-\x1f\x7f'\"`]|\$\(")
 
 
