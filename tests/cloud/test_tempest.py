@@ -13,7 +13,16 @@ import pytest
 from components.mechanism.inifile import parse_ini
 from tests.conftest import plan_of
 from tests.lab.cloud.__main__ import main as cloud_cli
-from tests.lab.cloud.tempest_conf import NO_SSH_GUEST, narrowed, selection, tempest_conf, volume_backend_runs
+from tests.lab.cloud.tempest_conf import (
+    LVM_DRIVER,
+    NO_SSH_GUEST,
+    RBD_DRIVER,
+    _volume_management,
+    narrowed,
+    selection,
+    tempest_conf,
+    volume_backend_runs,
+)
 from tests.lab.cloud.tempest_discover import (
     ALT_IMAGE,
     GUEST_VCPUS,
@@ -182,6 +191,11 @@ def test_cinders_optional_features_are_on_where_the_backends_drivers_have_them()
     older = _conf(cannot_run={}, facts=old_volume_api)
     assert parse_ini(older.text)["volume-feature-enabled"]["extend_attached_volume"] == "false"
     assert "volume 3.41" in older.features_off["volume-feature-enabled.extend_attached_volume"]
+    # RBD beside LVM: both manage volumes, but one snapshot ref cannot name the snapshots of both.
+    off: dict[str, str] = {}
+    mixed, refs = _volume_management({RBD_DRIVER, LVM_DRIVER}, FACTS, True, off)
+    assert (mixed["manage_volume"], mixed["manage_snapshot"], refs) == (True, False, {})
+    assert "name snapshots apart" in off["volume-feature-enabled.manage_snapshot"]
 
 
 def test_a_volume_backend_the_lab_cannot_run_is_named() -> None:

@@ -193,9 +193,10 @@ def _trust(admin: Mapping[str, str]) -> dict[str, Any]:
 
 
 RBD_DRIVER = "cinder.volume.drivers.rbd.RBDDriver"
+LVM_DRIVER = "cinder.volume.drivers.lvm.LVMVolumeDriver"
 # The drivers that report multiattach in their pool stats (cinder/volume/drivers/rbd.py, lvm.py);
 # the NFS driver does not.
-MULTIATTACH_DRIVERS = {RBD_DRIVER, "cinder.volume.drivers.lvm.LVMVolumeDriver"}
+MULTIATTACH_DRIVERS = {RBD_DRIVER, LVM_DRIVER}
 
 
 def _multiattach(
@@ -222,51 +223,48 @@ def _multiattach(
 
 
 # The drivers whose volumes and snapshots an administrator can manage and unmanage (manage_existing,
-# manage_existing_snapshot in cinder/volume/drivers/rbd.py and lvm.py), and the name Tempest finds an
-# unmanaged snapshot by on each: the RBD driver renames the image's snapshot `snapshot-<id>`
-# (cinder's snapshot_name_template), LVM's logical volume is `_snapshot-<id>` (Tempest's default).
-MANAGE_SNAPSHOT_REF = {RBD_DRIVER: "snapshot-%s", "cinder.volume.drivers.lvm.LVMVolumeDriver": "_snapshot-%s"}
+# manage_existing_snapshot in cinder/volume/drivers/rbd.py and lvm.py; the NFS driver has neither), and
+# the name Tempest finds an unmanaged snapshot by on each: the RBD driver's snapshot of the volume's image
+# is `snapshot-<id>` (cinder's snapshot_name_template), LVM's logical volume `_snapshot-<id>` (lvm.py
+# _escape_snapshot; Tempest's default).
+UNMANAGED_SNAPSHOT = {RBD_DRIVER: "snapshot-%s", LVM_DRIVER: "_snapshot-%s"}
 # Extending an attached volume: Cinder's volume API 3.42 and Nova's external event, compute API 2.51
 # (Tempest's [volume-feature-enabled] extend_attached_volume help).
 EXTEND_ATTACHED = {"volume": (3, 42), "compute": (2, 51)}
 
 
-def _at_least(found: Mapping[str, Any], api: str, wanted: tuple[int, int]) -> bool:
+def _announces(found: Mapping[str, Any], api: str, wanted: tuple[int, int]) -> bool:
     top = (found.get(api) or {}).get("max")
     return bool(top) and tuple(int(part) for part in str(top).split(".")) >= wanted
 
 
 def _volume_management(
-    cinder: configparser.ConfigParser, backends: list[str], facts: Mapping[str, Any], nova: bool, off: dict[str, str]
+    drivers: set[str], facts: Mapping[str, Any], nova: bool, off: dict[str, str]
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     """The optional Cinder features Tempest leaves off unless told (manage_volume, manage_snapshot,
-    extend_attached_volume): on where every backend's driver has them and the APIs announce them."""
-    drivers = {cinder.get(b, "volume_driver", fallback="") for b in backends}
-    features: dict[str, Any] = {}
-    refs: dict[str, Any] = {}
-    manageable = bool(drivers) and drivers <= set(MANAGE_SNAPSHOT_REF)
-    snapshot_names = {MANAGE_SNAPSHOT_REF[driver] for driver in drivers} if manageable else set()
-    features["manage_volume"] = manageable
-    features["manage_snapshot"] = len(snapshot_names) == 1  # one ref for every backend's snapshots
-    if not manageable:
-        why = f"the backends' drivers ({', '.join(sorted(drivers)) or 'none'}) manage no existing volumes here"
-        off["volume-feature-enabled.manage_volume"] = why
-    if features["manage_snapshot"]:
-        refs["manage_snapshot_ref"] = ["source-name", *snapshot_names]
-    else:
-        off["volume-feature-enabled.manage_snapshot"] = (
-            f"the backends' drivers ({', '.join(sorted(drivers)) or 'none'}) name unmanaged snapshots apart"
-            if manageable
-            else off["volume-feature-enabled.manage_volume"]
-        )
+    extend_attached_volume), on where every backend's driver has them and the APIs announce them;
+    and the snapshot ref the manage tests use."""
+    names = {UNMANAGED_SNAPSHOT.get(driver) for driver in drivers}
+    manageable = bool(drivers) and None not in names
     found = facts.get("microversions", {})
-    extend = nova and all(_at_least(found, api, wanted) for api, wanted in EXTEND_ATTACHED.items())
-    features["extend_attached_volume"] = extend
-    if not extend:
+    features = {
+        "manage_volume": manageable,
+        "manage_snapshot": manageable and len(names) == 1,  # one ref has to fit every backend's snapshots
+        "extend_attached_volume": nova and all(_announces(found, api, v) for api, v in EXTEND_ATTACHED.items()),
+    }
+    listed = ", ".join(sorted(drivers)) or "none"
+    if not manageable:
+        off["volume-feature-enabled.manage_volume"] = off["volume-feature-enabled.manage_snapshot"] = (
+            f"the backends' drivers ({listed}) cannot manage existing volumes"
+        )
+    elif not features["manage_snapshot"]:
+        off["volume-feature-enabled.manage_snapshot"] = f"the backends' drivers ({listed}) name snapshots apart"
+    if not features["extend_attached_volume"]:
         off["volume-feature-enabled.extend_attached_volume"] = (
             "needs Nova, volume API 3.42 and compute API 2.51; announced: "
             f"volume {(found.get('volume') or {}).get('max')}, compute {(found.get('compute') or {}).get('max')}"
         )
+    refs = {"manage_snapshot_ref": ["source-name", *names]} if features["manage_snapshot"] else {}
     return features, refs
 
 
@@ -389,7 +387,8 @@ def _volume(
         features["multi_backend"] = False
         why_not = "; ".join(f"{name}: {why}" for name, why in stopped.items())
         off["volume-feature-enabled.multi_backend"] = f"a backend's cinder-volume does not run here ({why_not})"
-    management, refs = _volume_management(cinder, backends, facts, plan.settings.services.on("nova"), off)
+    drivers = {cinder.get(b, "volume_driver", fallback="") for b in backends}
+    management, refs = _volume_management(drivers, facts, plan.settings.services.on("nova"), off)
     features |= management
     volume |= refs
     why = volume_backend_runs(cannot_run, plan.settings)
