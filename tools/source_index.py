@@ -17,7 +17,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 SOURCES = "components"
-# The program's own modules; the scripts run in pods and declare nothing of the plan.
+# What pods run, not the program's modules: the scripts declare nothing of the plan.
 SCRIPTS = REPO / SOURCES / "scripts"
 # Calls whose first argument (or `name=`) is the name of the object they declare.
 DECLARERS = {
@@ -118,10 +118,14 @@ def _pattern(fstring: ast.JoinedStr) -> re.Pattern[str] | None:
     return re.compile("".join(parts))
 
 
+def program_modules() -> list[Path]:
+    """The Pulumi program's modules under components/, in every layer; not the scripts pods run."""
+    return sorted(f for f in (REPO / SOURCES).rglob("*.py") if SCRIPTS not in f.parents)
+
+
 @cache
 def _parsed() -> tuple[tuple[str, str, ast.Module], ...]:
-    files = sorted(f for f in (REPO / SOURCES).rglob("*.py") if SCRIPTS not in f.parents)
-    return tuple((str(f.relative_to(REPO)), f.read_text(), ast.parse(f.read_text())) for f in files)
+    return tuple((str(f.relative_to(REPO)), f.read_text(), ast.parse(f.read_text())) for f in program_modules())
 
 
 def _walk(tree: ast.Module) -> tuple[dict[ast.AST, ast.AST], dict[ast.AST, ast.FunctionDef]]:

@@ -87,7 +87,8 @@ class CaPhase:
 
 
 def ca_phase(internal: InternalTls) -> CaPhase:
-    """The CAs of the settings (which gateway_settings.problems has checked); internal TLS must name a CA."""
+    """The CAs of the settings (which components/settings/gateway.py `problems` has checked); internal
+    TLS must name a CA."""
     assert internal.enabled, "plain text has no CA"
     if internal.self_signed:
         new = own_ca(internal.generation)

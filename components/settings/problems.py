@@ -1,7 +1,7 @@
 """A problem of a stack's settings, and the error that lists them all.
 
 Apart from the model (components/settings/model.py) so that the settings' own modules
-(gateway_settings, releases, upgrade_settings) can report problems at module level without
+(gateway.py, releases.py, upgrade.py) can report problems at module level without
 importing the model that imports them.
 """
 

@@ -13,6 +13,8 @@ from typing import Any
 import pytest
 import yaml
 
+from tools.source_index import program_modules
+
 REPO = Path(__file__).resolve().parents[2]
 WORKFLOWS = REPO / ".github" / "workflows"
 STACKS = ["dev", "staging", "prod"]
@@ -216,8 +218,7 @@ def plural(kind: str) -> str:
 
 
 def test_readme_preview_role_reads_every_kind_the_program_declares() -> None:
-    programs = sorted(p for p in (REPO / "components").rglob("*.py") if "scripts" not in p.parts)
-    source = "\n".join(p.read_text() for p in programs)
+    source = "\n".join(p.read_text() for p in program_modules())
     source += (REPO / "__main__.py").read_text()
     kinds = {
         (API_GROUPS.get(group, group), plural(kind))
