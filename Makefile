@@ -6,7 +6,7 @@ VENV := .venv
 STACK ?= dev
 BIN := $(VENV)/bin
 
-.PHONY: plan policy-config bench test test-quick test-cloud test-tempest system-packages openstack-venv image-check lint clean
+.PHONY: plan project-file policy-config bench test test-quick test-cloud test-tempest system-packages openstack-venv image-check lint clean
 
 $(BIN)/.installed: requirements.txt requirements-dev.txt policies/requirements.txt
 	$(PYTHON) -m venv $(VENV)
@@ -16,6 +16,10 @@ $(BIN)/.installed: requirements.txt requirements-dev.txt policies/requirements.t
 
 plan: $(BIN)/.installed
 	$(BIN)/python -m tools.plan --stack $(STACK) --out build/$(STACK)
+
+# Pulumi.yaml from the settings model (tools/project_file.py): every key with its default; commit it.
+project-file: $(BIN)/.installed
+	$(BIN)/python -m tools.project_file --write
 
 # policies/config/<stack>.json of every stack file, from its settings (tools/policy_config.py); commit them.
 policy-config: $(BIN)/.installed

@@ -20,7 +20,8 @@ INTERNAL_ISSUER: dict[str, Any] = {"issuer": {"kind": "ClusterIssuer", "name": "
 
 # (settings, the key the error must name, a fragment of what it must say is allowed)
 REFUSED: list[tuple[dict[str, Any], str, str]] = [
-    ({"gateway": {}, "tls": SELF_SIGNED}, "openstack:gateway", "exactly one of them"),
+    # `gateway: {}` is unset (Pulumi.yaml's default): a gateway of only proxies names no Gateway.
+    ({"gateway": {"proxies": {"namespace": "gw"}}, "tls": SELF_SIGNED}, "openstack:gateway", "exactly one of them"),
     ({"gateway": {**CREATED, **EXISTING}, "tls": SELF_SIGNED}, "openstack:gateway", "existing ({name, namespace"),
     (
         {"gateway": {**EXISTING, "envoyGateway": {"install": True}}, "tls": SELF_SIGNED},

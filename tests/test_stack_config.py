@@ -124,7 +124,7 @@ def test_the_plan_reads_a_stack_file_from_elsewhere(tmp_path: Path, capsys: pyte
 
 
 def test_project_file_types_exactly_the_scalar_settings() -> None:
-    """The CLI checks a typed key's value; objects have no type in Pulumi's project schema."""
+    """The CLI checks a typed key's value against its type; objects stay untyped (tools/project_file.py)."""
     declared = yaml.safe_load((REPO / "Pulumi.yaml").read_text())["config"]
     for name, info in Settings.model_fields.items():
         key = info.alias or name
@@ -132,6 +132,7 @@ def test_project_file_types_exactly_the_scalar_settings() -> None:
         # An object unset by default (ceph, gateway) dumps as null: its annotation says what it is when given.
         structured = json.dumps(default).startswith(("{", "[")) or (default is None and is_structured(key))
         assert ("type" in declared[key]) is not structured, key
+        assert structured is (declared[key]["default"] == {}), key
 
 
 def test_stacks_read_as_the_cli_reads_them() -> None:

@@ -67,7 +67,6 @@ def test_other_jumps_are_refused_naming_the_key_and_what_is_allowed(source: str)
     ("value", "key", "says"),
     [
         ("2025.2", "openstack:upgrade", "an object whose `from` names the release the cloud runs"),
-        ({}, "openstack:upgrade", "needs `from`, the release the cloud runs"),
         ({"form": "2025.2"}, "openstack:upgrade", "needs `from`"),
         ({"from": 2025.2}, "openstack:upgrade.from", "a release in quotes, e.g. '2025.2'"),
         ({"from": None}, "openstack:upgrade.from", "the release the cloud runs, in quotes"),

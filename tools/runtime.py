@@ -231,7 +231,50 @@ def stack_config(stack: str, path: Path | None = None) -> dict[str, str]:
     if not path.exists():
         known = ", ".join(sorted(p.name.split(".")[1] for p in stack_file(stack).parent.glob("Pulumi.*.yaml")))
         raise FileNotFoundError(f"no stack {stack!r}: {path} does not exist (stacks: {known})")
-    return read_stack_file(path)
+    return with_project_defaults(stack, read_stack_file(path))
+
+
+PROJECT_FILE = REPO / "Pulumi.yaml"
+
+
+def with_project_defaults(stack: str, config: Mapping[str, str], project_file: Path = PROJECT_FILE) -> dict[str, str]:
+    """The stack's config merged with Pulumi.yaml's declarations, as the CLI merges them before the
+    program runs (pulumi pkg/workspace/config.go, mergeConfig): a project key the stack leaves out
+    takes the declaration's `default` or `value`, a scalar as Go's `%v` prints it and anything else
+    as JSON; a key with neither is missing, and the CLI refuses the stack naming every such key."""
+    declared = yaml.safe_load(project_file.read_text()).get("config") or {}
+    merged = dict(config)
+    missing = []
+    for name, declaration in sorted(declared.items()):
+        key = name if ":" in name else f"{PROJECT}:{name}"
+        if key in merged:
+            continue
+        # The CLI's shorthand `key: value` declares a default (RewriteShorthandConfigValues).
+        entry = declaration if isinstance(declaration, dict) else {"default": declaration}
+        value = entry.get("default", entry.get("value"))
+        if value is None:
+            missing.append(name)
+        else:
+            merged[key] = _as_engine_config({key: value})[key]
+    if missing:
+        values = "value" if len(missing) == 1 else "values"
+        raise SettingsError(
+            [
+                Problem(
+                    str(project_file),
+                    None,
+                    f"Stack '{stack}' is missing configuration {values} {_listed(missing)}",
+                    shown=False,
+                )
+            ]
+        )
+    return merged
+
+
+def _listed(keys: list[str]) -> str:
+    """The CLI's list of missing keys: 'a', 'b' and 'c' (formatMissingKeys)."""
+    quoted = [f"'{key}'" for key in sorted(keys)]
+    return quoted[0] if len(quoted) == 1 else f"{', '.join(quoted[:-1])} and {quoted[-1]}"
 
 
 def read_stack_file(path: Path) -> dict[str, str]:

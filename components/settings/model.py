@@ -81,6 +81,13 @@ def _topology(value: object) -> Topology:
         raise ValueError(f"{error}; allowed: {Topology.allowed()}") from None
 
 
+def _unset_when_empty(value: object) -> object:
+    """`{}` is an optional section left unset. Pulumi.yaml gives every object key the default `{}`:
+    the CLI refuses a stack that lacks a key declared without one (pulumi pkg/workspace/config.go,
+    mergeConfig) and hands the program that default as JSON text."""
+    return None if isinstance(value, Mapping) and not value else value
+
+
 class Images(Model):
     registry: ImageRegistry = "quay.io/openstack.kolla"
     tag: ImageTag | None = Field(None, description="defaults to the release's Kolla tag")
@@ -746,38 +753,194 @@ class Housekeeping(Model):
 
 
 class Settings(Model):
-    namespace: DnsLabel = "openstack"
-    kubernetes_version: Text = "1.31"
-    hypervisor_isolation: Annotated[Topology, BeforeValidator(_topology)] = Topology.POD_PER_SERVICE
-    release: Text = DEFAULT_RELEASE
-    images: Images = Images()
-    region: Annotated[Text, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")] = "RegionOne"
-    endpoints: Endpoints = Endpoints()
-    gateway: Gateway | None = Field(None, description="where the public hosts are routed; None: routed by no one here")
-    tls: Tls = Tls()
-    replicas: dict[Text, Annotated[Count, Field(ge=1, le=50)]] = Field(default_factory=dict)
-    resources: dict[Text, Resources] = Field(default_factory=dict)
-    storage: Storage = Storage()
-    node_selectors: NodeSelectors = NodeSelectors()
-    services: Services = Services()
-    ha: bool = False
-    operators: Operators = Operators()
-    compute: Compute = Compute()
-    glance: Glance = Glance()
-    cinder: Cinder = Cinder()
-    ceph: Ceph | None = Field(None, description="the Ceph cluster of the rbd backends (components/settings/ceph.py)")
-    neutron: Neutron = Neutron()
-    network_policies: NetworkPolicies = NetworkPolicies()
-    maintenance: Maintenance = Maintenance()
-    key_rotation: KeyRotation = KeyRotation()
-    backup: Backup = Backup()
-    housekeeping: Housekeeping = Housekeeping()
-    upgrade: upgrade_settings.Upgrade | None = Field(
-        None, description="the release this `pulumi up` upgrades from (components/settings/upgrade.py)"
+    """The stack file's `openstack:` keys. Each field's description is its entry in Pulumi.yaml and the
+    settings reference (tools/project_file.py writes both from here)."""
+
+    namespace: DnsLabel = Field("openstack", description="Kubernetes namespace for every object of the cloud.")
+    kubernetes_version: Text = Field(
+        "1.31", description=("Kubernetes minor version the manifests are validated against (1.25-1.37).")
+    )
+    hypervisor_isolation: Annotated[Topology, BeforeValidator(_topology)] = Field(
+        Topology.POD_PER_SERVICE,
+        description=(
+            "Compute-node topology: all-in-one (1), baremetal-hypervisor-shared-pod (2), baremetal-"
+            "hypervisor (3), pod-per-service (4), pod-per-service-host-pid (5)."
+        ),
+    )
+    release: Text = Field(DEFAULT_RELEASE, description="OpenStack release the configs are rendered for.")
+    images: Images = Field(
+        Images(),
+        description=(
+            "Object: registry (default quay.io/openstack.kolla), tag (default: the release's Kolla "
+            "tag), overrides (image name -> pinned reference)."
+        ),
+    )
+    region: Annotated[Text, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")] = Field(
+        "RegionOne", description="Keystone region of every endpoint."
+    )
+    endpoints: Endpoints = Field(
+        Endpoints(),
+        description=(
+            "Object: scheme (https), domain (cloud.example.com), hosts (service -> public host), "
+            "clusterDomain (cluster.local)."
+        ),
+    )
+    gateway: Annotated[Gateway | None, BeforeValidator(_unset_when_empty)] = Field(
+        None,
+        description=(
+            "Object (unset: no routes): existing (name, namespace, sectionName: a Gateway of the "
+            "cluster the routes attach to) or className (a GatewayClass: the program creates a Gateway "
+            "with an HTTPS listener on 443); envoyGateway (install false, chartVersion v1.9.0: Envoy "
+            "Gateway's chart for className); proxies (namespace envoy-gateway-system, labels: where the"
+            " gateway's pods run, for the NetworkPolicies)."
+        ),
+    )
+    tls: Tls = Field(
+        Tls(),
+        description=(
+            "Object: public (with gateway: issuer (kind Issuer or ClusterIssuer, name) or selfSigned "
+            "true: who issues the certificate of the public hosts); internal (with gateway: issuer, "
+            "selfSigned true, or plainText true: the CA of the certificates the APIs, RabbitMQ, MariaDB"
+            " and memcached serve inside the cluster, apart from the public one); libvirt (a third CA, "
+            "refused until libvirt's TLS is built)."
+        ),
+    )
+    replicas: dict[Text, Annotated[Count, Field(ge=1, le=50)]] = Field(
+        default_factory=dict, description=("Object: workload name -> replicas (default 1; at least 3 under ha).")
+    )
+    resources: dict[Text, Resources] = Field(
+        default_factory=dict,
+        description=("Object: workload name (or 'default') -> requestsCpu, requestsMemory, limitsCpu, limitsMemory."),
+    )
+    storage: Storage = Field(
+        Storage(),
+        description=(
+            "Object: classes (database, queue, images, backups -> a storage class each; unset: "
+            "storageClass), storageClass (the class of every use classes does not name; unset: the "
+            "cluster default), mariadbSize, rabbitmqSize, glanceSize."
+        ),
+    )
+    node_selectors: NodeSelectors = Field(
+        NodeSelectors(), description=("Object: controlPlane, network, compute, storage -> node labels.")
+    )
+    services: Services = Field(
+        Services(),
+        description=(
+            "Object: glance, placement, nova, neutron, cinder, horizon -> enabled (all true by default;"
+            " keystone is always on)."
+        ),
+    )
+    ha: bool = Field(
+        False,
+        description=("At least 3 replicas per API, PodDisruptionBudgets, anti-affinity, Galera and a 3-node RabbitMQ."),
+    )
+    operators: Operators = Field(
+        Operators(),
+        description=(
+            "Object: mariadb, mariadbCrds -> install (true), chartVersion (pinned Helm chart), "
+            "mariadb.namespace (with install false: where the cluster's operator runs, mariadb-"
+            "operator); rabbitmq -> install (true), version (pinned release manifest, v2.21.1), "
+            "namespace (rabbitmq-system), watchNamespaces (with install true: the other stacks' "
+            "namespaces it serves); rook -> install (false: the cluster's own operator), chartVersion "
+            "(v1.20.6), namespace (rook-ceph)."
+        ),
+    )
+    compute: Compute = Field(
+        Compute(),
+        description=(
+            "Object: nodeGroups (list of name, nodeSelector, virtType, cpuMode, cpuModels, "
+            "reservedHostMemoryMb, reservedHostCpus, bridgeInterfaces, ephemeralStorage), vmSafe, "
+            "agentsMaxUnavailable (1: nodes, or a percentage of a group's, whose nova-compute and OVS "
+            "agent pods a rolling update replaces at once), ephemeralStorage (local, or rbd: VM disks "
+            "in ceph.pools.vms)."
+        ),
+    )
+    glance: Glance = Field(
+        Glance(), description=("Object: backend (file on a PersistentVolumeClaim, cinder, or rbd: ceph.pools.images).")
+    )
+    cinder: Cinder = Field(
+        Cinder(),
+        description=(
+            "Object: backend (lvm on a loop file per storage node, nfs, or rbd: ceph.pools.volumes) or "
+            "backends (a list of them, each its own volume type, the first the default), backup (none, "
+            "or ceph: cinder-backup to ceph.pools.backups), lvmSize, nfsShares."
+        ),
+    )
+    ceph: Annotated[Ceph | None, BeforeValidator(_unset_when_empty)] = Field(
+        None,
+        description=(
+            "Object (unset: no Ceph): external (fsid, monitors), pools (images, volumes, vms, backups),"
+            " clients (glance, cinder, cinderBackup, nova -> user, keyringSecret: a Secret whose key "
+            "keyring holds the client's keyring, libvirtSecretUuid); or rook (cluster: name and "
+            "namespace (rook-ceph) of the CephCluster Rook runs, replicas 3, failureDomain host: the "
+            "program declares the pools and clients there and copies their keys)."
+        ),
+    )
+    neutron: Neutron = Field(
+        Neutron(),
+        description=(
+            "Object: bridgeMappings (physnet -> bridge), bridgeInterfaces (bridge -> node NIC), "
+            "datapathType (system or netdev), tenantNetworkType (vxlan or vlan), vlanRanges, "
+            "vxlanUdpPort (4792: not a network plugin's tunnel port), networkNodeCount (1, 3 under ha: "
+            "HA routers and DHCP on 2 agents under ha)."
+        ),
+    )
+    network_policies: NetworkPolicies = Field(
+        NetworkPolicies(),
+        description=(
+            "Object: enabled (true: NetworkPolicies for MariaDB, RabbitMQ, memcached: client ports that"
+            " host-network pods use open to every source, the rest for the cloud's pods, peers and "
+            "operators only), nodeCidrs (where the network plugin shows host-network traffic from; set,"
+            " those client ports admit the cloud's pods and these only)."
+        ),
+    )
+    maintenance: Maintenance = Field(
+        Maintenance(),
+        description=(
+            "Object: enabled (true: nova-compute-maintenance disables a cordoned compute node's service"
+            " in Nova and, on openstack.org/maintenance=requested, live-migrates its VMs away and "
+            "restarts its hypervisor and OVS pods; only with services.nova)."
+        ),
+    )
+    key_rotation: KeyRotation = Field(
+        KeyRotation(),
+        description=(
+            "Object: enabled (true), fernetSchedule (0 */12 * * *; sizes [fernet_tokens] "
+            "max_active_keys), credentialSchedule (0 0 1 * *): the keystone-fernet-rotate and keystone-"
+            "credential-rotate CronJobs, in UTC."
+        ),
+    )
+    backup: Backup = Field(
+        Backup(),
+        description=(
+            "Object: enabled (true), schedule (0 2 * * *, UTC), maxRetention (168h), storage (pvc: size"
+            " 20Gi, storageClass; or s3: bucket, endpoint, region, prefix, credentials, tls): mariadb-"
+            "operator's Backup mariadb-backup of every database."
+        ),
+    )
+    housekeeping: Housekeeping = Field(
+        Housekeeping(),
+        description=(
+            "Object: enabled (true); novaArchiveDeletedRows, cinderDbPurge, glanceDbPurge -> schedule "
+            "(UTC), ageInDays (30): CronJobs that remove soft-deleted rows."
+        ),
+    )
+    upgrade: Annotated[upgrade_settings.Upgrade | None, BeforeValidator(_unset_when_empty)] = Field(
+        None,
+        description=(
+            "Object (unset: no upgrade): from, the release the cloud runs now (2025.2, or 2025.1 for "
+            "the skip-level upgrade to 2026.1): the preflight checks, the backup before the first "
+            "migration, expand, the control plane service by service, contract, online migrations, "
+            "compute nodes last. Set for the pulumi up that changes release; remove it afterwards."
+        ),
     )
     policy_enforcement: dict[Text, Text] = Field(
         default_factory=dict,
-        description="policy of the pack → its enforcement level in the stack's policy config (tools/policy_config.py)",
+        description=(
+            "Object: policy of the pack (policies/README.md) -> advisory, mandatory, remediate or "
+            "disabled, written into the stack's generated policies/config/<stack>.json (every policy "
+            "mandatory by default, third-party-chart-hygiene advisory)."
+        ),
     )
 
     def problems(self, more_checks: Sequence[SettingsCheck] = ()) -> Iterator[Problem]:

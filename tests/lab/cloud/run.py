@@ -67,9 +67,10 @@ RBAC_KINDS = ("ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding")
 def ceph_override(config: dict[str, str]) -> dict[str, Any]:
     """A stack with a Ceph cluster meets the lab's stand-in (tests/lab/cloud/ceph.py) at its address: its
     monitors are the one machine difference, as the virt type is; fsid, pools and clients stay."""
-    if "openstack:ceph" not in config:
+    ceph = json.loads(config.get("openstack:ceph") or "{}")
+    if not ceph:  # unset, or Pulumi.yaml's default {} that the CLI hands over for it
         return {}
-    return {"ceph": monitors_override(json.loads(config["openstack:ceph"]))}
+    return {"ceph": monitors_override(ceph)}
 
 
 def machine_overrides(stack: str, virt_type: str, stack_path: Path | None = None) -> dict[str, Any]:
