@@ -97,11 +97,17 @@ RELEASES: dict[str, ReleasePins] = {"2025.2": FLAMINGO, "2026.1": GAZPACHO}
 # uv honours a per-package exception to the date cutoff, which pip cannot express.
 UV_VERSION = "0.13.9"
 
-# The checkout (this file is tools/release_pins.py): its .cache holds the venvs unless
-# OPENSTACK_VENV_CACHE says otherwise.
+# The checkout (this file is tools/release_pins.py).
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
 
 def cache_base() -> Path:
-    """The cache of the OpenStack venvs, uv's downloads and the image contents."""
-    return Path(os.environ.get("OPENSTACK_VENV_CACHE") or REPO_ROOT / ".cache")
+    """The cache of the OpenStack venvs, uv's downloads, the image contents and the lab's guest.
+
+    Outside the checkout, so that every clone of the machine (CI's among them) reuses what one built:
+    each entry is keyed by what decides it (a venv by its recipe's hash, a download by its address).
+    OPENSTACK_VENV_CACHE moves it; by default `$XDG_CACHE_HOME/openstack-on-k8s` (~/.cache).
+    """
+    if os.environ.get("OPENSTACK_VENV_CACHE"):
+        return Path(os.environ["OPENSTACK_VENV_CACHE"])
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "openstack-on-k8s"

@@ -33,9 +33,9 @@ from tests.lab.cloud.guest import (
     parse_console,
 )
 from tests.lab.realenv.servers import HOST, free_port
+from tools.release_pins import cache_base
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
-GUEST_CACHE = REPO_ROOT / ".cache" / "guest"
+GUEST_CACHE = cache_base() / "guest"
 
 SERVED_INSTANCE_ID = "i-0000002a"
 SERVED_UUID = "6f1c3a52-0d4e-4b8a-9c57-2f3e8d1a4b60"

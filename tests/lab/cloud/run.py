@@ -45,6 +45,7 @@ from tests.lab.cloud.userpod import UserPod
 from tests.lab.cloud.vmsafety import libvirt_listener, restart_libvirt
 from tests.lab.realenv.openstack_venv import ensure_venv
 from tools.plan import Plan, build_plan
+from tools.release_pins import cache_base
 from tools.runtime import REPO, stack_config, stack_file
 
 # The stacks the test starts: their stack files, changed only where this machine differs
@@ -512,7 +513,7 @@ def run(
 
     since = time.monotonic()
     venv = ensure_venv()  # the stack file's release: the user's and the clients' tools
-    guest = build_guest(REPO / ".cache" / "guest")
+    guest = build_guest(cache_base() / "guest")
     virt = virt_type(guest, log)
 
     def plan_of(path: Path) -> Plan:
