@@ -4,7 +4,9 @@ import pulumi
 from pulumi.runtime.config import CONFIG, get_config_env, get_config_secret_keys_env, is_config_secret
 
 from components.cloud.build import build
+from components.cloud.outputs import export_outputs
 from components.cloud.stack_config import settings_from_config
+from components.infrastructure.credentials import Credentials
 from components.settings.model import SettingsError
 
 # Every key of the stack, as the engine hands them over: text, objects as JSON text.
@@ -16,7 +18,6 @@ except SettingsError as error:
     # Raised before any resource is declared: nothing is half-deployed.
     raise pulumi.RunError(str(error)) from None
 
-build(settings)
-pulumi.export("namespace", settings.namespace)
-pulumi.export("hypervisorIsolation", settings.hypervisor_isolation.value)
-pulumi.export("region", settings.region)
+credentials = Credentials("credentials")
+build(settings, credentials)
+export_outputs(settings, credentials, cloud=pulumi.get_stack())

@@ -21,8 +21,8 @@ import pulumi
 import yaml
 from google.protobuf import json_format
 from pulumi.runtime import mocks
-from pulumi.runtime.settings import set_root_resource
-from pulumi.runtime.stack import run_pulumi_func
+from pulumi.runtime.settings import get_root_resource, set_root_resource
+from pulumi.runtime.stack import massage, run_pulumi_func
 from pulumi.runtime.sync_await import _sync_await
 
 from components.settings.model import PROJECT, Problem, SettingsError
@@ -183,6 +183,16 @@ class RecordingMonitor(mocks.MockMonitor):
         self._seen = _SeeingTransforms(mock)
         super().__init__(self._seen)
         self.registrations: list[Registration] = []
+        # The stack's outputs (`pulumi.export`), as `pulumi stack output` shows them: a secret as [secret].
+        self.outputs: dict[str, Any] = {}
+        self.revealed_outputs: dict[str, Any] = {}
+
+    def RegisterResourceOutputs(self, request: Any) -> Any:  # noqa: N802 (gRPC method name)
+        if request.urn.split("::")[-2].endswith("pulumi:pulumi:Stack"):
+            raw = json_format.MessageToDict(request.outputs, preserving_proto_field_name=True)
+            self.outputs = _unwrap(raw, reveal=False)
+            self.revealed_outputs = _unwrap(raw, reveal=True)
+        return super().RegisterResourceOutputs(request)
 
     def RegisterResource(self, request: Any) -> Any:  # noqa: N802 (gRPC method name)
         self._seen.last = []
@@ -358,6 +368,11 @@ def run_program(
 
     def program() -> None:
         runpy.run_path(str(REPO / "__main__.py"), run_name="__main__")
+        # The engine's entry point registers the stack's outputs after the program (run_in_stack);
+        # the mocks' Stack registered its none when it was made, before the program exported any.
+        stack = get_root_resource()
+        if isinstance(stack, pulumi.ComponentResource):
+            stack.register_outputs(massage(getattr(stack, "outputs", {}), []))
 
     _sync_await(run_pulumi_func(program))
     return monitor.registrations

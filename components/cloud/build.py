@@ -48,10 +48,18 @@ def _upgrade_backup(
     return ctx.graph.add(name, mariadb_backup.backup_before_upgrade(name, settings, waits, opts))
 
 
-def build(settings: Settings) -> CloudGraph:
-    """Create every resource of the stack's graph, each after what it needs; returns the graph."""
+def build(settings: Settings, credentials: Credentials) -> CloudGraph:
+    """Create every resource of the stack's graph, each after what it needs; returns the graph.
+
+    `credentials` makes every generated secret; the caller keeps it for the stack's outputs."""
     graph = cloud_graph(settings)
-    namespace = k8s.core.v1.Namespace(
+    # A patch, not a Namespace of the stack's own: the namespace may exist before the first
+    # `pulumi up` (the user puts Ceph keyrings and S3 keys there first), which a Namespace's create
+    # refuses (AlreadyExists: pulumi-kubernetes creates client-side unless upsertExistingObjects);
+    # and `pulumi destroy` must not delete it, which would take the database volumes and the
+    # backup claim the program keeps (retainOnDelete) with it. A patch creates the namespace
+    # where there is none (server-side apply) and on delete gives up its labels only.
+    namespace = k8s.core.v1.NamespacePatch(
         "namespace",
         metadata={
             "name": settings.namespace,
@@ -66,7 +74,7 @@ def build(settings: Settings) -> CloudGraph:
     )
     in_namespace = pulumi.ResourceOptions(depends_on=[namespace])
     services: dict[str, OpenStackService] = {}
-    ctx = BuildContext(settings, Credentials("credentials"), DeployGraph(), services)
+    ctx = BuildContext(settings, credentials, DeployGraph(), services)
     services |= {spec.name: OpenStackService(spec, ctx, in_namespace) for spec in graph.specs}
     infrastructure = _infrastructure_builders(settings, graph)
     for node in graph.order():

@@ -220,8 +220,9 @@ def plural(kind: str) -> str:
 def test_readme_preview_role_reads_every_kind_the_program_declares() -> None:
     source = "\n".join(p.read_text() for p in program_modules())
     source += (REPO / "__main__.py").read_text()
+    # A patch type (NamespacePatch) acts on its kind's objects.
     kinds = {
-        (API_GROUPS.get(group, group), plural(kind))
+        (API_GROUPS.get(group, group), plural(kind.removesuffix("Patch")))
         for group, kind in re.findall(r"\bk8s\.([a-z]+)\.v[0-9a-z]+\.([A-Z][A-Za-z]+)\b", source)
     }
     kinds |= {(group, "*") for group in re.findall(r'api_version="([a-z0-9.-]+)/v[0-9a-z]+"', source)}
