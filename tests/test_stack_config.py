@@ -52,15 +52,56 @@ def test_misread_stacks_name_the_key_and_what_is_allowed(
 
 
 # (a line of the dev stack file, setting, the value the program must see): scalars arrive as the
-# CLI passes them, as their text, and the model decides what they mean.
+# CLI passes them, as text, and the model decides what they mean.
 AS_WRITTEN: list[tuple[str, str, str]] = [
     ('openstack:region: "2024"', "region", "2024"),
     ("openstack:region: 2024", "region", "2024"),
     ('openstack:region: "true"', "region", "true"),
     ('openstack:region: "007"', "region", "007"),
-    # Unquoted, YAML would make it the number 1.3; the CLI passes the text as written.
-    ("openstack:kubernetesVersion: 1.30", "kubernetesVersion", "1.30"),
+    ('openstack:kubernetesVersion: "1.30"', "kubernetesVersion", "1.30"),
 ]
+
+# Plain scalars as pulumi 3.274.1 hands them to a program, read off `pulumi config --json` of a stack
+# file with these lines (the CLI built from its Go module: tests/engine/build_go_tools.sh): go-yaml v3
+# decodes them into numbers, bools, times and null first. So an unquoted `1.30` is '1.3'.
+SEEN_FROM_THE_CLI: dict[str, str] = {
+    "1.30": "1.3", "True": "true", "0x10": "16", "1e3": "1000", "null": "", "~": "", "yes": "yes",
+    "2001-12-14": "2001-12-14 00:00:00 +0000 UTC", "2001-1-2": "2001-01-02 00:00:00 +0000 UTC",
+    "010": "8", "08": "8", "1_000": "1000", "-0b101": "-5", "0o17": "15", "+5": "5", ".5": "0.5",
+    "1e21": "1e+21", "1e-7": "1e-7", "0.000001": "0.000001", "3.0": "3", "12:30": "12:30",
+}  # fmt: skip
+
+
+def test_plain_scalars_reach_the_program_as_the_cli_passes_them(tmp_path: Path) -> None:
+    path = tmp_path / "Pulumi.s.yaml"
+    lines = [f"  openstack:k{i}: {written}" for i, written in enumerate(SEEN_FROM_THE_CLI)]
+    path.write_text("config:\n" + "\n".join(lines) + "\n")
+    wire = runtime.read_stack_file(path)
+    assert [wire[f"openstack:k{i}"] for i in range(len(SEEN_FROM_THE_CLI))] == list(SEEN_FROM_THE_CLI.values())
+
+
+@pytest.mark.parametrize("word", ["yes", "on", "1", "y"])
+def test_a_boolean_setting_of_another_word_is_refused_as_the_cli_refuses_it(
+    word: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+) -> None:
+    """The CLI checks a value against Pulumi.yaml's type: `ha: yes` is the text "yes", no boolean
+    ("Stack 'dev' with configuration key 'ha' must be of type 'boolean'", pulumi 3.274.1)."""
+    assert _plan_file(_dev_with(f"openstack:ha: {word}"), tmp_path, monkeypatch) == 2
+    assert "Stack 'dev' with configuration key 'ha' must be of type 'boolean'" in capsys.readouterr().err
+
+
+def test_a_merge_key_under_config_is_merged_as_the_cli_merges_it(tmp_path: Path) -> None:
+    path = tmp_path / "Pulumi.s.yaml"
+    path.write_text(
+        "base: &base {openstack:region: RegionTwo, openstack:ha: true}\n"
+        "more: &more {openstack:region: RegionThree, openstack:namespace: cloud}\n"
+        "config:\n  <<: [*base, *more]\n  openstack:ha: false\n"
+    )
+    wire = runtime.read_stack_file(path)
+    # go-yaml: the first listed map wins over later ones, the keys written here over both.
+    assert wire == {"openstack:region": "RegionTwo", "openstack:ha": "false", "openstack:namespace": "cloud"}
+
+
 DEV = (REPO / "stacks" / "Pulumi.dev.yaml").read_text()
 
 

@@ -8,8 +8,10 @@ tests both use this, so what the plan shows is what the tests check.
 from __future__ import annotations
 
 import base64
+import decimal
 import hashlib
 import json
+import re
 import runpy
 import threading
 from collections.abc import Mapping
@@ -257,10 +259,13 @@ def with_project_defaults(stack: str, config: Mapping[str, str], project_file: P
     missing = []
     for name, declaration in sorted(declared.items()):
         key = name if ":" in name else f"{PROJECT}:{name}"
-        if key in merged:
-            continue
         # The CLI's shorthand `key: value` declares a default (RewriteShorthandConfigValues).
         entry = declaration if isinstance(declaration, dict) else {"default": declaration}
+        if key in merged:
+            if not _of_declared_type(merged[key], entry.get("type")):
+                problem = f"Stack '{stack}' with configuration key '{name}' must be of type '{entry['type']}'"
+                raise SettingsError([Problem(key, merged[key], problem)])
+            continue
         value = entry.get("default", entry.get("value"))
         if value is None:
             missing.append(name)
@@ -279,6 +284,16 @@ def with_project_defaults(stack: str, config: Mapping[str, str], project_file: P
             ]
         )
     return merged
+
+
+def _of_declared_type(text: str, declared: str | None) -> bool:
+    """The CLI's check of a stack's scalar against the project's type (workspace.ValidateConfigValue):
+    a boolean is the text true or false (`yes` is text to go-yaml v3), an integer parses as one."""
+    if declared == "boolean":
+        return text in ("true", "false")
+    if declared == "integer":
+        return re.fullmatch(r"[-+]?[0-9]+", text) is not None
+    return True
 
 
 def _listed(keys: list[str]) -> str:
@@ -324,13 +339,70 @@ def read_stack_file(path: Path) -> dict[str, str]:
         return {}
     if not isinstance(config, yaml.MappingNode):
         raise wrong("'config:' is a mapping of '<namespace>:<name>' keys to values", _construct(config))
+    # `<<: *base` under config: merged as the CLI's go-yaml merges it, the keys written here winning.
+    PulumiCliLoader("").flatten_mapping(config)
     wire = {}
     for key, value in config.value:
         if isinstance(value, yaml.ScalarNode):
-            wire[key.value] = "" if value.tag.endswith(":null") else value.value
+            wire[key.value] = _cli_text(value)
         else:
             wire[key.value] = json.dumps(_construct(value), default=str)
     return wire
+
+
+# What go-yaml v3 (resolve.go) tries a plain scalar as, after dates, once `_` are dropped: an integer
+# by strconv.ParseInt(s, 0, 64) (0x, 0o, 0b, and a leading 0 for octal), else a float of this form.
+_GO_FLOAT = re.compile(r"^[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)(?:[eE][-+]?[0-9]+)?$")
+_GO_DATE = re.compile(r"^([0-9]{4})-([0-9]{1,2})-([0-9]{1,2})$")
+_INT_BASES = {"0x": 16, "0X": 16, "0o": 8, "0O": 8, "0b": 2, "0B": 2}
+
+
+def _go_int(plain: str) -> int | None:
+    """strconv.ParseInt(plain, 0, 64), or ParseUint's larger range; None where both fail."""
+    sign, body = (-1, plain[1:]) if plain[:1] == "-" else (1, plain[1:] if plain[:1] == "+" else plain)
+    base = _INT_BASES.get(body[:2], 8 if len(body) > 1 and body.startswith("0") else 10)
+    digits = body[2:] if body[:2] in _INT_BASES else body
+    try:
+        value = sign * int(digits, base) if digits and digits.isalnum() else None
+    except ValueError:
+        return None
+    return value if value is not None and -(2**63) <= value < 2**64 else None
+
+
+def _cli_text(node: yaml.ScalarNode) -> str:
+    """A scalar as the CLI hands it to the program: go-yaml v3 decodes a plain one into a bool, a
+    number, a date or null, and config.Value turns that into text (sdk resource/config object.go,
+    MarshalString: JSON for bools and numbers, time.Time's String() for a date), so `1.30` arrives
+    as '1.3', `True` as 'true', `0x10` as '16', `1e3` as '1000'. A quoted scalar is its text.
+    Checked against pulumi 3.274.1's `pulumi config --json` (tests/test_stack_config.py)."""
+    text = node.value
+    if node.style is not None:
+        return text
+    if node.tag.endswith(":null"):
+        return ""
+    if node.tag.endswith(":bool"):
+        return "true" if _construct(node) else "false"
+    date = _GO_DATE.match(text)
+    if date:
+        year, month, day = map(int, date.groups())
+        return f"{year:04d}-{month:02d}-{day:02d} 00:00:00 +0000 UTC"
+    plain = text.replace("_", "")
+    number = _go_int(plain)
+    if number is not None:
+        return str(number)
+    if _GO_FLOAT.match(plain):
+        return _go_json_float(float(plain))
+    return text
+
+
+def _go_json_float(number: float) -> str:
+    """encoding/json's text of a float64: an integer-valued one without a point, plain between 1e-6 and
+    1e21, else exponent form without a padded exponent."""
+    if number.is_integer() and abs(number) < 1e21:
+        return str(int(number))
+    if 1e-6 <= abs(number) < 1e21:
+        return format(decimal.Decimal(repr(number)), "f")
+    return repr(number).replace("e-0", "e-").replace("e+0", "e+")
 
 
 def _construct(node: yaml.Node) -> Any:

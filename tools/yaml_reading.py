@@ -61,6 +61,19 @@ class _Strict(yaml.SafeLoader):
             raise ConstructorError(None, None, f'duplicate key "{key}"', mark)
         return super().construct_mapping(node, deep=deep)
 
+    def flatten_mapping(self, node: yaml.MappingNode) -> None:
+        """Merge keys as go-yaml merges them (v2 and v3, decode.go `merge`): of the maps `<<: [*a, *b]`
+        lists, the first one's value wins, and the mapping's own keys win over every merged one.
+        PyYAML lets the last listed map win, so it would judge `<<: [*privileged, *unprivileged]`
+        unprivileged where the cluster runs it privileged. A new node per list: aliases share nodes."""
+        node.value = [
+            (key, yaml.SequenceNode(value.tag, value.value[::-1], value.start_mark, value.end_mark))
+            if key.tag == MERGE and isinstance(value, yaml.SequenceNode)
+            else (key, value)
+            for key, value in node.value
+        ]
+        super().flatten_mapping(node)
+
     def construct_yaml_bool(self, node: yaml.ScalarNode) -> bool:
         return self.bools[self.construct_scalar(node)]  # type: ignore[index]
 

@@ -155,3 +155,21 @@ def test_the_control_plane_still_passes_as_a_list(tmp_path: Path, capsys: pytest
     status, out, _err = run(capsys, path, "--stack", "staging")
     assert (status, out.splitlines()[-1]) == (0, "policycheck: 1 objects, 0 violations (0 mandatory)")
     assert container(deployment)["name"] == "keystone-api"
+
+
+@pytest.mark.parametrize(
+    ("listed", "privileged"), [("[*privileged, *confined]", True), ("[*confined, *privileged]", False)]
+)
+def test_a_merge_key_list_lets_the_first_map_win_as_go_yaml_does(
+    listed: str, privileged: bool, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """go-yaml (kubectl's sigs.k8s.io/yaml, the Pulumi CLI) takes the first listed map's value; PyYAML the last."""
+    text = yaml.safe_dump(control_plane(), sort_keys=False)
+    line = "        securityContext:\n"
+    assert line in text
+    anchors = "x-privileged: &privileged {privileged: true}\nx-confined: &confined {privileged: false}\n"
+    path = tmp_path / "x.yaml"
+    path.write_text(anchors + text.replace(line, f"{line}          <<: {listed}\n", 1))
+    status, out, _err = run(capsys, path)
+    assert ("securityContext.privileged=true is not allowed" in out) is privileged, out
+    assert status == (1 if privileged else 0), out
