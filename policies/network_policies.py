@@ -117,8 +117,20 @@ def only_client_port(ports: list[Mapping[str, Any]] | None, store: DataStore) ->
 
 
 def _selects_ingress(spec: Mapping[str, Any]) -> bool:
+    """Whether the policy governs ingress. The API server reads no policyTypes, and an empty list
+    alike, as Ingress (with Egress when egress rules are given: SetDefaults_NetworkPolicy checks
+    len(policyTypes) == 0), so `policyTypes: []` is an ingress policy with the rules it has."""
     types = spec.get("policyTypes")
-    return "Ingress" in items(types) if is_list(types) else True
+    return "Ingress" in items(types) if is_list(types) and types else True
+
+
+def other_policy_kind(group: str, kind: str) -> bool:
+    """A kind of another network policy API: the ones named, and any kind called *NetworkPolicy
+    outside networking.k8s.io (Antrea's crd.antrea.io ClusterNetworkPolicy, Calico's staged ones,
+    whatever a CNI adds next), since the pack cannot read what they admit."""
+    return (group, kind) in OTHER_POLICY_KINDS or (
+        kind.endswith("NetworkPolicy") and (group, kind) != ("networking.k8s.io", "NetworkPolicy")
+    )
 
 
 def _stores(obj: K8sObject, settings: PackSettings) -> Iterator[DataStore]:
@@ -129,7 +141,7 @@ def _stores(obj: K8sObject, settings: PackSettings) -> Iterator[DataStore]:
 
 
 def data_store_ingress(obj: K8sObject, settings: PackSettings) -> list[str]:
-    if (obj.group, obj.kind) in OTHER_POLICY_KINDS:
+    if other_policy_kind(obj.group, obj.kind):
         why = "it can admit what the data stores' NetworkPolicies deny, and the pack does not read it"
         return [forbidden(obj, "policy", obj.kind, "NetworkPolicies (networking.k8s.io)", why)]
     if (obj.group, obj.kind) != ("networking.k8s.io", "NetworkPolicy"):

@@ -309,3 +309,23 @@ def test_under_all_in_one_the_pulumi_up_after_the_upgrade_leaves_the_compute_pod
     assert not set(upgrade.rolled_after(upgraded.graph.specs, upgraded.settings)) & set(
         compute_daemonsets(upgraded.settings)
     )
+
+
+def test_an_upgrade_plans_on_a_stack_with_tls_inside_and_only_what_the_checks_mount_runs_first() -> None:
+    """staging serves TLS inside the cluster: its checks mount the internal CA bundle, which its Job
+    writes, so that Job comes before them (gating it too was a cycle in the deploy graph)."""
+    tls = plan_of("staging", upgrade=FROM)
+    assert tls.settings.tls.internal_enabled
+    checks = _checks(tls)
+    assert len(checks) >= 7
+    by_urn = {r.urn: r for r in tls.custom}
+    check_urns = [r.urn for r in tls.custom if r.k8s_name in checks]
+    mounted = {by_urn[u].k8s_name for urn in check_urns for u in tls.ancestors(urn) if u in by_urn}
+    assert "internal-ca-bundle" in mounted
+    for r in tls.custom:
+        if r.kind not in ("Job", "CronJob", "Deployment", "DaemonSet", "StatefulSet") or r.k8s_name in checks:
+            continue
+        if r.k8s_name in mounted:
+            continue  # what a check itself waits for
+        waits = {by_urn[u].k8s_name for u in tls.ancestors(r.urn) if u in by_urn}
+        assert checks <= waits, (r.kind, r.k8s_name, sorted(checks - waits))

@@ -30,12 +30,13 @@ import kubernetes_validate
 
 from components.cloud.graph import CloudGraph, cloud_graph
 from components.cloud.stack_config import settings_from_config
-from components.settings.model import Settings, SettingsError
+from components.settings.model import PROJECT, Settings, SettingsError
 from policies.report import check_resources
 from policies.settings import ConfigError
 from tools import manifest_yaml, schemas
 from tools.policy_config import policy_config, render
-from tools.runtime import Registration, run_program, stack_config, stack_with
+from tools.runtime import SECRET_MARK, Registration, run_program, stack_config, stack_with
+from tools.stack_secrets import SecretText
 
 
 @dataclass
@@ -46,6 +47,12 @@ class Plan:
     settings: Settings
     registrations: list[Registration]
     dependencies: dict[str, list[str]]  # urn → custom resources the engine waits for
+    secret_settings: frozenset[str] = frozenset()  # settings the stack file holds as secrets (`secure:`)
+
+    def shown_settings(self, *, reveal: bool) -> dict[str, Any]:
+        """The settings as plan.json writes them: a secret one as [secret] unless revealed."""
+        dumped = self.settings.model_dump(mode="json", by_alias=True)
+        return dumped if reveal else {k: SECRET_MARK if k in self.secret_settings else v for k, v in dumped.items()}
 
     @cached_property
     def graph(self) -> CloudGraph:
@@ -150,9 +157,11 @@ def build_plan(stack: str, overrides: dict[str, Any] | None = None, stack_path: 
     would pass it: a stack that the program would refuse raises SettingsError here first.
     """
     config = stack_with(stack_config(stack, stack_path), overrides)
-    settings = settings_from_config(config)
+    secret = frozenset(key for key, value in config.items() if isinstance(value, SecretText))
+    settings = settings_from_config(config, secret)
     registrations = run_program(config, stack)
-    return Plan(stack, settings, registrations, engine_dependencies(registrations))
+    hidden = frozenset(key.partition(":")[2] for key in secret if key.startswith(f"{PROJECT}:"))
+    return Plan(stack, settings, registrations, engine_dependencies(registrations), hidden)
 
 
 def manifests(plan: Plan, *, reveal: bool) -> list[dict[str, Any]]:
@@ -260,7 +269,7 @@ def _plan(args: argparse.Namespace) -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     document = {
         "stack": plan.stack,
-        "settings": plan.settings.model_dump(mode="json", by_alias=True),
+        "settings": plan.shown_settings(reveal=args.show_secrets),
         "resources": [resource_record(r, plan, args.show_secrets) for r in plan.registrations],
         "policy": violations,
     }

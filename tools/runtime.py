@@ -14,7 +14,7 @@ import json
 import re
 import runpy
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -28,6 +28,7 @@ from pulumi.runtime.stack import massage, run_pulumi_func
 from pulumi.runtime.sync_await import _sync_await
 
 from components.settings.model import PROJECT, Problem, SettingsError
+from tools import stack_secrets
 from tools.yaml_reading import PulumiCliLoader, duplicate_key
 
 REPO = Path(__file__).resolve().parent.parent
@@ -341,13 +342,42 @@ def read_stack_file(path: Path) -> dict[str, str]:
         raise wrong("'config:' is a mapping of '<namespace>:<name>' keys to values", _construct(config))
     # `<<: *base` under config: merged as the CLI's go-yaml merges it, the keys written here winning.
     PulumiCliLoader("").flatten_mapping(config)
-    wire = {}
+    top = {k.value: v for k, v in document.value if isinstance(k, yaml.ScalarNode)}
+    salt = top["encryptionsalt"].value if isinstance(top.get("encryptionsalt"), yaml.ScalarNode) else None
+    decrypt: list[Callable[[str], str]] = []  # made at the first secure value: its key takes a second
+
+    def opened(secure: str) -> str:
+        if not decrypt:
+            decrypt.append(stack_secrets.decrypter(salt))
+        return decrypt[0](secure)
+
+    wire: dict[str, str] = {}
     for key, value in config.value:
         if isinstance(value, yaml.ScalarNode):
             wire[key.value] = _cli_text(value)
-        else:
-            wire[key.value] = json.dumps(_construct(value), default=str)
+            continue
+        constructed = _construct(value)
+        try:
+            revealed, secret = _decrypted(constructed, opened)
+        except stack_secrets.StackSecretError as error:
+            raise SettingsError([Problem(key.value, None, str(error), shown=False)]) from None
+        text = revealed if isinstance(revealed, str) else json.dumps(revealed, default=str)
+        wire[key.value] = stack_secrets.SecretText(text) if secret else text
     return wire
+
+
+def _decrypted(value: Any, opened: Callable[[str], str]) -> tuple[Any, bool]:
+    """`value` with every `{secure: ...}` in it decrypted, and whether there was one (isSecureValue:
+    a mapping of the one key `secure` to text)."""
+    if isinstance(value, dict):
+        if len(value) == 1 and isinstance(value.get("secure"), str):
+            return opened(value["secure"]), True
+        pairs = {k: _decrypted(v, opened) for k, v in value.items()}
+        return {k: v for k, (v, _) in pairs.items()}, any(s for _, s in pairs.values())
+    if isinstance(value, list):
+        items = [_decrypted(v, opened) for v in value]
+        return [v for v, _ in items], any(s for _, s in items)
+    return value, False
 
 
 # What go-yaml v3 (resolve.go) tries a plain scalar as, after dates, once `_` are dropped: an integer
@@ -433,7 +463,9 @@ def run_program(
 
     `secret_keys` names the keys the engine would mark secret.
     """
-    pulumi.runtime.set_all_config(_as_engine_config(config), secret_keys or [])
+    # A value that was a secret in the stack file is one to the program too, as under the CLI.
+    secret_keys = [*(secret_keys or []), *(k for k, v in config.items() if isinstance(v, stack_secrets.SecretText))]
+    pulumi.runtime.set_all_config(_as_engine_config(config), secret_keys)
     monitor = monitor or RecordingMonitor(FakeCloudMocks())
     set_root_resource(None)  # type: ignore[arg-type]  # a fresh Stack resource for every run
     pulumi.runtime.set_mocks(FakeCloudMocks(), project=PROJECT, stack=stack, preview=False, monitor=monitor)

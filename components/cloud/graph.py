@@ -286,12 +286,21 @@ def _after_preflight(graph: CloudGraph, checks: tuple[str, ...]) -> list[Node]:
     their service's config objects (the check's script, the files its command reads), comes before
     them: README, "Upgrading to a new release"."""
     gate = set(checks)
+    # What the checks need, however far back (the internal CA bundle a check mounts to reach the
+    # database over TLS, its config objects), runs before them: gating it would be a cycle.
+    before: set[str] = set()
+    todo = [need.name for check in checks for need in graph[check].needs]
+    while todo:
+        name = todo.pop()
+        if name not in before:
+            before.add(name)
+            todo += [need.name for need in graph[name].needs]
     after: set[str] = set()
     nodes = []
     for node in graph.order():
         names = {need.name for need in node.needs}
         already = bool(names & after) or gate <= names
-        if node.name in gate or not (already or node.kind in RUNS):
+        if node.name in gate or node.name in before or not (already or node.kind in RUNS):
             nodes.append(node)  # a check, or a config object or data store before them
             continue
         needs = node.needs if already else (*node.needs, *(Need(n, _reason_for(graph[n])) for n in checks))

@@ -197,7 +197,9 @@ class RookCeph(pulumi.ComponentResource):
         operator = settings.operators.rook
         chart = None
         if operator.install:
-            namespace = k8s.core.v1.Namespace(
+            # A patch: Rook's namespace holds the CephCluster beside the operator by Rook's own
+            # convention (rook-ceph), so `pulumi destroy` must not delete it, and it may exist already.
+            namespace = k8s.core.v1.NamespacePatch(
                 "rook-operator-namespace",
                 metadata={"name": operator.namespace},
                 opts=pulumi.ResourceOptions(parent=self),

@@ -1194,8 +1194,8 @@ class Settings(Model):
     @field_validator("namespace")
     @classmethod
     def _own_namespace(cls, value: str) -> str:
-        # The program creates and owns its namespace (deleting the stack deletes it): not one of
-        # the cluster's own. Operators' namespaces come from operators.* (_operator_namespaces).
+        # The cloud's privileged pods live here (the program patches its Pod Security labels to
+        # privileged): not one of the cluster's own. Operators' namespaces: _operator_namespaces.
         if value == "default" or value.startswith("kube-"):
             raise ValueError(f"{value} is the cluster's own namespace; name one for the cloud, e.g. openstack")
         return value
@@ -1220,15 +1220,54 @@ class Settings(Model):
         return found
 
     def _operator_namespaces(self) -> Iterator[Problem]:
-        # Deleting the stack deletes its namespace, and the operator running there with it; a
-        # second owner of one namespace also breaks the isolation's per-namespace policies.
-        operator = self.operator_namespaces().get(self.namespace)
+        # A second owner of one namespace breaks the isolation's per-namespace policies, and the
+        # Rook keys Job would copy Rook's Secrets onto themselves.
+        others = {**self.operator_namespaces(), **self._rook_namespaces()}
+        operator = others.get(self.namespace)
         if operator is not None:
             yield problem(
                 ("namespace",),
                 self.namespace,
                 f"{self.namespace} is the namespace of the {operator}; name another for the cloud",
             )
+        # A namespace the program creates as its own (a Namespace object) is deleted with the stack,
+        # and its create fails where it exists: never the cluster's, the cloud's or another's in use.
+        created = self._created_namespaces()
+        for path, namespace in created.items():
+            taken = {**others, self.namespace: "cloud's own (namespace)"}
+            taken |= {ns: f"one {'.'.join(other)} creates" for other, ns in created.items() if other != path}
+            if namespace == "default" or namespace.startswith("kube-"):
+                why = "is the cluster's own"
+            elif namespace in taken:
+                why = f"is the {taken[namespace]}"
+            else:
+                continue
+            yield problem(
+                path,
+                namespace,
+                f"the program creates this namespace and `pulumi destroy` deletes it, but {namespace} {why}; "
+                "name a namespace of its own",
+            )
+
+    def _rook_namespaces(self) -> dict[str, str]:
+        rook = self.ceph.rook if self.ceph is not None else None
+        if rook is None:
+            return {}
+        found = {self.operators.rook.namespace: "Rook operator (operators.rook.namespace)"}
+        if rook.cluster is not None:
+            found[rook.cluster.namespace] = "CephCluster Rook runs (ceph.rook.cluster.namespace)"
+        return found
+
+    def _created_namespaces(self) -> dict[tuple[str, ...], str]:
+        """Setting path → the namespace the program creates as a Namespace of its own there: Envoy
+        Gateway's (components/infrastructure/envoy_gateway.py). Rook's it patches (rook.py): it holds data."""
+        created: dict[tuple[str, ...], str] = {}
+        gateway = self.gateway
+        installs = gateway is not None and gateway.envoy_gateway.install and gateway.class_name is not None
+        # In the stack's own namespace the proxies need no Namespace of their own (envoy_gateway.py).
+        if gateway is not None and installs and gateway.proxies.namespace != self.namespace:
+            created[("gateway", "proxies", "namespace")] = gateway.proxies.namespace
+        return created
 
     @field_validator("kubernetes_version", mode="before")
     @classmethod

@@ -54,6 +54,8 @@ REFUSED: list[tuple[str, dict[str, Any], str]] = [
     # An extra policy admitting everything to every pod of the namespace: every store, every port.
     ("allow-all", policy(ingress({}, {})), "mariadb"),
     ("allow-all-no-policy-types", policy({"podSelector": {}, "ingress": [{}]}), "rabbitmq"),
+    # An empty list is no policyTypes to the API server: Ingress, with the rules given.
+    ("allow-all-empty-policy-types", policy({"podSelector": {}, "policyTypes": [], "ingress": [{}]}), "mariadb"),
     ("allow-all-memcached", policy(ingress({"matchLabels": {"app.kubernetes.io/name": "memcached"}}, {})),
      "memcached"),
     ("empty-from", policy(ingress({"matchLabels": MARIADB}, {"from": []})), "mariadb"),
@@ -89,6 +91,13 @@ REFUSED: list[tuple[str, dict[str, Any], str]] = [
                 "spec": {}}, "CiliumNetworkPolicy"),
     ("admin-network-policy", {"apiVersion": "policy.networking.k8s.io/v1alpha1", "kind": "AdminNetworkPolicy",
                               "metadata": {"name": "x"}, "spec": {}}, "AdminNetworkPolicy"),
+    # Any *NetworkPolicy of another API: the class, not a list (Antrea's, a CNI's next one).
+    ("antrea-cluster", {"apiVersion": "crd.antrea.io/v1beta1", "kind": "ClusterNetworkPolicy",
+                        "metadata": {"name": "x"}, "spec": {}}, "ClusterNetworkPolicy"),
+    ("antrea-namespaced", {"apiVersion": "crd.antrea.io/v1beta1", "kind": "NetworkPolicy",
+                           "metadata": {"name": "x", "namespace": "openstack"}, "spec": {}}, "NetworkPolicy"),
+    ("calico-staged", {"apiVersion": "projectcalico.org/v3", "kind": "StagedGlobalNetworkPolicy",
+                       "metadata": {"name": "x"}, "spec": {}}, "StagedGlobalNetworkPolicy"),
 ]  # fmt: skip
 
 
