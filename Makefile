@@ -6,7 +6,7 @@ VENV := .venv
 STACK ?= dev
 BIN := $(VENV)/bin
 
-.PHONY: plan project-file policy-config bench test test-quick test-cloud test-tempest system-packages openstack-venv image-check lint clean
+.PHONY: plan project-file policy-config bench go-tools test test-quick test-cloud test-tempest system-packages openstack-venv image-check lint clean
 
 $(BIN)/.installed: requirements.txt requirements-dev.txt policies/requirements.txt
 	$(PYTHON) -m venv $(VENV)
@@ -33,13 +33,19 @@ bench: $(BIN)/.installed
 system-packages:
 	tests/lab/realenv/install_system_packages.sh
 
+# The Go programs a user runs beside Python (the Pulumi CLI, its Kubernetes provider, kube-apiserver),
+# built from the Go module proxy once per machine into ~/.cache/openstack-on-k8s/go-tools
+# (tests/engine/build_go_tools.sh prints each tool's build seconds; later runs take a second).
+go-tools:
+	tests/engine/build_go_tools.sh
+
 # The mock tests run on TEST_WORKERS processes (pytest-xdist; CI's machine has two cores); the
 # tests against real servers and the running cloud then run in one, since they use fixed ports and
 # the lab's network namespaces. Both always run, so one failing does not hide the other's report.
 TEST_WORKERS ?= 2
 MOCK_TESTS := -m "not real and not cloud" -n $(TEST_WORKERS)
 
-test: system-packages $(BIN)/.installed
+test: system-packages go-tools $(BIN)/.installed
 	$(BIN)/ruff check .
 	$(BIN)/mypy
 	$(BIN)/lint-imports

@@ -27,7 +27,9 @@ GUEST="busybox-static cpio file fdisk dosfstools mtools syslinux syslinux-common
 CEPH="ceph-mon ceph-mgr ceph-osd ceph-common python3-rados python3-rbd qemu-block-extra"
 # What the lab's packet capture runs (tests/lab/cloud/capture.py: is internal traffic TLS?).
 CAPTURE="tcpdump"
-PACKAGES="$SERVERS $BUILD $NODE $AGENTS $GUEST $CEPH $CAPTURE"
+# The store of the real kube-apiserver the user's commands run against (tests/engine/cluster.py).
+ENGINE="etcd-server"
+PACKAGES="$SERVERS $BUILD $NODE $AGENTS $GUEST $CEPH $CAPTURE $ENGINE"
 
 missing=""
 for package in $PACKAGES; do
