@@ -59,7 +59,8 @@ def _issuer_plan(phase: str | None) -> Plan:
 
 
 def _staging_settings(internal: dict[str, Any]) -> dict[str, Any]:
-    return {"gateway": {"className": "envoy"}, "endpoints": {"scheme": "https"}, **_tls(internal)}
+    gateway = {"className": "envoy", "proxies": {"namespace": "envoy-gateway-system"}}
+    return {"gateway": gateway, "endpoints": {"scheme": "https"}, **_tls(internal)}
 
 
 # (tls.internal, the key the error names, what it says)

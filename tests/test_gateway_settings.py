@@ -10,7 +10,8 @@ import pytest
 from components.cloud.stack_config import parse_settings, settings_from_config
 from components.settings.model import SettingsError
 
-CREATED = {"className": "envoy-gateway"}
+# A Gateway of the cluster's own Envoy Gateway: where it runs the proxies, said (its default namespace).
+CREATED = {"className": "envoy-gateway", "proxies": {"namespace": "envoy-gateway-system"}}
 EXISTING = {"existing": {"name": "public", "namespace": "gateways"}}
 PLAIN: dict[str, Any] = {"internal": {"plainText": True}}
 PUBLIC_ISSUER: dict[str, Any] = {"kind": "ClusterIssuer", "name": "letsencrypt"}
@@ -23,6 +24,8 @@ REFUSED: list[tuple[dict[str, Any], str, str]] = [
     # `gateway: {}` is unset (Pulumi.yaml's default): a gateway of only proxies names no Gateway.
     ({"gateway": {"proxies": {"namespace": "gw"}}, "tls": SELF_SIGNED}, "openstack:gateway", "exactly one of them"),
     ({"gateway": {**CREATED, **EXISTING}, "tls": SELF_SIGNED}, "openstack:gateway", "existing ({name, namespace"),
+    # Another implementation's class, its proxies left at Envoy Gateway's default: they would be unreachable.
+    ({"gateway": {"className": "cilium"}, "tls": SELF_SIGNED}, "openstack:gateway", "set proxies ({namespace, labels}"),
     (
         {"gateway": {**EXISTING, "envoyGateway": {"install": True}}, "tls": SELF_SIGNED},
         "openstack:gateway",

@@ -104,6 +104,14 @@ class Gateway(Model):
                 "envoyGateway.install installs the implementation of the Gateway the program creates (className); "
                 "an existing Gateway runs on the cluster's own: set install: false"
             )
+        if self.class_name is not None and not self.envoy_gateway.install and "proxies" not in self.model_fields_set:
+            # The proxies' namespace defaults to Envoy Gateway's: under another implementation the
+            # NetworkPolicies would admit the wrong pods, and Horizon and the console go unreachable.
+            raise ValueError(
+                f"className {self.class_name!r} is the cluster's own implementation (envoyGateway.install is false), "
+                "so the program cannot tell where its proxy pods run: set proxies ({namespace, labels}: where that "
+                "implementation runs the Gateway's pods), or envoyGateway.install: true for Envoy Gateway"
+            )
         return self
 
     def proxy_labels(self) -> dict[str, str]:
