@@ -64,6 +64,37 @@ def one_problem(raw: dict[str, Any], key: str, fragment: str) -> None:
             "openstack:ceph.clients",
             "libvirtSecretUuid is for the clients whose key libvirt uses",
         ),
+        # Each use a pool of its own: a client's caps are per pool.
+        ({"ceph": {**CEPH, "pools": {"images": "volumes"}}}, "openstack:ceph.pools", "images and volumes"),
+        # libvirt holds one key per secret.
+        (
+            {
+                "ceph": {
+                    **CEPH,
+                    "clients": {
+                        "cinder": {"libvirtSecretUuid": FSID},
+                        "nova": {"user": "nova", "keyringSecret": "ceph-client-nova", "libvirtSecretUuid": FSID},
+                    },
+                }
+            },
+            "openstack:ceph.clients",
+            "one libvirtSecretUuid",
+        ),
+        (
+            {"ceph": {**CEPH, "clients": {"glance": {"user": "client.glance"}}}},
+            "openstack:ceph.clients.glance.user",
+            "without its type: 'glance'",
+        ),
+        (
+            {"ceph": {"external": {"fsid": FSID, "monitors": ["10.0.0.1:67890"]}}},
+            "openstack:ceph.external.monitors.0",
+            "1 to 65535",
+        ),
+        (
+            {"ceph": {"external": {"fsid": FSID, "monitors": ["[v2:10.0.0.1:99999,v1:10.0.0.1:6789]"]}}},
+            "openstack:ceph.external.monitors.0",
+            "1 to 65535",
+        ),
         # The host's libvirt: the operator defines the secret there, so its UUID must be known.
         (
             {"ceph": CEPH, "cinder": {"backend": "rbd"}, "hypervisorIsolation": "baremetal-hypervisor"},

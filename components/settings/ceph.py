@@ -45,6 +45,18 @@ def _monitor(value: str) -> str:
             "optional port ('10.0.0.1', '10.0.0.1:6789', '[fd00::1]:3300'), or an address vector such as "
             "'[v2:10.0.0.1:3300,v1:10.0.0.1:6789]'"
         )
+    ports = [int(port) for port in re.findall(r":([0-9]+)(?=[,\]]|$)", value)]
+    if any(port > 65535 for port in ports):
+        raise ValueError("a monitor's port is 1 to 65535 (Ceph's are 3300 for msgr2 and 6789 for msgr1)")
+    return value
+
+
+def _user(value: str) -> str:
+    if value.startswith("client."):
+        raise ValueError(
+            f"the client's name without its type: {value.removeprefix('client.')!r} "
+            "(the program writes client.<user> where Ceph wants the type, as kolla-ansible does)"
+        )
     return value
 
 
@@ -88,11 +100,29 @@ class CephPools(Model):
     vms: CephName = Field("vms", description="Nova's ephemeral disks")
     backups: CephName = Field("backups", description="cinder-backup's backups")
 
+    @model_validator(mode="after")
+    def _one_use_each(self) -> CephPools:
+        # Each client's caps name its pools (README, Ceph): a pool of two uses gives a client the
+        # other use's data, e.g. images on the volumes pool lets glance write every volume.
+        uses: dict[str, list[str]] = {}
+        for use in type(self).model_fields:
+            uses.setdefault(getattr(self, use), []).append(use)
+        shared = {pool: names for pool, names in uses.items() if len(names) > 1}
+        if shared:
+            pool, names = next(iter(shared.items()))
+            raise ValueError(
+                f"pool {pool!r} is given to {' and '.join(names)}: each use needs a pool of its own, since a client's "
+                "caps are per pool (one pool would give each use's client the other's data)"
+            )
+        return self
+
 
 class CephClient(Model):
     """A cephx client and the Secret (in the stack's namespace) whose key `keyring` holds its keyring."""
 
-    user: CephName = Field(description="the client's name without 'client.', e.g. glance")
+    user: Annotated[CephName, AfterValidator(_user)] = Field(
+        description="the client's name without 'client.', e.g. glance"
+    )
     keyring_secret: DnsSubdomain = Field(description="the Secret whose key 'keyring' holds client.<user>'s keyring")
     libvirt_secret_uuid: Uuid | None = Field(
         None,
@@ -118,6 +148,18 @@ class CephClients(Model):
                     f"{name}: libvirtSecretUuid is for the clients whose key libvirt uses (cinder, nova); "
                     f"QEMU never opens a disk as {getattr(self, name).user}"
                 )
+        nova, cinder = self.nova, self.cinder
+        if (
+            nova is not None
+            and nova.user != cinder.user
+            and nova.libvirt_secret_uuid is not None
+            and nova.libvirt_secret_uuid == cinder.libvirt_secret_uuid
+        ):
+            # libvirt keeps one key per secret: the second client's definition would replace the first's.
+            raise ValueError(
+                f"nova and cinder are two Ceph users ({nova.user}, {cinder.user}) with one libvirtSecretUuid: "
+                "libvirt holds one key per secret, so give each its own (or leave both unset: derived per user)"
+            )
         return self
 
     @property
