@@ -24,6 +24,31 @@ REFUSED: list[tuple[dict[str, Any], str, str]] = [
     # `gateway: {}` is unset (Pulumi.yaml's default): a gateway of only proxies names no Gateway.
     ({"gateway": {"proxies": {"namespace": "gw"}}, "tls": SELF_SIGNED}, "openstack:gateway", "exactly one of them"),
     ({"gateway": {**CREATED, **EXISTING}, "tls": SELF_SIGNED}, "openstack:gateway", "existing ({name, namespace"),
+    # The program's own CA Issuers serve one key each: naming another's mixes public, internal or libvirt trust.
+    (
+        {"gateway": CREATED, "tls": {"public": {"issuer": {"kind": "Issuer", "name": "internal-ca"}}, **PLAIN}},
+        "openstack:tls.public.issuer",
+        "program's own CA for tls.internal",
+    ),
+    (
+        {
+            "gateway": CREATED,
+            "tls": {"public": {"selfSigned": True}, "internal": {"issuer": {"kind": "Issuer", "name": "public-ca"}}},
+        },
+        "openstack:tls.internal.issuer",
+        "program's own CA for tls.public",
+    ),
+    (
+        {
+            "gateway": CREATED,
+            "tls": {
+                "public": {"selfSigned": True},
+                "internal": {"issuer": {"kind": "Issuer", "name": "libvirt-ca-selfsigned"}},
+            },
+        },
+        "openstack:tls.internal.issuer",
+        "program's own CA for tls.libvirt",
+    ),
     # Another implementation's class, its proxies left at Envoy Gateway's default: they would be unreachable.
     ({"gateway": {"className": "cilium"}, "tls": SELF_SIGNED}, "openstack:gateway", "set proxies ({namespace, labels}"),
     (

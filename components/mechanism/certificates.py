@@ -22,10 +22,10 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from components.mechanism.meta import metadata
-from components.settings.gateway import PublicTls
+from components.settings.gateway import PUBLIC_CA, PublicTls
 
 PUBLIC_TLS = "public-tls"  # the Certificate and the Secret the gateway's listener serves
-CA = "public-ca"  # the self-signed root (Certificate and Secret) and the CA Issuer it backs
+CA = PUBLIC_CA  # the self-signed root (Certificate and Secret) and the CA Issuer it backs
 # cert-manager's own defaults, written out so a plan shows them: 90 days, renewed with a third left,
 # and a new private key at every renewal (cert-manager's default since 1.18, not before).
 DURATION, RENEW_BEFORE = "2160h", "720h"

@@ -26,9 +26,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from components.mechanism.certificates import issuer as issuer_ref
-from components.settings.gateway import InternalTls, IssuerRef
+from components.settings.gateway import INTERNAL_CA, InternalTls, IssuerRef
 
-ROOT = "internal-ca"  # the program's first root, its Secret and the CA Issuer it backs (generation 1)
+ROOT = INTERNAL_CA  # the program's first root, its Secret and the CA Issuer it backs (generation 1)
 
 
 @dataclass(frozen=True)

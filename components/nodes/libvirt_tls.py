@@ -41,13 +41,13 @@ from components.mechanism.created import DeployGraph
 from components.mechanism.meta import metadata
 from components.mechanism.spec import KUBE_API, Process
 from components.mechanism.workload import Manifest, Mount, Probe, env
-from components.settings.gateway import LibvirtTls
+from components.settings.gateway import LIBVIRT_CA, LibvirtTls
 from components.settings.model import Settings
 from components.tables.roles import LIBVIRT_TLS_POD
 
 NAME = "libvirt-tls"  # the per-node DaemonSet, its ServiceAccount, Role and RoleBinding
 SERVICE, COMPONENT = "nova", "libvirt-tls"
-CA = "libvirt-ca"  # the self-signed root (tls.libvirt.selfSigned) and the CA Issuer it backs
+CA = LIBVIRT_CA  # the self-signed root (tls.libvirt.selfSigned) and the CA Issuer it backs
 TLS_PORT = 16514  # libvirtd's TLS listener (libvirtd.conf tls_port's default)
 SASL_MECH = "SCRAM-SHA-256"  # kolla-ansible's libvirt_sasl_mech_list with TLS
 # The host's /run/libvirt, which the libvirt container and libvirt-tls both mount: memory, not disk.

@@ -222,6 +222,23 @@ class Tls(Model):
         return self.internal is not None and self.internal.enabled
 
 
+# The CA Issuers the program makes for itself, in the stack's namespace, by the key they serve: the
+# mechanism names its roots and Issuers after these (components/mechanism/certificates.py,
+# internal_ca.py, components/nodes/libvirt_tls.py). Generations and signers are suffixed
+# (internal-ca-2, public-ca-selfsigned).
+PUBLIC_CA, INTERNAL_CA, LIBVIRT_CA = "public-ca", "internal-ca", "libvirt-ca"
+OWN_ISSUERS = {PUBLIC_CA: "public", INTERNAL_CA: "internal", LIBVIRT_CA: "libvirt"}
+
+
+def _owner_of(issuer: IssuerRef) -> str | None:
+    """Which of the program's own CAs an Issuer of the stack's namespace is, if it is one."""
+    if issuer.kind != "Issuer":
+        return None
+    return next(
+        (key for name, key in OWN_ISSUERS.items() if issuer.name == name or issuer.name.startswith(f"{name}-")), None
+    )
+
+
 def _same_issuer(one: IssuedCa | InternalTls | None, other: IssuedCa | InternalTls | None) -> bool:
     return one is not None and other is not None and one.issuer is not None and one.issuer == other.issuer
 
@@ -275,6 +292,15 @@ def problems(settings: Settings) -> Iterator[Problem]:
             "is the public certificate's issuer: the internal CA must be another one (separate CAs for public and "
             "internal traffic; a public issuer such as ACME signs no Service's cluster names)",
         )
+    for key, given in (("public", public), ("internal", internal), ("libvirt", libvirt)):
+        owner = _owner_of(given.issuer) if given is not None and given.issuer is not None else None
+        if owner is not None and owner != key and given is not None and given.issuer is not None:
+            yield problem(
+                ("tls", key, "issuer"),
+                given.issuer.model_dump(by_alias=True),
+                f"is the program's own CA for tls.{owner} ({given.issuer.name}): tls.{key} needs a CA of its own, "
+                f"an issuer of yours or selfSigned: true",
+            )
     yield from _rotation_problems(settings)
     if libvirt is not None:
         for other, key in ((internal, "internal"), (public, "public")):
