@@ -9,12 +9,9 @@ ones the program pins or the README names as prerequisites.
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
 from pathlib import Path
 
-from tools.release_pins import cache_base
+from tests.go_module import module_dir
 
 MODULES: dict[str, tuple[str, str]] = {
     # module: (version, the CRD files in it)
@@ -24,24 +21,6 @@ MODULES: dict[str, tuple[str, str]] = {
 }
 FIXTURES = Path(__file__).parents[1] / "fixtures"
 FROM_FIXTURES = ("mariadb-operator", "rabbitmq-cluster-operator")
-
-
-def module_dir(module: str, version: str) -> Path:
-    env = {
-        **os.environ,
-        "GOMODCACHE": str(cache_base() / "go-mod"),
-        "GOFLAGS": "-mod=mod",
-        # The checksum database cannot be reached here (only the module proxy can).
-        "GOSUMDB": "off",
-        "GOTOOLCHAIN": "local",
-    }
-    done = subprocess.run(
-        ["go", "mod", "download", "-json", f"{module}@{version}"], capture_output=True, text=True, env=env, timeout=600
-    )
-    info = json.loads(done.stdout or "{}")
-    if done.returncode != 0 or "Dir" not in info:
-        raise RuntimeError(f"go mod download {module}@{version}: {info.get('Error') or done.stderr[-2000:]}")
-    return Path(info["Dir"])
 
 
 def crd_files() -> list[Path]:

@@ -8,8 +8,8 @@ of any privilege or pod-security rule; hygiene advice only).
 Baseline controls apply to any pod; the restricted controls apply to the program's own
 control-plane pods, so the restricted fixtures are checked as such: the test adds the
 label app.kubernetes.io/part-of=openstack to each (metadata only; the pod spec is the
-fixture's). The fixtures live beside the repository (../shared/conformance/...); CI checks
-them out from kubernetes/pod-security-admission and points PSA_FIXTURES at them.
+fixture's). The fixtures are the project's own, from its Go module (k8s.io/pod-security-admission
+test/testdata, at the release of Kubernetes 1.37's), or from PSA_FIXTURES when set.
 """
 
 from __future__ import annotations
@@ -21,11 +21,20 @@ from pathlib import Path
 import pytest
 import yaml
 
+from tests.go_module import module_dir
 from tools.policycheck import main
 
-REPO = Path(__file__).resolve().parents[2]
-FIXTURES = Path(os.environ.get("PSA_FIXTURES") or REPO.parent / "shared" / "conformance" / "pod-security-admission")
 VERSION = "v1.37"
+MODULE = ("k8s.io/pod-security-admission", "v0.37.2")  # its release with Kubernetes 1.37.2
+
+
+def _fixtures() -> Path:
+    if os.environ.get("PSA_FIXTURES"):
+        return Path(os.environ["PSA_FIXTURES"])
+    return module_dir(*MODULE) / "test" / "testdata"
+
+
+FIXTURES = _fixtures()
 
 # Each control the pack enforces: the rule that owns it and what its messages name.
 CONTROLS: dict[str, tuple[str, str]] = {
