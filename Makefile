@@ -8,13 +8,18 @@ BIN := $(VENV)/bin
 
 .PHONY: plan project-file policy-config bench go-tools test test-quick test-cloud test-tempest system-packages openstack-venv image-check lint clean
 
-$(BIN)/.installed: requirements.txt requirements-dev.txt policies/requirements.txt
+# What planning needs (requirements-plan.txt), and what the tests and linters need besides (requirements-dev.txt).
+$(BIN)/.plan-installed: requirements.txt requirements-plan.txt policies/requirements.txt
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -r requirements-plan.txt
+	touch $@
+
+$(BIN)/.installed: $(BIN)/.plan-installed requirements-dev.txt
 	$(BIN)/pip install --quiet -r requirements-dev.txt
 	touch $@
 
-plan: $(BIN)/.installed
+plan: $(BIN)/.plan-installed
 	$(BIN)/python -m tools.plan --stack $(STACK) --out build/$(STACK)
 
 # Pulumi.yaml from the settings model (tools/project_file.py): every key with its default; commit it.

@@ -201,7 +201,7 @@ def test_node_groups_that_give_one_key_different_values_pass(raw: dict[str, Any]
 
 
 def test_the_program_checks_policy_names_without_pulumi_policy() -> None:
-    """The program's virtualenv (requirements.txt) has no pulumi-policy; policyEnforcement's check needs none."""
+    """policyEnforcement's check of policy names needs no pulumi-policy (the tables name the policies)."""
     script = (
         "import sys; sys.modules['pulumi_policy'] = None\n"
         "from components.settings.model import SettingsError\n"

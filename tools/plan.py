@@ -167,7 +167,28 @@ def build_plan(stack: str, overrides: dict[str, Any] | None = None, stack_path: 
 def manifests(plan: Plan, *, reveal: bool) -> list[dict[str, Any]]:
     """Every Kubernetes object, in an order that respects the dependencies."""
     ordered = [r for wave in plan.waves() for r in wave if r.kind]
-    return [r.revealed if reveal else r.inputs for r in ordered]
+    return [r.revealed if reveal else masked(r.inputs, r.revealed) for r in ordered]
+
+
+def masked(shown: Any, revealed: Any) -> Any:
+    """`shown` with each secret masked where its value sits, so the manifest stays valid: a secret
+    mapping (a Secret's stringData) keeps its keys, each value [secret], and a secret in `data`,
+    which the API server reads as base64, goes to stringData like the rest."""
+    if shown == SECRET_MARK and isinstance(revealed, dict):
+        return {key: SECRET_MARK for key in revealed}
+    if isinstance(shown, dict) and isinstance(revealed, dict):
+        result = {key: masked(value, revealed.get(key)) for key, value in shown.items()}
+        data = result.get("data")
+        if result.get("kind") == "Secret" and isinstance(data, dict) and SECRET_MARK in data.values():
+            hidden = {key: value for key, value in data.items() if value == SECRET_MARK}
+            result["data"] = {key: value for key, value in data.items() if key not in hidden} or None
+            result["stringData"] = {**(result.get("stringData") or {}), **hidden}
+            if result["data"] is None:
+                del result["data"]
+        return result
+    if isinstance(shown, list) and isinstance(revealed, list):
+        return [masked(value, other) for value, other in zip(shown, revealed, strict=False)]
+    return shown
 
 
 def validate(plan: Plan) -> tuple[list[str], list[str]]:
