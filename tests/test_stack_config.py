@@ -239,3 +239,26 @@ def test_an_error_quotes_only_an_excerpt_of_a_huge_value(
     assert "openstack:region" in err and "openstack:endpoints.domain" in err
     assert len(err) < 2_000, len(err)
     assert "200000 characters" in err  # says how long the value is
+
+
+@pytest.mark.parametrize(
+    ("value", "says"),
+    [("[" * 5000 + "]" * 5000, "nested too deeply"), ("{a: " * 5000 + "1" + "}" * 5000, "nested too deeply")],
+    ids=["lists", "mappings"],
+)
+def test_a_pathologically_nested_value_is_a_clear_error(
+    value: str, says: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+) -> None:
+    assert _plan_file(f"config:\n  openstack:replicas: {value}\n", tmp_path, monkeypatch) == 2
+    err = capsys.readouterr().err
+    assert says in err and "Traceback" not in err
+
+
+def test_an_alias_bomb_in_a_stack_file_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+) -> None:
+    lines = ["a0: &a0 [x, x, x, x, x, x, x, x, x, x]"]
+    lines += [f"a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 10)}]" for i in range(1, 9)]
+    text = "\n".join(lines) + "\nconfig:\n  openstack:replicas: *a8\n"
+    assert _plan_file(text, tmp_path, monkeypatch) == 2
+    assert "excessive aliasing" in capsys.readouterr().err

@@ -25,7 +25,7 @@ from policies.k8s import K8sObject, type_token
 from policies.lists import LIST_SUFFIX
 from policies.report import check_objects, has_mandatory, load_config
 from policies.settings import ConfigError
-from tools.yaml_reading import KubectlLoader
+from tools.yaml_reading import KubectlLoader, load_all
 
 
 class ManifestError(ValueError):
@@ -61,7 +61,7 @@ def read_objects(path: Path) -> list[K8sObject]:
         reason = error.strerror if isinstance(error, OSError) and error.strerror else str(error)
         raise ManifestError(f"cannot read {path}: {reason}") from None
     try:
-        documents = list(yaml.load_all(text, Loader=KubectlLoader))  # as kubectl reads them
+        documents = load_all(text, KubectlLoader)  # as kubectl reads them
     except yaml.YAMLError as error:
         raise ManifestError(f"{path}: not valid YAML: {error}") from None
     objects = []

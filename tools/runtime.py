@@ -29,7 +29,7 @@ from pulumi.runtime.sync_await import _sync_await
 
 from components.settings.model import PROJECT, Problem, SettingsError
 from tools import stack_secrets
-from tools.yaml_reading import PulumiCliLoader, duplicate_key
+from tools.yaml_reading import PulumiCliLoader, compose_all, duplicate_key
 
 REPO = Path(__file__).resolve().parent.parent
 SECRET_MARK = "[secret]"
@@ -325,7 +325,10 @@ def read_stack_file(path: Path) -> dict[str, str]:
         raise wrong(f"cannot read: {error.strerror or error}", shown=False) from None
     try:
         # The CLI's go-yaml v3 refuses a key written twice, where PyYAML keeps the last.
-        document = yaml.compose(text, Loader=PulumiCliLoader)
+        documents = compose_all(text, PulumiCliLoader)
+        if len(documents) > 1:
+            raise yaml.YAMLError("a stack file is one YAML document")
+        document = documents[0] if documents else None
         found = duplicate_key(document) if document is not None else None
         if found is not None:
             raise yaml.MarkedYAMLError(problem=f'duplicate key "{found[0]}"', problem_mark=found[1])
@@ -356,7 +359,10 @@ def read_stack_file(path: Path) -> dict[str, str]:
         if isinstance(value, yaml.ScalarNode):
             wire[key.value] = _cli_text(value)
             continue
-        constructed = _construct(value)
+        try:
+            constructed = _construct(value)
+        except RecursionError:
+            raise wrong(f"{key.value} is nested too deeply to read", shown=False) from None
         try:
             revealed, secret = _decrypted(constructed, opened)
         except stack_secrets.StackSecretError as error:

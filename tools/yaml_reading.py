@@ -49,6 +49,71 @@ def duplicate_key(node: yaml.Node) -> tuple[str, yaml.Mark] | None:
     return None
 
 
+# go-yaml refuses a document whose aliases expand it far beyond its own size ("document contains
+# excessive aliasing": decode.go allowedAliasRatio), the defence against alias bombs; so does this
+# reader, before it builds a single value. And a document nested deeper than Python's parser can
+# recurse is refused with a message, not a RecursionError.
+MAX_EXPANDED_NODES = 1_000_000
+ALIAS_RATIO = 10
+
+
+class ExcessiveAliasingError(yaml.YAMLError):
+    pass
+
+
+def expanded_size(node: yaml.Node) -> tuple[int, int]:
+    """(nodes the document has, nodes it has once every alias is expanded), without expanding it."""
+    sizes: dict[int, int] = {}
+    order: list[yaml.Node] = []
+    todo = [node]
+    while todo:  # each distinct node once, children after their parent
+        current = todo.pop()
+        if id(current) in sizes:
+            continue
+        sizes[id(current)] = 0
+        order.append(current)
+        if isinstance(current, yaml.MappingNode):
+            todo += [part for pair in current.value for part in pair]
+        elif isinstance(current, yaml.SequenceNode):
+            todo += current.value
+    for current in reversed(order):  # children first
+        children: list[yaml.Node] = []
+        if isinstance(current, yaml.MappingNode):
+            children = [part for pair in current.value for part in pair]
+        elif isinstance(current, yaml.SequenceNode):
+            children = current.value
+        sizes[id(current)] = min(1 + sum(sizes[id(c)] for c in children), 10 * MAX_EXPANDED_NODES)
+    return len(order), sizes[id(node)]
+
+
+def check_expansion(node: yaml.Node) -> None:
+    distinct, expanded = expanded_size(node)
+    if expanded > MAX_EXPANDED_NODES and expanded > ALIAS_RATIO * distinct:
+        raise ExcessiveAliasingError(
+            f"document contains excessive aliasing: {distinct} nodes expand to more than {MAX_EXPANDED_NODES:,} "
+            "(go-yaml, which kubectl and the Pulumi CLI read YAML with, refuses it too)"
+        )
+
+
+def compose_all(text: str, loader: type[yaml.SafeLoader]) -> list[yaml.Node]:
+    """Every document's node tree, each checked for alias bombs; a clear error for too deep a nesting."""
+    try:
+        nodes = [node for node in yaml.compose_all(text, Loader=loader) if node is not None]
+    except RecursionError:
+        raise yaml.YAMLError("nested too deeply to read (more levels than a manifest or stack file has)") from None
+    for node in nodes:
+        check_expansion(node)
+    return nodes
+
+
+def load_all(text: str, loader: type[_Strict]) -> list[Any]:
+    """The documents' values, as `loader` reads them, after compose_all's checks."""
+    try:
+        return [loader("").construct_document(node) for node in compose_all(text, loader)]
+    except RecursionError:
+        raise yaml.YAMLError("nested too deeply to read (more levels than a manifest or stack file has)") from None
+
+
 class _Strict(yaml.SafeLoader):
     """SafeLoader that refuses a mapping with a key twice, and resolves booleans from `bools` only."""
 

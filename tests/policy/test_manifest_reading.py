@@ -173,3 +173,42 @@ def test_a_merge_key_list_lets_the_first_map_win_as_go_yaml_does(
     status, out, _err = run(capsys, path)
     assert ("securityContext.privileged=true is not allowed" in out) is privileged, out
     assert status == (1 if privileged else 0), out
+
+
+def _alias_bomb(levels: int) -> str:
+    lines = ["a0: &a0 [x, x, x, x, x, x, x, x, x, x]"]
+    lines += [f"a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 10)}]" for i in range(1, levels)]
+    body = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: bomb, namespace: openstack}\ndata: {x: y}\n"
+    return "\n".join(lines) + "\n" + body + f"bomb: *a{levels - 1}\n"
+
+
+def test_an_alias_bomb_is_refused_at_once_as_go_yaml_refuses_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """10^9 nodes once expanded: refused from the node tree, before any value is built."""
+    path = tmp_path / "bomb.yaml"
+    path.write_text(_alias_bomb(9))
+    status, _out, err = run(capsys, path)
+    assert status == 2
+    assert "excessive aliasing" in err and "Traceback" not in err
+
+
+def test_aliases_that_expand_a_little_are_read(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "small.yaml"
+    path.write_text(_alias_bomb(3))  # 10^3 nodes: an ordinary use of anchors
+    status, out, err = run(capsys, path)
+    assert status == 0 and "aliasing" not in err
+    assert "1 objects, 0 violations" in out
+
+
+def test_nesting_deeper_than_the_reader_recurses_is_a_clear_refusal(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "deep.yaml"
+    depth = 5000
+    path.write_text(
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: deep}\ndata: " + "[" * depth + "]" * depth + "\n"
+    )
+    status, _out, err = run(capsys, path)
+    assert status == 2
+    assert "nested too deeply" in err and "Traceback" not in err
