@@ -58,21 +58,27 @@ def installs_off(config: dict[str, Any]) -> dict[str, Any]:
     changed: dict[str, Any] = {"operators": operators}
     gateway = config.get("openstack:gateway")
     if gateway and gateway.get("envoyGateway"):
-        changed["gateway"] = {**gateway, "envoyGateway": {**gateway["envoyGateway"], "install": False}}
+        # The cluster's own Envoy Gateway, its proxies where it runs them (the settings want that said).
+        off = {**gateway["envoyGateway"], "install": False}
+        changed["gateway"] = {**gateway, "envoyGateway": off, "proxies": {"namespace": "envoy-gateway-system"}}
     return changed
 
 
 class Project:
-    """A user's checkout, as the README has them work in it: the program, its stack files, its venv."""
+    """A user's checkout, as the README has them work in it: the program, its stack files, the
+    virtualenv `pulumi install` made (`venv`; None: this project's `pulumi install` makes it)."""
 
-    def __init__(self, root: Path, stack: str, server: ApiServer, components: Path = REPO / "components"):
+    def __init__(
+        self, root: Path, stack: str, server: ApiServer, venv: Path | None, components: Path = REPO / "components"
+    ):
         self.root, self.stack = root, stack
         self.dir = root / "project"
         self.dir.mkdir(parents=True)
         for name in ("Pulumi.yaml", "__main__.py", "requirements.txt"):
             shutil.copy(REPO / name, self.dir)
-        (self.dir / "policies").symlink_to(REPO / "policies")
-        (self.dir / ".venv").symlink_to(REPO / ".venv")
+        shutil.copytree(REPO / "policies", self.dir / "policies", ignore=shutil.ignore_patterns("__pycache__"))
+        if venv is not None:
+            (self.dir / ".venv").symlink_to(venv)
         (self.dir / "components").symlink_to(components)
         shutil.copytree(REPO / "stacks", self.dir / "stacks")
         stack_file = self.dir / "stacks" / f"Pulumi.{stack}.yaml"
@@ -80,10 +86,14 @@ class Project:
         self.overrides = installs_off(document["config"])
         document["config"].update({f"openstack:{key}": value for key, value in self.overrides.items()})
         stack_file.write_text(yaml.safe_dump(document, sort_keys=False))
-        self.env = engine_env(root / "home", server.kubeconfig, "engine-test")
-        (root / "state").mkdir()
-        self.pulumi("login", f"file://{root / 'state'}")
-        self.pulumi("stack", "init", stack)
+        self.env = {**engine_env(root / "home", server.kubeconfig, "engine-test"), "HOME": str(root / "home")}
+        # The README's first commands, as written there.
+        self.pulumi("login", "--local")
+        self.pulumi("stack", "select", "--create", stack)
+        if venv is None:
+            # The README's `pulumi install`, less the plugin downloads: get.pulumi.com is not
+            # reachable here, and the engine takes the plugins built from the proxy from PATH.
+            self.pulumi("install", "--no-plugins")
 
     def pulumi(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
         done = subprocess.run(
@@ -102,11 +112,21 @@ class Project:
         return self.pulumi("preview", *pack, *extra, check=check)
 
 
+@pytest.fixture(scope="module")
+def installed(cluster: ApiServer, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The virtualenv the README's `pulumi install` makes from requirements.txt (the pack's included)."""
+    project = Project(tmp_path_factory.mktemp("install"), "dev", cluster, venv=None)
+    venv = project.dir / ".venv"
+    done = subprocess.run([str(venv / "bin" / "python"), "-c", "import pulumi_policy, pulumi_kubernetes, pydantic"])
+    assert done.returncode == 0, "pulumi install left out what the program or its policy pack imports"
+    return venv
+
+
 @pytest.mark.parametrize("stack", STACKS)
 def test_preview_with_the_policy_pack_passes_and_declares_what_the_offline_plan_does(
-    cluster: ApiServer, stack: str, tmp_path: Path
+    cluster: ApiServer, installed: Path, stack: str, tmp_path: Path
 ) -> None:
-    project = Project(tmp_path, stack, cluster)
+    project = Project(tmp_path, stack, cluster, installed)
     text = project.preview().stdout
     # The CLI's own report: the pack ran, and no mandatory policy failed (that fails the command).
     assert f"✅ {PACK}" in text, text[-3000:]
@@ -118,7 +138,9 @@ def test_preview_with_the_policy_pack_passes_and_declares_what_the_offline_plan_
     assert real == offline | {f"urn:pulumi:{stack}::openstack::pulumi:pulumi:Stack::openstack-{stack}"}
 
 
-def test_an_object_the_api_server_refuses_fails_the_preview(cluster: ApiServer, tmp_path: Path) -> None:
+def test_an_object_the_api_server_refuses_fails_the_preview(
+    cluster: ApiServer, installed: Path, tmp_path: Path
+) -> None:
     """A Service port name that is no RFC 1123 label passes the mock runtime; the API server refuses it."""
     components = tmp_path / "components"
     shutil.copytree(REPO / "components", components, ignore=shutil.ignore_patterns("__pycache__"))
@@ -126,6 +148,6 @@ def test_an_object_the_api_server_refuses_fails_the_preview(cluster: ApiServer, 
     named = '"ports": [{"name": port_name, "port": port'
     assert named in kube.read_text()
     kube.write_text(kube.read_text().replace(named, '"ports": [{"name": port_name.upper() + "_X", "port": port'))
-    done = Project(tmp_path / "run", "dev", cluster, components).preview(check=False)
+    done = Project(tmp_path / "run", "dev", cluster, installed, components).preview(check=False)
     assert done.returncode != 0
     assert "spec.ports[0].name: Invalid value" in done.stdout + done.stderr
