@@ -13,8 +13,6 @@ read from each project's release), applied as a cluster that runs them has them.
 
 from __future__ import annotations
 
-import datetime
-import ipaddress
 import json
 import ssl
 import subprocess
@@ -29,11 +27,12 @@ from typing import Any
 
 import yaml
 from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec, rsa
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import rsa
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from tests.lab.realenv.servers import free_port
+from tests.real import pki
 
 READY_SECONDS = 90
 HOST = "127.0.0.1"
@@ -99,67 +98,29 @@ class ApiServer:
         return names
 
 
-def _name(common_name: str, organization: str | None = None) -> x509.Name:
-    parts = [x509.NameAttribute(NameOID.COMMON_NAME, common_name)]
-    if organization:
-        parts.insert(0, x509.NameAttribute(NameOID.ORGANIZATION_NAME, organization))
-    return x509.Name(parts)
-
-
-def _write_key(key: ec.EllipticCurvePrivateKey | rsa.RSAPrivateKey, path: Path) -> None:
-    path.write_bytes(
-        key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
-    )
-
-
-def _issue(
-    ca_key: ec.EllipticCurvePrivateKey,
-    ca_name: x509.Name,
-    subject: x509.Name,
-    usage: x509.ObjectIdentifier,
-    path: Path,
-    sans: list[x509.GeneralName] | None = None,
-) -> None:
-    key = ec.generate_private_key(ec.SECP256R1())
-    now = datetime.datetime.now(datetime.UTC)
-    builder = (
-        x509.CertificateBuilder()
-        .subject_name(subject)
-        .issuer_name(ca_name)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(minutes=5))
-        .not_valid_after(now + datetime.timedelta(days=1))
-        .add_extension(x509.ExtendedKeyUsage([usage]), critical=False)
-    )
-    if sans:
-        builder = builder.add_extension(x509.SubjectAlternativeName(sans), critical=False)
-    path.with_suffix(".crt").write_bytes(builder.sign(ca_key, hashes.SHA256()).public_bytes(serialization.Encoding.PEM))
-    _write_key(key, path.with_suffix(".key"))
-
-
 def _pki(directory: Path) -> None:
     """A CA, the API server's serving certificate, an admin client (system:masters), the SA key."""
     directory.mkdir(parents=True, exist_ok=True)
-    ca_key = ec.generate_private_key(ec.SECP256R1())
-    ca_name = _name("openstack-on-k8s-engine-ca")
-    now = datetime.datetime.now(datetime.UTC)
-    ca = (
-        x509.CertificateBuilder()
-        .subject_name(ca_name)
-        .issuer_name(ca_name)
-        .public_key(ca_key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(minutes=5))
-        .not_valid_after(now + datetime.timedelta(days=1))
-        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-        .sign(ca_key, hashes.SHA256())
+    ca = pki.make_ca("openstack-on-k8s-engine-ca")
+    (directory / "ca.crt").write_bytes(pki.pem(ca[0]))
+    admin = x509.Name(
+        [
+            x509.NameAttribute(NameOID.ORGANIZATION_NAME, "system:masters"),
+            x509.NameAttribute(NameOID.COMMON_NAME, "admin"),
+        ]
     )
-    (directory / "ca.crt").write_bytes(ca.public_bytes(serialization.Encoding.PEM))
-    sans: list[x509.GeneralName] = [x509.IPAddress(ipaddress.ip_address(HOST)), x509.DNSName("localhost")]
-    _issue(ca_key, ca_name, _name("kube-apiserver"), ExtendedKeyUsageOID.SERVER_AUTH, directory / "apiserver", sans)
-    _issue(ca_key, ca_name, _name("admin", "system:masters"), ExtendedKeyUsageOID.CLIENT_AUTH, directory / "admin")
-    _write_key(rsa.generate_private_key(65537, 2048), directory / "sa.key")
+    issued = {
+        "apiserver": pki.leaf(ca, ["localhost"], ips=(HOST,)),
+        "admin": pki.leaf(ca, [], subject=admin, usage=ExtendedKeyUsageOID.CLIENT_AUTH),
+    }
+    for name, files in issued.items():
+        (directory / f"{name}.crt").write_bytes(files["tls.crt"])
+        (directory / f"{name}.key").write_bytes(files["tls.key"])
+    key = rsa.generate_private_key(65537, 2048)
+    pkcs8 = serialization.PrivateFormat.PKCS8
+    (directory / "sa.key").write_bytes(
+        key.private_bytes(serialization.Encoding.PEM, pkcs8, serialization.NoEncryption())
+    )
 
 
 def _kubeconfig(path: Path, url: str, pki: Path) -> None:

@@ -8,6 +8,7 @@ day; `write_secret` is the kubelet's atomic writer (files in a new `..<version>`
 from __future__ import annotations
 
 import datetime
+import ipaddress
 import os
 from pathlib import Path
 
@@ -39,17 +40,30 @@ def pem(cert: x509.Certificate) -> bytes:
     return cert.public_bytes(serialization.Encoding.PEM)
 
 
-def leaf(ca: CA, names: list[str], serial: int | None = None) -> dict[str, bytes]:
-    """A server certificate of `names` signed by `ca`, as cert-manager writes it: tls.crt and tls.key."""
+def leaf(
+    ca: CA,
+    names: list[str],
+    serial: int | None = None,
+    *,
+    ips: tuple[str, ...] = (),
+    subject: x509.Name | None = None,
+    usage: x509.ObjectIdentifier | None = None,
+) -> dict[str, bytes]:
+    """A certificate of `names` (and `ips`) signed by `ca`, as cert-manager writes it: tls.crt and tls.key.
+    A server's by default; `subject` and `usage` make another, e.g. an API server's client."""
     key = ec.generate_private_key(ec.SECP256R1())
     now = _now()
-    cert = (
-        x509.CertificateBuilder().subject_name(x509.Name([])).issuer_name(ca[0].subject).public_key(key.public_key())
-        .serial_number(serial or x509.random_serial_number())
+    sans = [x509.DNSName(n) for n in names] + [x509.IPAddress(ipaddress.ip_address(ip)) for ip in ips]
+    builder = (
+        x509.CertificateBuilder().subject_name(subject or x509.Name([])).issuer_name(ca[0].subject)
+        .public_key(key.public_key()).serial_number(serial or x509.random_serial_number())
         .not_valid_before(now).not_valid_after(now + datetime.timedelta(1))
-        .add_extension(x509.SubjectAlternativeName([x509.DNSName(n) for n in names]), critical=True)
-        .sign(ca[1], hashes.SHA256())
     )  # fmt: skip
+    if sans:
+        builder = builder.add_extension(x509.SubjectAlternativeName(sans), critical=subject is None)
+    if usage is not None:
+        builder = builder.add_extension(x509.ExtendedKeyUsage([usage]), critical=False)
+    cert = builder.sign(ca[1], hashes.SHA256())
     pkcs8 = serialization.PrivateFormat.PKCS8
     return {
         "tls.crt": pem(cert),
