@@ -106,8 +106,11 @@ def cache_base() -> Path:
 
     Outside the checkout, so that every clone of the machine (CI's among them) reuses what one built:
     each entry is keyed by what decides it (a venv by its recipe's hash, a download by its address).
-    OPENSTACK_VENV_CACHE moves it; by default `$XDG_CACHE_HOME/openstack-on-k8s` (~/.cache).
+    OPENSTACK_VENV_CACHE moves it. As root, /var/cache/openstack-on-k8s: the tests run the venvs as the
+    services' own users too (setpriv), who cannot enter /root; otherwise `$XDG_CACHE_HOME/openstack-on-k8s`.
     """
     if os.environ.get("OPENSTACK_VENV_CACHE"):
         return Path(os.environ["OPENSTACK_VENV_CACHE"])
+    if os.geteuid() == 0:
+        return Path("/var/cache/openstack-on-k8s")
     return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "openstack-on-k8s"
