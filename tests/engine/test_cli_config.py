@@ -19,7 +19,7 @@ import pytest
 import yaml
 
 from components.settings.model import SettingsError
-from tests.engine.tools import engine_env
+from tests.engine.tools import engine_env, pulumi
 from tools.runtime import REPO, read_stack_file, with_project_defaults
 from tools.stack_secrets import SecretText
 
@@ -41,13 +41,7 @@ class Cli:
         self.run("login", f"file://{root / 'state'}")
 
     def run(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-        done = subprocess.run(
-            ["pulumi", *args, "--non-interactive"], cwd=self.project, env=self.env, capture_output=True, text=True,
-            timeout=600,
-        )  # fmt: skip
-        if check and done.returncode != 0:
-            raise AssertionError(f"pulumi {' '.join(args)}: {done.returncode}\n{done.stdout}\n{done.stderr}")
-        return done
+        return pulumi(self.project, self.env, *args, check=check)
 
 
 @pytest.fixture(scope="module")

@@ -29,7 +29,7 @@ import yaml
 
 from tests.engine.cluster import ApiServer, api_server
 from tests.engine.crds import crd_files
-from tests.engine.tools import engine_env, kubernetes_bin
+from tests.engine.tools import engine_env, kubernetes_bin, pulumi
 from tools.plan import build_plan
 from tools.runtime import REPO
 
@@ -96,15 +96,7 @@ class Project:
             self.pulumi("install", "--no-plugins")
 
     def pulumi(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-        done = subprocess.run(
-            ["pulumi", *args, "--non-interactive"], cwd=self.dir, env=self.env, capture_output=True, text=True,
-            timeout=900,
-        )  # fmt: skip
-        if check and done.returncode != 0:
-            raise AssertionError(
-                f"pulumi {' '.join(args)}: exit {done.returncode}\n{done.stdout[-6000:]}\n{done.stderr}"
-            )
-        return done
+        return pulumi(self.dir, self.env, *args, check=check)
 
     def preview(self, *extra: str, check: bool = True) -> subprocess.CompletedProcess[str]:
         """The README's command: the pack and the stack's generated policy config."""

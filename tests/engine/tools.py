@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import re
 import subprocess
+from collections.abc import Mapping
 from functools import cache
 from pathlib import Path
 
@@ -44,3 +45,14 @@ def engine_env(home: Path, kubeconfig: Path, passphrase: str) -> dict[str, str]:
 
 def kubernetes_bin() -> Path:
     return next(d for d in tool_dirs() if d.name.startswith("kubernetes-"))
+
+
+def pulumi(cwd: Path, env: Mapping[str, str], *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    """`pulumi ARGS --non-interactive` as a user's shell runs it in `cwd`; with `check`, a failure
+    raises with the command's output."""
+    done = subprocess.run(
+        ["pulumi", *args, "--non-interactive"], cwd=cwd, env=dict(env), capture_output=True, text=True, timeout=900
+    )
+    if check and done.returncode != 0:
+        raise AssertionError(f"pulumi {' '.join(args)}: exit {done.returncode}\n{done.stdout[-6000:]}\n{done.stderr}")
+    return done
