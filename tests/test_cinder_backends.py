@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from components.mechanism.inifile import parse_ini
+from components.settings.problems import PROJECT
 from tests.cloud.test_tempest import ADMIN, FACTS
 from tests.conftest import plan_of
 from tests.helpers import containers, objects, pod_template, settings_problems
@@ -145,3 +146,20 @@ def test_the_policy_pack_passes_each_backends_pod() -> None:
     for plan in (both(), plan_of("prod", cinder={"backends": ["lvm", "nfs", "rbd"], "nfsShares": ["h:/x"]})):
         violations = policy_report(plan, load_config("prod"))
         assert [v["message"] for v in violations if v["enforcement"] == "mandatory"] == []
+
+
+def test_rbd_pods_join_one_cinder_cluster_and_per_node_backends_do_not() -> None:
+    """kolla-ansible refuses several cinder-volume hosts without cinder_cluster_name (cinder precheck):
+    without a cluster, an rbd volume belongs to the one node that created it."""
+    plan = plan_of("prod", cinder={"backends": ["rbd", "lvm"], "cluster": "block"})
+    rbd, lvm = _volume_container(plan, "cinder-volume"), _volume_container(plan, "cinder-volume-lvm")
+    assert _env(rbd)["OS_DEFAULT__CLUSTER"] == "block"
+    assert "OS_DEFAULT__CLUSTER" not in _env(lvm)  # LVM's volumes live on their node's disk
+    # Only cinder-volume registers the option (cinder/cmd/volume.py), so the shared file leaves it out.
+    assert "cluster" not in _conf(plan)["DEFAULT"]
+
+
+@pytest.mark.parametrize("name", ["", "a@b", "a#b", "-x", "x" * 64])
+def test_a_cinder_cluster_name_cinder_would_split_is_refused(name: str) -> None:
+    problems = settings_problems({"ceph": CEPH, "cinder": {"backends": ["rbd"], "cluster": name}})
+    assert any(p.startswith(f"{PROJECT}:cinder.cluster: ") and "a-z A-Z 0-9" in p for p in problems), problems

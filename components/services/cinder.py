@@ -14,7 +14,9 @@ every backend (one section each, named as the backend, with its volume_backend_n
 narrows enabled_backends to its own through oslo.config's environment (OS_DEFAULT__ENABLED_BACKENDS),
 as its node address options are (the one --config-file rule, node_address_options). A pod names
 its service `<node>@<backend>` (host network: the node's name), so two backends' pods on one node
-are two services, and a restarted pod is the same one.
+are two services, and a restarted pod is the same one. The rbd backend's pods also join one cluster
+(`cinder.cluster`, cinder's active/active), so that any storage node serves every rbd volume: without it a
+volume is bound to `<node>@rbd` and cannot be attached, extended or deleted while that node is down.
 """
 
 from __future__ import annotations
@@ -33,6 +35,11 @@ from components.tables.roles import CINDER_BACKUP_POD, NodePod, cinder_volume_po
 CONFIG_DIR = "/etc/cinder"
 PORT = 8776
 CINDER_CONF = ("cinder.conf",)
+# Backends whose driver supports active/active (SUPPORTS_ACTIVE_ACTIVE: cinder's RBDDriver does, LVM and
+# the generic NFS driver do not). Their pods join one cluster (cinder.cluster), as kolla-ansible's
+# cinder_cluster_name does; kolla sets it for cinder-volume only, since only cinder/cmd/volume.py
+# registers the option, and so does this: in the pod's environment, not the shared cinder.conf.
+ACTIVE_ACTIVE: frozenset[CinderBackend] = frozenset({"rbd"})
 MANAGE = ("cinder-manage", "--config-file", f"{CONFIG_DIR}/cinder.conf")
 CELL_NEEDS = ("cinder-db-sync", "cinder-rabbit-init")
 # Where cinder-backup finds the CA of its S3 endpoint (cinder.backupS3.caSecret): a directory mount,
@@ -264,6 +271,7 @@ def volume_process(settings: Settings, backend: CinderBackend, pod: NodePod) -> 
             *oslo.node_address_env(*node_address_options(backend)),
             # oslo.config's environment comes before the file: this pod runs its backend only.
             *((env("OS_DEFAULT__ENABLED_BACKENDS", backend),) if len(settings.cinder.backends) > 1 else ()),
+            *((env("OS_DEFAULT__CLUSTER", settings.cinder.cluster),) if backend in ACTIVE_ACTIVE else ()),
         ),
         extra_volumes=keyring_volumes,
         extra_mounts=keyring_mounts,

@@ -40,6 +40,7 @@ from components.settings.value_types import (
     MAX_PORT,
     ByteQuantity,
     ChartVersion,
+    CinderClusterName,
     Count,
     CpuModel,
     CpuQuantity,
@@ -216,6 +217,12 @@ class Cinder(Model):
     )
     backup_s3: CinderBackupBucket | None = Field(None, description="with backup s3: the bucket cinder-backup writes to")
     lvm_size: ByteQuantity = "50Gi"
+    cluster: CinderClusterName = Field(
+        "cinder",
+        description="[DEFAULT] cluster of the rbd backend's cinder-volume pods (cinder's active/active): every "
+        "storage node serves every rbd volume, so a volume outlives the node that created it; each node's "
+        "volumes join the cluster when its pod first starts with it (lvm and nfs stay per node)",
+    )
     nfs_shares: tuple[Text, ...] = Field((), description="'host:/export' entries for the nfs backend")
 
     @model_validator(mode="before")

@@ -83,6 +83,12 @@ DnsSubdomain = Annotated[
         "starting and ending with a letter or digit, at most 253 characters",
     ),
 ]
+# cinder's [DEFAULT] cluster: services and volumes are named '<cluster>@<backend>#<pool>', so neither
+# separator may appear in it (cinder/volume/volume_utils.py extract_host splits on them).
+CinderClusterName = Annotated[
+    Text,
+    _matching(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,62}", "must be 1-63 of a-z A-Z 0-9 . _ -, starting with a letter or digit"),
+]
 # Linux: at most 15 bytes (IFNAMSIZ - 1), no '/', ':' or whitespace; kept to the usual characters.
 InterfaceName = Annotated[
     Text, _matching(r"[A-Za-z0-9_.-]{1,15}", "must be a network interface name (1-15 of a-z A-Z 0-9 . _ -)")

@@ -66,6 +66,7 @@ for name in CONTEXTS:
 print(json.dumps({
     "backend": backend,
     "my_ip": CONF.my_ip,
+    "cluster": CONF.cluster,
     "target_ip_address": conf.target_ip_address,
     "root_helper": root_helper,
     "commands": commands,
@@ -86,8 +87,9 @@ def _pod_env(container: dict[str, Any]) -> dict[str, str]:
     return resolved
 
 
-def _start_cinder_volume(venv: OpenStackVenv, tmp_path: Path) -> dict[str, Any]:
-    plan = plan_of("staging")  # the lvm backend
+def _start_cinder_volume(venv: OpenStackVenv, tmp_path: Path, stack: str = "staging") -> dict[str, Any]:
+    """staging's pod runs the lvm backend, prod's the rbd one."""
+    plan = plan_of(stack)
     [container] = containers(plan.by_name("cinder-volume", "DaemonSet"))
     files = plan.by_name("cinder-etc", "Secret").revealed["stringData"]
     etc = tmp_path / "etc-cinder"
@@ -128,3 +130,14 @@ def test_cinder_volume_privsep_is_admitted_by_cinder_rootwrap_and_the_target_is_
     assert started["backend"] == "lvm"
     assert started["target_ip_address"] == NODE
     assert started["my_ip"] == NODE
+    assert started["cluster"] is None  # LVM's volumes live on their node: no active/active
+
+
+def test_the_rbd_pod_joins_the_cinder_cluster_as_cinder_volume_reads_its_configuration(
+    openstack_venv: OpenStackVenv, tmp_path: Path
+) -> None:
+    """cinder/cmd/volume.py names the service's cluster '<cluster>@<backend>' from [DEFAULT] cluster:
+    read here by cinder's own option from the pod's environment and files, as the pod starts it."""
+    started = _start_cinder_volume(openstack_venv, tmp_path, "prod")
+    assert started["backend"] == "rbd"
+    assert started["cluster"] == "cinder"  # the default of cinder.cluster, which prod leaves unset
