@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import re
 from pathlib import Path
 
 import pytest
@@ -13,9 +14,11 @@ from components.services import specs as services
 from components.settings.model import Settings
 from components.tables import catalog
 from tests.conftest import STACKS, plan_of
+from tools.explain import explain
 from tools.plan import Plan, build_plan
 from tools.plan import main as plan_main
 from tools.runtime import Registration
+from tools.views import graph_text
 
 # What the program creates that the graph holds; the rest (Services, budgets, claims, RBAC of a
 # Job, operators' charts, generated passwords) belongs to one node or to no order at all.
@@ -150,11 +153,35 @@ def test_a_service_step_that_needs_what_the_stack_does_not_deploy_fails_before_a
 
 
 def test_the_graph_prints_by_wave_with_reasons() -> None:
-    text = "\n".join(plan_of("dev").graph.lines())
-    assert text.startswith("wave 1\n")
+    text = graph_text(plan_of("dev"))
+    assert text.startswith("wave ")
     assert "  Job glance-db-sync (glance)\n    <- glance-db-init: needs the database and its user" in text
     waves = [int(line.split()[1]) for line in text.splitlines() if line.startswith("wave ")]
-    assert waves == list(range(1, len(waves) + 1))
+    assert waves == sorted(set(waves))
+
+
+@pytest.mark.parametrize("stack", ["dev", "prod"])
+def test_every_view_gives_an_object_the_same_wave(stack: str, tmp_path: Path) -> None:
+    """graph.txt (the deploy graph's text), graph.md (the drawing's table) and --explain each print waves:
+    one object, one number."""
+    assert plan_main(["--stack", stack, "--out", str(tmp_path)]) == 0
+    in_text: dict[tuple[str, str], int] = {}
+    for line in (tmp_path / "graph.txt").read_text().splitlines():
+        if line.startswith("wave "):
+            wave = int(line.split()[1])
+        elif line.startswith("  ") and not line.startswith("    "):
+            kind, name = line.split()[:2]
+            in_text[(kind, name)] = wave
+    drawn = {
+        (kind, name): int(wave)
+        for name, kind, wave in re.findall(r'\["([^<]+)<br/>(\w+) · wave (\d+)"\]', (tmp_path / "graph.md").read_text())
+    }
+    both = set(in_text) & set(drawn)
+    assert len(both) > 20, (sorted(in_text)[:5], sorted(drawn)[:5])
+    assert {k: in_text[k] for k in both} == {k: drawn[k] for k in both}
+    plan = plan_of(stack)
+    explained = explain(plan, "MariaDB/mariadb")
+    assert f"wave       {in_text[('MariaDB', 'mariadb')]} of " in explained
 
 
 def test_the_plan_tool_prints_the_graph_and_writes_it_beside_the_plan(
@@ -162,7 +189,7 @@ def test_the_plan_tool_prints_the_graph_and_writes_it_beside_the_plan(
 ) -> None:
     assert plan_main(["--stack", "dev", "--graph"]) == 0
     printed = capsys.readouterr().out
-    assert printed.startswith("wave 1\n  MariaDB mariadb (infrastructure)\n")
+    assert re.match(r"wave \d+\n  \w+ \S+ \(\S+\)\n", printed), printed[:200]
     assert plan_main(["--stack", "dev", "--out", str(tmp_path)]) == 0
     assert (tmp_path / "graph.txt").read_text() == printed
 

@@ -35,7 +35,15 @@ def short_type(r: Registration) -> str:
 
 
 def wave_numbers(plan: Plan) -> dict[str, int]:
+    """URN → its wave, from 1: the one numbering of `make plan`'s summary, the drawing, graph.txt and --explain."""
     return {r.urn: number for number, wave in enumerate(plan.waves(), 1) for r in wave}
+
+
+def graph_waves(plan: Plan) -> dict[str, int]:
+    """The deploy graph's node keys (components/cloud/graph.py) → the wave of the object each names."""
+    by_urn = wave_numbers(plan)
+    urn_of = {(r.kind, r.k8s_name): r.urn for r in plan.custom if r.kind}
+    return {node.key: by_urn[urn_of[(node.kind, node.name)]] for node in plan.graph.order()}
 
 
 def service_of(r: Registration, by_urn: dict[str, Registration]) -> str:

@@ -16,7 +16,7 @@ from typing import Any
 from tools import ca_rotation_view, certificate_impact, diff_report, graph_draw, plan_diff, upgrade_view
 from tools.plan import Plan
 from tools.plan_configs import configs, secret_values
-from tools.plan_graph import DeployGraphView
+from tools.plan_graph import DeployGraphView, graph_waves
 
 
 class SecretLeakError(RuntimeError):
@@ -47,7 +47,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def graph_text(plan: Plan) -> str:
-    return "\n".join(plan.graph.lines()) + "\n"
+    return "\n".join(plan.graph.lines(graph_waves(plan))) + "\n"
 
 
 def diff_result(earlier: plan_diff.PlanView, plan: Plan) -> dict[str, Any]:

@@ -188,20 +188,14 @@ class CloudGraph:
                 found.setdefault(need.name, []).append(node)
         return {name: tuple(nodes) for name, nodes in found.items()}
 
-    @cached_property
-    def waves(self) -> Mapping[str, int]:
-        """Key → its wave: 1 for what needs nothing, else one after its latest need."""
-        wave: dict[str, int] = {}
-        for node in self._order:
-            wave[node.key] = 1 + max((wave[need.name] for need in node.needs), default=0)
-        return wave
-
-    def lines(self) -> Iterator[str]:
-        """The graph as text: per wave, each node and what it waits for, with the reason."""
-        for number in sorted(set(self.waves.values())):
+    def lines(self, wave_of: Mapping[str, int]) -> Iterator[str]:
+        """The graph as text: per wave, each node and what it waits for, with the reason. `wave_of` numbers
+        the nodes by key: the plan's waves (tools/plan_graph.py), so that the text, the drawing and
+        --explain give an object one wave number."""
+        for number in sorted(set(wave_of[node.key] for node in self._order)):
             yield f"wave {number}"
             for node in self._order:
-                if self.waves[node.key] != number:
+                if wave_of[node.key] != number:
                     continue
                 yield f"  {node.kind} {node.name} ({node.owner})"
                 for need in node.needs:
