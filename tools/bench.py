@@ -33,7 +33,7 @@ from typing import Any
 import yaml
 
 from components.settings.model import PROJECT
-from tools import plan
+from tools import command_line, plan
 from tools.runtime import REPO, stack_file
 
 NODE_GROUPS_KEY = f"{PROJECT}:compute"
@@ -203,4 +203,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    command_line.run(main)

@@ -33,7 +33,7 @@ from components.cloud.stack_config import settings_from_config
 from components.settings.model import PROJECT, Settings, SettingsError
 from policies.report import check_resources
 from policies.settings import ConfigError
-from tools import manifest_yaml, schemas
+from tools import command_line, manifest_yaml, schemas
 from tools.policy_config import policy_config, render
 from tools.runtime import SECRET_MARK, Registration, run_program, stack_config, stack_with
 from tools.stack_secrets import SecretText
@@ -329,4 +329,4 @@ def summarize(plan: Plan, errors: list[str], skipped: list[str], violations: lis
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    command_line.run(main)

@@ -27,6 +27,7 @@ from components.settings.model import Settings, SettingsError
 from policies.registry import RULES, ResourceRule, StackRule
 from policies.report import CONFIG_DIR, validate_config
 from policies.settings import PROPERTIES
+from tools import command_line
 from tools.runtime import read_stack_file
 
 STACKS_DIR = Path(__file__).resolve().parents[1] / "stacks"
@@ -169,4 +170,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    command_line.run(main)

@@ -25,6 +25,7 @@ from policies.k8s import K8sObject, type_token
 from policies.lists import LIST_SUFFIX
 from policies.report import check_objects, has_mandatory, load_config
 from policies.settings import ConfigError
+from tools import command_line
 from tools.yaml_reading import KubectlLoader, load_all
 
 
@@ -96,4 +97,4 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    command_line.run(main)

@@ -26,6 +26,7 @@ import yaml
 
 from components.settings.model import Settings
 from components.settings.problems import PROJECT
+from tools import command_line
 
 PROJECT_FILE = Path(__file__).resolve().parents[1] / "Pulumi.yaml"
 
@@ -89,4 +90,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    command_line.run(main)

@@ -10,9 +10,9 @@ metadata (a few minutes, and a few more for each release); later runs work offli
 from __future__ import annotations
 
 import argparse
-import sys
 
 from components.settings.releases import RELEASES
+from tools import command_line
 from tools.imagecheck.contents import limits
 from tools.imagecheck.report import CANNOT_SEE, STACKS, check_stacks
 
@@ -44,4 +44,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    command_line.run(main)
