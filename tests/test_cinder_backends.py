@@ -163,3 +163,31 @@ def test_rbd_pods_join_one_cinder_cluster_and_per_node_backends_do_not() -> None
 def test_a_cinder_cluster_name_cinder_would_split_is_refused(name: str) -> None:
     problems = settings_problems({"ceph": CEPH, "cinder": {"backends": ["rbd"], "cluster": name}})
     assert any(p.startswith(f"{PROJECT}:cinder.cluster: ") and "a-z A-Z 0-9" in p for p in problems), problems
+
+
+@pytest.mark.parametrize("stack", ["staging", "prod"])
+def test_image_conversion_and_glance_staging_have_scratch_volumes_of_their_settings_size(stack: str) -> None:
+    """cinder.conversionSize and glance.scratchSize: emptyDirs with that sizeLimit where the rendered configs
+    put the files, not the container's writable layer."""
+    stacked = plan_of(stack).settings  # the stack's own glance and cinder settings, two sizes changed
+    cinder = {"backends": list(stacked.cinder.backends), "backup": stacked.cinder.backup, "conversionSize": "7Gi"}
+    plan = plan_of(stack, cinder=cinder, glance={"backend": stacked.glance.backend, "scratchSize": "9Gi"})
+    glance_conf = parse_ini(plan.by_name("glance-etc", "Secret").revealed["stringData"]["glance-api.conf"])
+    dirs = {
+        ("glance-api", glance_conf[store]["filesystem_store_datadir"])
+        for store in ("os_glance_staging_store", "os_glance_tasks_store")
+    }
+    dirs |= {(name, _conf(plan)["DEFAULT"]["image_conversion_dir"]) for name in objects(plan, "DaemonSet")
+             if name.startswith("cinder-volume")}  # fmt: skip
+    sizes = {"glance-api": "9Gi", "cinder-volume": "7Gi"}
+    for workload, directory in dirs:
+        kind = "Deployment" if workload == "glance-api" else "DaemonSet"
+        spec = pod_template(objects(plan, kind)[workload])["spec"]
+        empty = {v["name"]: v["emptyDir"] for v in spec["volumes"] if "emptyDir" in v}
+        [container] = [c for c in spec["containers"] if c["name"] in ("glance-api", "cinder-volume")]
+        under = [m for m in container["volumeMounts"] if directory.startswith(m["mountPath"].rstrip("/") + "/")
+                 or directory == m["mountPath"]]  # fmt: skip
+        deepest = max(under, key=lambda m: len(m["mountPath"]))
+        assert deepest["name"] in empty, (workload, directory, deepest)
+        assert empty[deepest["name"]] == {"sizeLimit": sizes["-".join(workload.split("-")[:2])]}
+        assert not deepest.get("readOnly") and "subPath" not in deepest

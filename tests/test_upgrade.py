@@ -158,8 +158,15 @@ def test_what_an_upgrade_from_2025_2_changes_before_the_checks_is_what_the_check
     assert {ref.split("/")[1] for ref in early} <= mounted, early
 
 
+# The services' order, written here rather than taken from the code under test: Keystone first (every
+# service authenticates through it; keystone's upgrade guide), then the image service, placement before
+# nova (nova's guide: placement is upgraded first), nova, neutron, cinder, as kolla-ansible's site.yml
+# runs their roles.
+DOCUMENTED_ORDER = ("keystone", "glance", "placement", "nova", "neutron", "cinder")
+
+
 def test_control_plane_upgrades_service_by_service_in_the_documented_order(plan: Plan) -> None:
-    order = upgrade_recipes.CONTROL_PLANE_ORDER
+    order = DOCUMENTED_ORDER
     firsts = {"keystone": "keystone-api", "glance": "glance-api", "placement": "placement-api", "nova": "nova-api"}
     firsts |= {"neutron": "neutron-server"}
     for before, after in itertools.pairwise(order):
@@ -169,6 +176,26 @@ def test_control_plane_upgrades_service_by_service_in_the_documented_order(plan:
 def test_conductors_before_apis(plan: Plan) -> None:
     for api in ("nova-api", "nova-metadata"):
         assert {"nova-conductor", "nova-scheduler"} <= _engine_ancestors(plan, api)
+
+
+def test_cinder_rolls_scheduler_volume_backup_then_api(plan: Plan) -> None:
+    """Cinder's upgrade guide (doc/source/admin/upgrades.rst): "cinder-scheduler, cinder-volume,
+    cinder-backup and finally cinder-api"."""
+    guide = ("cinder-scheduler", "cinder-volume", "cinder-backup", "cinder-api")
+    for earlier, later in itertools.combinations(guide, 2):
+        assert earlier in _engine_ancestors(plan, later), (earlier, later)
+    listed = [
+        s.name for s in upgrade.steps(plan.graph.specs, plan.settings) if s.phase == "roll" and s.service == "cinder"
+    ]
+    assert [name for name in listed if name in guide] == list(guide)
+
+
+def test_without_an_upgrade_cinder_services_wait_for_none_of_each_other() -> None:
+    plan = plan_of(STACK)
+    for earlier, later in itertools.permutations(
+        ("cinder-scheduler", "cinder-volume", "cinder-backup", "cinder-api"), 2
+    ):
+        assert earlier not in _engine_ancestors(plan, later), (earlier, later)
 
 
 def test_expand_migrate_then_contract_after_the_service_rolled(plan: Plan) -> None:

@@ -20,7 +20,7 @@ import pulumi
 from components.cloud.graph import Node, steps_of
 from components.infrastructure import ca_rotation
 from components.infrastructure.credentials import Credentials
-from components.mechanism import internal_tls, kube, oslo
+from components.mechanism import database_clients, internal_tls, kube, oslo
 from components.mechanism.api import probe_on_stack
 from components.mechanism.created import DeployGraph
 from components.mechanism.images import profile
@@ -44,6 +44,7 @@ from components.mechanism.workload import (
     secret_volume,
 )
 from components.nodes.nodepod import avoid, container_security, host_path_mounts, host_path_volumes, pod_overrides
+from components.settings import scheduling
 from components.settings.model import Settings
 from components.tables.roles import NodeKind, NodePod
 
@@ -73,6 +74,7 @@ class OpenStackService(pulumi.ComponentResource):
         self.spec, self.ctx = spec, ctx
         settings = ctx.settings
         self.secrets = self._secrets()
+        self.connecting = database_clients.connecting_files(spec, settings, self.secrets)
         self.files: pulumi.Output[dict[str, str]] = pulumi.Output.secret(
             pulumi.Output.all(**self.secrets).apply(lambda resolved: spec.render(RenderContext(settings, resolved)))
         )
@@ -127,6 +129,10 @@ class OpenStackService(pulumi.ComponentResource):
             return kube.secret(config.name, ns, name, node_files, self)
         data = {script: script_text(script) for script in scripts_of(self.spec, steps_of(self.spec, settings))}
         return kube.config_map(config.name, ns, name, data, self)
+
+    def _database_client(self, config_files: tuple[str, ...]) -> dict[str, str]:
+        """Labels that mark a workload whose config connects to a database (a restore stops it)."""
+        return database_clients.labels_for(config_files, lambda entry: self._config_path(entry)[0], self.connecting)
 
     def _config_path(self, entry: str) -> tuple[str, str]:
         return config_path(self.spec, entry)
@@ -193,6 +199,7 @@ class OpenStackService(pulumi.ComponentResource):
             # A failed run keeps its pod and its logs; the Job controller starts a new pod
             # per retry (backoffLimit), where OnFailure would restart the same one in place.
             restart_policy="Never",
+            object_labels=self._database_client(step.config_files),
             annotations={CHECKSUM_ANNOTATION: self._checksum(step.config_files, step.scripts)},
             service_account=step.name if step.api_access else None,
         )
@@ -251,6 +258,7 @@ class OpenStackService(pulumi.ComponentResource):
         service = process.service or name
         # What node and control-plane pods share; each kind adds its own below.
         common: dict[str, Any] = dict(
+            object_labels=self._database_client(config_files),
             service=node_pod.service if node_pod else service,
             component=node_pod.name if node_pod else process.component_in(name),
             containers=tuple(self._container(p, node_pod) for p in (process, *process.sidecars)),
@@ -271,6 +279,7 @@ class OpenStackService(pulumi.ComponentResource):
                 volumes=volumes,
                 uid=profile(process.image).uid,
                 service_account=process.service_account,
+                priority_class=settings.priority_classes.data_stores if process.data_store else None,
                 **common,
             )
         selectors = settings.node_selectors
@@ -282,9 +291,16 @@ class OpenStackService(pulumi.ComponentResource):
         overrides = pod_overrides(node_pod)
         if process.avoid_nodes:
             overrides["affinity"] = avoid(process.avoid_nodes)
+        tolerations = {
+            NodeKind.COMPUTE: settings.tolerations.compute,
+            NodeKind.NETWORK: settings.tolerations.network,
+            NodeKind.STORAGE: settings.tolerations.storage,
+        }[node_pod.node]
         return PodSpec(
             volumes=volumes + host_path_volumes(node_pod.roles),
             node_selector={**base, **process.node_selector},
+            tolerations=(*scheduling.manifests(tolerations), *process.tolerations),
+            priority_class=settings.priority_classes.node_agents,
             pod_overrides=overrides,
             service_account=process.service_account,
             **common,

@@ -22,6 +22,7 @@ from typing import Any, Union, get_args, get_origin
 from pulumi_kubernetes.provider import ProviderArgs
 from pydantic import BaseModel
 
+from components.cloud.owned_names import name_problems
 from components.cloud.setting_names import unknown_names
 from components.settings.model import Settings, SettingsCheck
 from components.settings.problems import PROJECT, SECRET_MARK, Problem, SettingsError
@@ -93,7 +94,7 @@ def _did_you_mean(given: str, known: Collection[str], spelled: Callable[[str], s
 
 
 # What Settings.parse cannot check by itself: the modules that declare those names import the model.
-MORE_CHECKS: tuple[SettingsCheck, ...] = (unknown_names,)
+MORE_CHECKS: tuple[SettingsCheck, ...] = (unknown_names, name_problems)
 
 
 def parse_settings(raw: Mapping[str, Any], secret: Collection[str] = ()) -> Settings:

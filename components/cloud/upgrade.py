@@ -45,7 +45,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from components.cloud.upgrade_recipes import CONTROL_PLANE_ORDER, RECIPES, Check, Recipe
@@ -149,6 +149,12 @@ def _check_step(template: Step, check: Check, settings: Settings, service: str) 
     )
 
 
+def _tier_of(recipe: Recipe) -> Callable[[str], int]:
+    """A process name → its tier in the recipe's roll order (0: the first, and any process it does not name)."""
+    tiers = {name: index for index, names in enumerate(recipe.tiers) for name in names}
+    return lambda name: tiers.get(name, 0)
+
+
 def _upgraded(
     spec: ServiceSpec, before: tuple[str, ...], settings: Settings, compute_pods: tuple[str, ...]
 ) -> ServiceSpec:
@@ -179,13 +185,14 @@ def _upgraded(
         steps.append(_job(sync, online, recipe.online, after, f"waits for {online} to finish"))
     assert settings.upgrade is not None
     pinned = {UPGRADE_FROM_ANNOTATION: settings.upgrade.from_release} if recipe.caches_rpc_versions else {}
+    tier = _tier_of(recipe)
     processes = tuple(
         dataclasses.replace(
             p,
             needs=(
                 *p.needs,
                 *((migrate,) if recipe.migrate and p.node_pod is None else ()),
-                *recipe.first.get(p.name, ()),
+                *(q.object_name for q in spec.processes if tier(q.name) < tier(p.name)),
             ),
             pod_annotations={**p.pod_annotations, **pinned},
         )
@@ -242,8 +249,9 @@ def steps(specs: tuple[ServiceSpec, ...], settings: Settings) -> Iterator[Upgrad
         if recipe.migrate:
             touches = f"moves data to {settings.release}'s columns in the {spec.name} database"
             yield UpgradeStep("migrate", "Job", job_name(spec.name, "db-migrate", settings), spec.name, touches)
-        # Those that wait for others of the service (nova's APIs) last.
-        for workload in sorted(_workloads(spec), key=lambda w: w in recipe.first):
+        # In the guide's order: nova's APIs after its conductors, cinder's API last.
+        tier, process_of = _tier_of(recipe), {p.object_name: p.name for p in spec.processes}
+        for workload in sorted(_workloads(spec), key=lambda w: tier(process_of[w])):
             yield UpgradeStep(
                 "roll", "workload", workload, spec.name, f"pods of {workload} replaced by {settings.release}'s"
             )

@@ -8,8 +8,7 @@ kolla-ansible's ansible/roles/<service>/tasks/upgrade.yml order them.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from components.services import cinder, glance, keystone, neutron
 
@@ -48,8 +47,9 @@ class Recipe:
     migrate: tuple[str, ...] | None = None
     contract: tuple[str, ...] | None = None
     online: tuple[str, ...] | None = None
-    # Workloads of the service rolled before another one (process → what it waits for).
-    first: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    # The service's processes in the order its guide rolls them, tier by tier: each tier's workloads wait
+    # for every workload of the tiers before it. Processes in no tier roll with the first.
+    tiers: tuple[tuple[str, ...], ...] = ()
     # Its processes cache the RPC versions of the oldest services until they restart.
     caches_rpc_versions: bool = False
 
@@ -120,10 +120,7 @@ RECIPES: dict[str, Recipe] = {
         # Nova's guide: "It is safest to start nova-conductor first and nova-api last".
         # nova/compute/rpcapi.py: LAST_VERSION and _ROUTER, found once per process (`auto`).
         caches_rpc_versions=True,
-        first={
-            "nova-api": ("nova-conductor", "nova-scheduler"),
-            "nova-metadata": ("nova-conductor", "nova-scheduler"),
-        },
+        tiers=(("nova-conductor", "nova-scheduler"), ("nova-api", "nova-metadata")),
     ),
     "neutron": Recipe(
         # True (exit 1) when a contract migration of {to} is not applied: neutron then needs every
@@ -150,5 +147,9 @@ RECIPES: dict[str, Recipe] = {
         online=(*cinder.MANAGE, "db", "online_data_migrations"),
         # cinder/rpc.py: LAST_RPC_VERSIONS and LAST_OBJ_VERSIONS, found once per process and binary.
         caches_rpc_versions=True,
+        # Cinder's guide (doc/source/admin/upgrades.rst): "The assumed service upgrade order is
+        # cinder-scheduler, cinder-volume, cinder-backup and finally cinder-api" (the API last, so it
+        # fails fast on new features while older services remain). Every backend's volume pods are one tier.
+        tiers=(("cinder-scheduler",), ("cinder-volume",), ("cinder-backup",), ("cinder-api",)),
     ),
 }

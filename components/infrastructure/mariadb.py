@@ -18,6 +18,7 @@ from components.mechanism.bootstrap import MARIADB_ROOT_SECRET
 from components.mechanism.created import DeployGraph
 from components.mechanism.meta import metadata
 from components.mechanism.workload import resources_manifest
+from components.settings import scheduling
 from components.settings.memory import SHARES
 from components.settings.model import Settings
 
@@ -72,6 +73,7 @@ class MariaDB(pulumi.ComponentResource):
             },
             "resources": resources_manifest(resources),
             "nodeSelector": settings.node_selectors.control_plane,
+            **scheduling.pod_fields(settings.tolerations.control_plane, settings.priority_classes.data_stores),
             # Each service opens a pool per worker; the default of 151 runs out with a few APIs.
             # The buffer pool is a share of the container's memory limit (components/settings/memory.py).
             "myCnf": (

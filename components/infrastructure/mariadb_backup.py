@@ -18,6 +18,7 @@ import pulumi_kubernetes as k8s
 from components.mechanism import kube, oslo
 from components.mechanism.meta import labels, metadata
 from components.mechanism.workload import resources_manifest
+from components.settings import scheduling
 from components.settings.cron import TIME_ZONE
 from components.settings.model import S3_KEYS, BackupBucket, Settings
 
@@ -64,6 +65,7 @@ def mariadb_backup(settings: Settings, server: pulumi.Resource, parent: pulumi.R
         "storage": storage,
         "podMetadata": {"labels": POD_LABELS},
         "nodeSelector": settings.node_selectors.control_plane,
+        **scheduling.pod_fields(settings.tolerations.control_plane, None),
         "resources": resources_manifest(settings.resources_of(NAME)),
         "successfulJobsHistoryLimit": 1,
         "failedJobsHistoryLimit": 3,
@@ -110,6 +112,7 @@ def backup_before_upgrade(
             "storage": storage,
             "podMetadata": {"labels": POD_LABELS},
             "nodeSelector": settings.node_selectors.control_plane,
+            **scheduling.pod_fields(settings.tolerations.control_plane, None),
             "resources": resources_manifest(settings.resources_of(NAME)),
         },
         opts=pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=waits)),

@@ -87,6 +87,7 @@ def memcached(settings: Settings) -> ServiceSpec:
                 extra_volumes=volumes,
                 extra_mounts=mounts,
                 stateful=True,
+                data_store=True,
                 component="server",
             ),
         ),

@@ -20,6 +20,7 @@ from components.mechanism.created import DeployGraph
 from components.mechanism.meta import metadata
 from components.mechanism.oslo import RABBITMQ
 from components.mechanism.workload import resources_manifest
+from components.settings import scheduling
 from components.settings.model import RabbitmqOperator, Settings
 
 # The operator's own release manifest (Bitnami's chart pulled images Bitnami removed from
@@ -117,6 +118,15 @@ def certificate(settings: Settings, parent: pulumi.Resource) -> None:
     certificates.cert_manager("Certificate", TLS_SECRET, settings.namespace, spec, parent, owner=internal_tls.OWNER)
 
 
+def _priority_override(priority_class: str | None) -> dict[str, Any]:
+    if priority_class is None:
+        return {}
+    # The CRD requires `containers` in the override's pod spec; the operator applies the override as a
+    # strategic merge patch, which merges containers by name, so an empty list changes none of them.
+    pod = {"spec": {"containers": [], "priorityClassName": priority_class}}
+    return {"override": {"statefulSet": {"spec": {"template": pod}}}}
+
+
 class RabbitMQ(pulumi.ComponentResource):
     def __init__(self, settings: Settings, graph: DeployGraph, opts: pulumi.ResourceOptions | None = None):
         super().__init__("openstack:infra:RabbitMQ", RABBITMQ, None, opts)
@@ -145,6 +155,9 @@ class RabbitMQ(pulumi.ComponentResource):
                     }
                 }
             },
+            **scheduling.pod_fields(settings.tolerations.control_plane, None),
+            # The CR has no priorityClassName: the operator takes it from its StatefulSet override.
+            **_priority_override(settings.priority_classes.data_stores),
             # Quorum queues need a majority; pause the minority side of a partition.
             "rabbitmq": {"additionalConfig": "cluster_partition_handling = pause_minority\n"},
             **tls_spec(settings),

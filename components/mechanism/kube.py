@@ -8,7 +8,7 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as k8s
 
-from components.mechanism.meta import labels, metadata, selector
+from components.mechanism.meta import labelled, labels, metadata, selector
 from components.mechanism.workload import Manifest, PodSpec
 from components.settings.cron import TIME_ZONE
 
@@ -52,7 +52,7 @@ def deployment(
     )
     return k8s.apps.v1.Deployment(
         name,
-        metadata=metadata(name, namespace, pod.service, pod.component),
+        metadata=labelled(metadata(name, namespace, pod.service, pod.component), pod.object_labels),
         spec={
             "replicas": replicas,
             "selector": {"matchLabels": pod.selector()},
@@ -75,7 +75,7 @@ def statefulset(
     through the headless Service of the same name (`service(..., headless=True)`)."""
     return k8s.apps.v1.StatefulSet(
         name,
-        metadata=metadata(name, namespace, pod.service, pod.component),
+        metadata=labelled(metadata(name, namespace, pod.service, pod.component), pod.object_labels),
         spec={
             "replicas": replicas,
             "serviceName": name,
@@ -122,7 +122,7 @@ def daemonset(
     awaiting = {SKIP_AWAIT: "true"} if on_delete else {}
     return k8s.apps.v1.DaemonSet(
         name,
-        metadata=metadata(name, namespace, pod.service, pod.component, **awaiting),
+        metadata=labelled(metadata(name, namespace, pod.service, pod.component, **awaiting), pod.object_labels),
         spec={
             "selector": {"matchLabels": pod.selector()},
             "updateStrategy": strategy,
@@ -142,7 +142,7 @@ def job(
 ) -> k8s.batch.v1.Job:
     return k8s.batch.v1.Job(
         name,
-        metadata=metadata(name, namespace, pod.service, pod.component, **REPLACE_UNREADY),
+        metadata=labelled(metadata(name, namespace, pod.service, pod.component, **REPLACE_UNREADY), pod.object_labels),
         spec={"backoffLimit": 6, "activeDeadlineSeconds": JOB_DEADLINE_SECONDS, "template": pod.template()},
         # A Job's template is immutable: a changed script or image replaces the Job, which
         # re-runs it. Its fixed name means the old one must go first.
@@ -166,7 +166,7 @@ def cron_job(
 ) -> k8s.batch.v1.CronJob:
     return k8s.batch.v1.CronJob(
         name,
-        metadata=metadata(name, namespace, pod.service, pod.component),
+        metadata=labelled(metadata(name, namespace, pod.service, pod.component), pod.object_labels),
         spec={
             "schedule": schedule,
             # A slow run must not pile up behind itself.

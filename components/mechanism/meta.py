@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Mapping
 from typing import Any
 
 PART_OF = "openstack"
@@ -31,6 +32,11 @@ def metadata(name: str, namespace: str, service: str, component: str, **annotati
     if annotations:
         meta["annotations"] = dict(annotations)
     return meta
+
+
+def labelled(meta: dict[str, Any], object_labels: Mapping[str, str]) -> dict[str, Any]:
+    """`meta` with labels of the object's own, never its pods' (a change rolls no pod)."""
+    return {**meta, "labels": {**meta["labels"], **object_labels}} if object_labels else meta
 
 
 def checksum(*parts: Any) -> str:

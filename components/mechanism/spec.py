@@ -135,6 +135,8 @@ class Process:
     node_pod: NodePod | None = None
     node_selector: Mapping[str, str] = field(default_factory=dict)  # added to the node kind's selector
     avoid_nodes: Mapping[str, str] = field(default_factory=dict)  # stay off nodes with these labels
+    tolerations: tuple[Manifest, ...] = ()  # added to the node kind's (a compute node group's own)
+    data_store: bool = False  # runs in priorityClasses.dataStores
     extra_labels: Mapping[str, str] = field(default_factory=dict)  # pod labels, also in the selector
     # On its pod template beside the config checksum: a change rolls its pods (components/cloud/upgrade.py).
     pod_annotations: Mapping[str, str] = field(default_factory=dict)

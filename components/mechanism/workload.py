@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from components.settings import scheduling
 from components.settings.model import Resources, Settings
 
 Manifest = dict[str, Any]
@@ -167,6 +168,14 @@ def secret_volume(name: str, secret: str) -> Manifest:
     return {"name": name, "secret": {"secretName": secret, "defaultMode": 0o440}}
 
 
+def scratch(name: str, size: str, path: str) -> tuple[Manifest, Mount]:
+    """Scratch space of a stated size at `path`: an emptyDir whose sizeLimit the kubelet enforces (it
+    evicts a pod that writes more), rather than the container's writable layer, which no setting sizes
+    and which fills the node's image disk. A directory mount (no subPath, whose directories the kubelet
+    would create as root), writable by the pod's fsGroup."""
+    return {"name": name, "emptyDir": {"sizeLimit": size}}, Mount(name, path, read_only=False)
+
+
 def config_map_volume(name: str, config_map: str, mode: int = 0o555) -> Manifest:
     return {"name": name, "configMap": {"name": config_map, "defaultMode": mode}}
 
@@ -181,6 +190,10 @@ class PodSpec:
     volumes: tuple[Manifest, ...] = ()
     uid: int | None = None  # restricted pods run as this user
     node_selector: dict[str, str] = field(default_factory=dict)
+    tolerations: tuple[Manifest, ...] = ()
+    priority_class: str | None = None
+    object_labels: dict[str, str] = field(default_factory=dict)  # the workload object's, not its pods'
+
     annotations: dict[str, Any] = field(default_factory=dict)
     init_containers: tuple[Container, ...] = ()
     pod_overrides: Manifest = field(default_factory=dict)  # hostNetwork etc. for node pods
@@ -216,6 +229,10 @@ class PodSpec:
             spec["volumes"] = list(self.volumes)
         if self.node_selector:
             spec["nodeSelector"] = dict(self.node_selector)
+        if self.tolerations:
+            spec["tolerations"] = [dict(t) for t in self.tolerations]
+        if self.priority_class:
+            spec["priorityClassName"] = self.priority_class
         if self.restart_policy:
             spec["restartPolicy"] = self.restart_policy
         if self.termination_grace is not None:
@@ -242,4 +259,9 @@ class PodSpec:
 
 
 def control_plane_pod(settings: Settings, **kwargs: Any) -> PodSpec:
-    return PodSpec(node_selector=settings.node_selectors.control_plane, spread=settings.ha, **kwargs)
+    return PodSpec(
+        node_selector=settings.node_selectors.control_plane,
+        tolerations=tuple(scheduling.manifests(settings.tolerations.control_plane)),
+        spread=settings.ha,
+        **kwargs,
+    )

@@ -27,7 +27,7 @@ from components.mechanism.api import registered_api_needs, rpc_daemon, uwsgi_fil
 from components.mechanism.bootstrap import TOOLBOX, admin_env, db_purge, db_sync
 from components.mechanism.inifile import render_ini
 from components.mechanism.spec import CatalogEntry, Process, RenderContext, ServiceSpec, Step
-from components.mechanism.workload import Manifest, Mount, env
+from components.mechanism.workload import Manifest, Mount, env, scratch
 from components.services.glance import PORT as GLANCE_PORT
 from components.settings.model import S3_KEYS, CinderBackend, CinderBackupBucket, Settings
 from components.tables.roles import CINDER_BACKUP_POD, NodePod, cinder_volume_pod
@@ -35,6 +35,7 @@ from components.tables.roles import CINDER_BACKUP_POD, NodePod, cinder_volume_po
 CONFIG_DIR = "/etc/cinder"
 PORT = 8776
 CINDER_CONF = ("cinder.conf",)
+CONVERSION_DIR = "/var/lib/cinder/conversion"
 # Backends whose driver supports active/active (SUPPORTS_ACTIVE_ACTIVE: cinder's RBDDriver does, LVM and
 # the generic NFS driver do not). Their pods join one cluster (cinder.cluster), as kolla-ansible's
 # cinder_cluster_name does; kolla sets it for cinder-volume only, since only cinder/cmd/volume.py
@@ -178,6 +179,7 @@ def render(ctx: RenderContext) -> dict[str, str]:
                 # Created by the cinder-volume-type Job, bound to the backend of this name.
                 "default_volume_type": settings.cinder.default_backend,
                 "state_path": "/var/lib/cinder",
+                "image_conversion_dir": CONVERSION_DIR,
                 # Image-backed volumes are copied from Glance's internal endpoint, not the public one.
                 "glance_api_servers": oslo.internal_url(settings, "glance-api", GLANCE_PORT)
                 if settings.services.on("glance")
@@ -256,6 +258,9 @@ def volume_process(settings: Settings, backend: CinderBackend, pod: NodePod) -> 
     keyring_volumes, keyring_mounts = ceph.keyrings(
         settings.ceph, (settings.ceph.clients.cinder,) if on_rbd and settings.ceph is not None else ()
     )
+    # Images are downloaded and converted here before they are written to a volume (image_conversion_dir,
+    # $state_path/conversion): a volume of its own, also over lvm's host directory /var/lib/cinder.
+    conversion_volume, conversion_mount = scratch("cinder-conversion", settings.cinder.conversion_size, CONVERSION_DIR)
     return rpc_daemon(
         "cinder-volume",
         "cinder-volume",
@@ -273,8 +278,8 @@ def volume_process(settings: Settings, backend: CinderBackend, pod: NodePod) -> 
             *((env("OS_DEFAULT__ENABLED_BACKENDS", backend),) if len(settings.cinder.backends) > 1 else ()),
             *((env("OS_DEFAULT__CLUSTER", settings.cinder.cluster),) if backend in ACTIVE_ACTIVE else ()),
         ),
-        extra_volumes=keyring_volumes,
-        extra_mounts=keyring_mounts,
+        extra_volumes=(*keyring_volumes, conversion_volume),
+        extra_mounts=(*keyring_mounts, conversion_mount),
     )
 
 

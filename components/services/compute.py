@@ -21,6 +21,7 @@ from components.nodes import libvirt, libvirt_tls, maintenance
 from components.nodes.compute_pods import compute_pods
 from components.services.neutron import agent_sections, ovs_agent_sections
 from components.services.nova import nova_sections
+from components.settings import scheduling
 from components.settings.ceph import CephClient
 from components.settings.model import NodeGroup, Settings
 from components.tables.roles import (
@@ -350,6 +351,7 @@ def compute(settings: Settings) -> ServiceSpec:
                 settings,
                 name,
                 node_selector=dict(group.node_selector),
+                tolerations=tuple(scheduling.manifests(group.tolerations)),
                 extra_labels={"openstack.org/node-group": group.name},
             )
         )

@@ -10,7 +10,7 @@ from components.mechanism.api import registered_api_needs, uwsgi_file, wsgi_api
 from components.mechanism.bootstrap import db_purge, db_sync
 from components.mechanism.inifile import render_ini
 from components.mechanism.spec import CatalogEntry, Claim, Process, RenderContext, ServiceSpec, Step
-from components.mechanism.workload import Probe, env
+from components.mechanism.workload import Probe, env, scratch
 from components.settings import releases
 from components.settings.model import Settings
 from components.settings.releases import GlanceServer
@@ -19,6 +19,11 @@ CONFIG_DIR = "/etc/glance"
 PORT = 9292
 UPLOAD_TIMEOUT = "6h"  # the gateway's wait for an image upload or download (HTTPRoute timeouts.request)
 IMAGES = "/var/lib/glance/images"
+# glance_store's two reserved stores: image data staged by import (glance-direct, web-download) and
+# the tasks' files, on the pod's scratch volume (glance.scratchSize); glance_store's filesystem driver
+# creates a store's directory when it is missing.
+SCRATCH = "/var/lib/glance/scratch"
+STAGING, TASKS = f"{SCRATCH}/staging", f"{SCRATCH}/tasks"
 MANAGE = ("glance-manage", "--config-file", f"{CONFIG_DIR}/glance-api.conf")
 # Image data arrives as a chunked body (Nova's snapshots, glanceclient's uploads); kolla-ansible gives
 # Glance's uWSGI parts of up to 64 MiB (its glance role's service_uwsgi_config_chunked_input_limit).
@@ -87,8 +92,8 @@ def render(ctx: RenderContext) -> dict[str, str]:
         "glance_store": {"default_backend": backend},
         backend: stores[backend],
         # Multiple stores need these reserved stores for image import and tasks.
-        "os_glance_staging_store": {"filesystem_store_datadir": "/var/lib/glance/staging"},
-        "os_glance_tasks_store": {"filesystem_store_datadir": "/var/lib/glance/tasks"},
+        "os_glance_staging_store": {"filesystem_store_datadir": STAGING},
+        "os_glance_tasks_store": {"filesystem_store_datadir": TASKS},
         "oslo_concurrency": oslo.lock_path("/var/lib/glance/tmp"),
         "oslo_middleware": {"enable_proxy_headers_parsing": True},
     }
@@ -176,6 +181,7 @@ def glance(settings: Settings) -> ServiceSpec:
     on_rbd = settings.glance.backend == "rbd" and settings.ceph is not None
     config_files = conf_files(settings)
     keyrings = ceph.keyrings(settings.ceph, (settings.ceph.clients.glance,) if on_rbd and settings.ceph else ())
+    scratch_volume, scratch_mount = scratch("glance-scratch", settings.glance.scratch_size, SCRATCH)
     return ServiceSpec(
         name="glance",
         config_dir=CONFIG_DIR,
@@ -207,8 +213,8 @@ def glance(settings: Settings) -> ServiceSpec:
                 ),
                 config_files=config_files,
                 claims=claims,
-                extra_volumes=keyrings[0],
-                extra_mounts=keyrings[1],
+                extra_volumes=(*keyrings[0], scratch_volume),
+                extra_mounts=(*keyrings[1], scratch_mount),
                 # Image import stages data on one replica; the others proxy to it at this URL
                 # (unset, glance disables the proxying). Per pod, so through oslo.config's
                 # OS_<GROUP>__<OPTION> variables, which it reads before the files. Under internal

@@ -36,6 +36,7 @@ from components.settings.memory import SHARES as MEMORY_SHARES
 from components.settings.memory import value_of
 from components.settings.problems import PROJECT, Problem, SettingsError, problem
 from components.settings.releases import DEFAULT_RELEASE, RELEASES
+from components.settings.scheduling import NodeTolerations, PriorityClasses, Tolerations
 from components.settings.value_types import (
     MAX_PORT,
     ByteQuantity,
@@ -198,6 +199,11 @@ class Glance(Model):
     backend: Literal["file", "cinder", "rbd"] = Field(
         "file", description="file: a PersistentVolumeClaim; cinder: volumes; rbd: the ceph.pools.images pool"
     )
+    scratch_size: ByteQuantity = Field(
+        "20Gi",
+        description="each glance-api pod's scratch volume (an emptyDir of this sizeLimit) for images staged by "
+        "an import and the tasks' files: at least the largest image imported at once",
+    )
 
 
 CinderBackend = Literal["lvm", "nfs", "rbd"]
@@ -217,6 +223,11 @@ class Cinder(Model):
     )
     backup_s3: CinderBackupBucket | None = Field(None, description="with backup s3: the bucket cinder-backup writes to")
     lvm_size: ByteQuantity = "50Gi"
+    conversion_size: ByteQuantity = Field(
+        "20Gi",
+        description="each cinder-volume pod's scratch volume (an emptyDir of this sizeLimit) where images are "
+        "converted before they are written to a volume: at least the largest image's virtual size",
+    )
     cluster: CinderClusterName = Field(
         "cinder",
         description="[DEFAULT] cluster of the rbd backend's cinder-volume pods (cinder's active/active): every "
@@ -544,6 +555,7 @@ EphemeralStorage = Literal["local", "rbd"]
 class NodeGroup(Model):
     name: DnsLabel
     node_selector: LabelMap = Field(default_factory=dict, description="added to nodeSelectors.compute")
+    tolerations: Tolerations = Field((), description="added to tolerations.compute")
     virt_type: Literal["kvm", "qemu", "lxc"] = "kvm"
     cpu_mode: Literal["host-model", "host-passthrough", "custom", "none"] = "host-model"
     cpu_models: tuple[CpuModel, ...] = ()
@@ -829,6 +841,16 @@ class Settings(Model):
     )
     node_selectors: NodeSelectors = Field(
         NodeSelectors(), description=("Object: controlPlane, network, compute, storage -> node labels.")
+    )
+    tolerations: NodeTolerations = Field(
+        NodeTolerations(),
+        description="Object: controlPlane, network, compute, storage -> the node taints their pods tolerate (key, "
+        "operator Equal or Exists, value, effect, tolerationSeconds), as Kubernetes writes tolerations.",
+    )
+    priority_classes: PriorityClasses = Field(
+        PriorityClasses(),
+        description="Object: nodeAgents, dataStores -> a PriorityClass of the cluster for the pods on network, "
+        "compute and storage nodes, and for MariaDB, RabbitMQ and memcached (unset: the cluster's default).",
     )
     services: Services = Field(
         Services(),
