@@ -89,15 +89,28 @@ def test_each_step_gets_its_time_and_outcome() -> None:
     assert records["mariadb-backup-before-2026-1"]["outcome"] == "Complete True, reason JobComplete"
 
 
+def _reading(at: float, pid: int, lines: int, counter: tuple[int, ...], written_at: float) -> dict[str, Any]:
+    signs = {"qemu_cpu_seconds": 0.4, "domstate": "running (migrated)"}
+    return {"host": "node-c1", "at": at, "qemu_pid": pid, "alive_lines": lines, "counter": counter,
+            "console_written_at": written_at, **signs}  # fmt: skip
+
+
 def test_a_vm_survived_when_its_qemu_is_the_same_and_its_counter_went_on() -> None:
-    before = {"host": "node-c1", "qemu_pid": 10, "alive_lines": 3, "counter": (10, 20, 30)}
-    went_on = {"host": "node-c1", "qemu_pid": 10, "alive_lines": 6, "counter": (10, 20, 30, 40, 50, 71)}
-    verdict = _vm_verdict(before, went_on)
-    assert verdict["survived"] and verdict["largest_gap_s"] == 21
+    event = 1000.0
+    before = _reading(995.0, 10, 3, (10, 20, 30), 990.0)
+    went_on = _reading(1058.0, 10, 6, (10, 20, 30, 40, 50, 71, 81, 91), 1055.0)
+    verdict = _vm_verdict(before, went_on, event)
+    assert verdict["survived"] and verdict["largest_gap_s"] == 21 and verdict["guest_clock_lost_s"] == 2.0
     rebooted = {**went_on, "counter": (10, 20, 30, 5, 15)}  # a new boot counts from zero again
-    assert not _vm_verdict(before, rebooted)["survived"]
-    assert not _vm_verdict(before, {**went_on, "qemu_pid": 11})["survived"]
-    assert not _vm_verdict(before, {**went_on, "counter": (10, 20, 30)})["survived"]  # it stopped printing
+    assert not _vm_verdict(before, rebooted, event)["survived"]
+    assert not _vm_verdict(before, {**went_on, "qemu_pid": 11}, event)["survived"]
+    assert not _vm_verdict(before, {**went_on, "counter": (10, 20, 30)}, event)["survived"]  # it stopped printing
+    # The log last written before the event: what it holds is old, whatever it says.
+    assert not _vm_verdict(before, {**went_on, "console_written_at": 999.0}, event)["survived"]
+    # 40 s without a line of the guest's own clock.
+    assert not _vm_verdict(before, {**went_on, "counter": (10, 20, 30, 40, 81, 91)}, event)["survived"]
+    # 63 s of the host's clock and 61 of the guest's; stopped for 100 s more, the guest falls behind.
+    assert not _vm_verdict(before, {**went_on, "at": 1158.0}, event)["survived"]
 
 
 def _call(client: str, call: str, t: float, ok: bool) -> dict[str, Any]:

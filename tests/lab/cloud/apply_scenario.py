@@ -29,7 +29,7 @@ from components.settings.model import SettingsError
 from tests.lab.cloud.api_clients import Restart, judge, start_clients, stop_all
 from tests.lab.cloud.apply import apply
 from tests.lab.cloud.prediction import not_compared, predicted_vs_actual
-from tests.lab.cloud.vmsafety import vm_signs
+from tests.lab.cloud.vmsafety import survived, vm_signs
 from tools import plan_diff, views
 from tools.plan import Plan
 
@@ -88,7 +88,7 @@ def prove(
     (cloud.out / "apply-diff.json").write_text(json.dumps(diff, indent=1) + "\n")
     skipped = not_compared(cloud)
     host, instance, server_id = server["host"], server["instance_name"], server["id"]
-    pid_before, alive_before = vm_signs(cloud, host, instance, server_id)
+    signs_before = vm_signs(cloud, host, instance, server_id, deep=True)
     clients = start_clients(door, cloud, user, python, admin, server_id, prefix="apply-api-loop")
     try:
         time.sleep(BASELINE_SECONDS)
@@ -97,8 +97,8 @@ def prove(
         time.sleep(AFTER_SECONDS)
     finally:
         calls = stop_all(clients)
-    pid_after, alive_after = vm_signs(cloud, host, instance, server_id)
-    vm_survived = pid_before is not None and pid_after == pid_before and alive_after > alive_before
+    signs_after = vm_signs(cloud, host, instance, server_id, deep=True)
+    vm_survived = survived(signs_before, signs_after, began)
     expected = not diff["vms"]["kills_vms"]
     check = predicted_vs_actual(diff, applied, {**skipped, **not_compared(cloud)})
     restarts = [Restart(ref, r.why, r.began, r.ended) for ref, r in applied.rolled.items()]
@@ -124,10 +124,5 @@ def prove(
         "vm_survived": vm_survived,
         "vm_expected_to_survive": expected,
         "vm_verdict": diff["vms"]["verdict"],
-        "vm": {
-            "qemu_pid_before": pid_before,
-            "qemu_pid_after": pid_after,
-            "alive_lines_before": alive_before,
-            "alive_lines_after": alive_after,
-        },
+        "vm": {"before": signs_before.as_dict(), "after": signs_after.as_dict()},
     }

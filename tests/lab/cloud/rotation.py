@@ -48,7 +48,7 @@ from tests.lab.cloud import endpoint_tls
 from tests.lab.cloud.api_clients import Restart, judge, start_clients, stop_all
 from tests.lab.cloud.ca_rotation import CaRotation, Phase, phases
 from tests.lab.cloud.gateway import PROXY_NETNS
-from tests.lab.cloud.vmsafety import vm_signs
+from tests.lab.cloud.vmsafety import survived, vm_signs
 
 if TYPE_CHECKING:
     from components.settings.gateway import InternalTls
@@ -253,7 +253,7 @@ def prove(
     plans = phases(cloud.plan, later_plan) if later_plan is not None else None  # before the clients: seconds each
     ca = CaRotation(door, cloud, api, ca_file, log) if plans else None
     host, instance, server_id = server["host"], server["instance_name"], server["id"]
-    pid_before, alive_before = vm_signs(cloud, host, instance, server_id)
+    signs_before = vm_signs(cloud, host, instance, server_id, deep=True)
     # Each endpoint and the Certificate it presents (the one whose names include its host).
     hosts = {e["name"]: e["host"] for e in [*rotation._internal_endpoints(), *rotation._public_endpoints()]}
     presents = {name: rotation._certificate_of(host) for name, host in hosts.items()}
@@ -261,6 +261,7 @@ def prove(
     clients = start_clients(door, cloud, user, python, admin, server_id)
     calls: list[dict[str, Any]] = []
     ca_phases: dict[str, dict[str, Any]] = {}
+    renewal_started = time.time() + BASELINE_SECONDS  # set again when it begins
     try:
         time.sleep(BASELINE_SECONDS)
         renewal_started = time.time()
@@ -290,8 +291,8 @@ def prove(
         time.sleep(AFTER_SECONDS)
     finally:
         calls = stop_all(clients)
-    pid_after, alive_after = vm_signs(cloud, host, instance, server_id)
-    vm_survived = pid_before is not None and pid_after == pid_before and alive_after > alive_before
+    signs_after = vm_signs(cloud, host, instance, server_id, deep=True)
+    vm_survived = survived(signs_before, signs_after, renewal_started)
     endpoints = {
         name: {"certificate": presents.get(name),
                "before": (before.get(name) or "")[:16], "after": (served.get(name) or "")[:16],
@@ -314,8 +315,7 @@ def prove(
     log(f"rotation: renewed {len(renewed)}, served {sum(1 for v in renewed_ok.values() if v)}, "
         f"calls {result['calls']}, failed {result['failed_calls']} ({result['failed_outside_restarts']} outside "
         f"restarts), VM survived {vm_survived}")  # fmt: skip
-    vm = {"qemu_pid_before": pid_before, "qemu_pid_after": pid_after, "alive_lines_before": alive_before,
-          "alive_lines_after": alive_after}  # fmt: skip
+    vm = {"before": signs_before.as_dict(), "after": signs_after.as_dict()}
     renewal = {
         "ok": ok,
         # Per Certificate: its renewal served by every endpoint that presents it (None: presented by none,

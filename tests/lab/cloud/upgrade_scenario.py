@@ -35,6 +35,7 @@ from tests.lab.cloud.api_clients import Restart, judge, outages, start_clients, 
 from tests.lab.cloud.apply import Applied, apply
 from tests.lab.cloud.backup_standin import BACKUP_DIR
 from tests.lab.cloud.deploy import POD_KINDS
+from tests.lab.cloud.guest import ALIVE_INTERVAL_SECONDS
 from tests.lab.cloud.prediction import not_compared, predicted_vs_actual
 from tests.lab.cloud.vmsafety import alive_values, vm_signs
 from tests.release_stack import release_overrides, write_stack_file
@@ -156,24 +157,39 @@ def dump_facts(cloud: Cloud, claim: str, taken_after: float) -> dict[str, Any]:
 def _vms(cloud: Cloud, servers: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
     found = {}
     for server in servers:
-        pid, alive = vm_signs(cloud, server["host"], server["instance_name"], server["id"])
+        signs = vm_signs(cloud, server["host"], server["instance_name"], server["id"], deep=True)
         found[server["id"]] = {
             "name": server.get("name", server["id"]),
             "host": server["host"],
-            "qemu_pid": pid,
-            "alive_lines": alive,
+            **signs.as_dict(),
             "counter": alive_values(cloud, server["host"], server["id"]),
         }
     return found
 
 
-def _vm_verdict(before: dict[str, Any], after: dict[str, Any]) -> dict[str, Any]:
-    """The same QEMU, and a console counter that went on: every value after the last one before is higher
-    than the one before it, and there are new ones (no reboot: the guest counts seconds since boot)."""
+# A guest prints an alive line every ALIVE_INTERVAL_SECONDS of its own clock. Through an upgrade no two
+# lines may be further apart than this, and the guest's clock may not fall further behind the host's than
+# LONGEST_LOSS_S plus LOSS_RATE of the time between the readings: a guest paused or stopped (a hung QEMU,
+# a stop-and-copy) loses that time, while a kernel that calibrated its TSC under TCG on a loaded host may
+# run a little slow without stopping. Both readings' last lines are up to one interval old.
+LONGEST_GAP_S = 3 * ALIVE_INTERVAL_SECONDS
+LONGEST_LOSS_S = 3 * ALIVE_INTERVAL_SECONDS
+LOSS_RATE = 0.05
+
+
+def _vm_verdict(before: dict[str, Any], after: dict[str, Any], event_at: float) -> dict[str, Any]:
+    """The same QEMU, a console counter that went on (every value after the last one before is higher than
+    the one before it, and there are new ones: no reboot, the guest counts seconds since boot), the console
+    written after the event began on the host's clock, no gap in the counting over LONGEST_GAP_S, and the
+    guest's clock no more than LONGEST_LOSS_S behind the host's between the two readings."""
     counted = list(after["counter"])
     newer = [v for v in counted if v > (before["counter"][-1] if before["counter"] else -1)]
     unbroken = bool(before["counter"]) and bool(newer) and counted == sorted(counted)
     gaps = [b - a for a, b in itertools.pairwise(counted)]
+    largest_gap = max(gaps, default=None)
+    guest_elapsed = counted[-1] - before["counter"][-1] if counted and before["counter"] else None
+    lost = round(after["at"] - before["at"] - guest_elapsed, 1) if guest_elapsed is not None else None
+    fresh = after["console_written_at"] is not None and after["console_written_at"] > event_at
     return {
         "host": before["host"],
         "qemu_pid_before": before["qemu_pid"],
@@ -182,9 +198,20 @@ def _vm_verdict(before: dict[str, Any], after: dict[str, Any]) -> dict[str, Any]
         "alive_lines_after": after["alive_lines"],
         "counter_first": counted[0] if counted else None,
         "counter_last": counted[-1] if counted else None,
-        "largest_gap_s": max(gaps, default=None),
+        "largest_gap_s": largest_gap,
+        "guest_clock_lost_s": lost,
+        "console_written_after_event": fresh,
+        "signs_before": {k: before[k] for k in ("qemu_cpu_seconds", "domstate")},
+        "signs_after": {k: after[k] for k in ("qemu_cpu_seconds", "domstate")},
         "counter_unbroken": unbroken,
-        "survived": before["qemu_pid"] is not None and before["qemu_pid"] == after["qemu_pid"] and unbroken,
+        "survived": before["qemu_pid"] is not None
+        and before["qemu_pid"] == after["qemu_pid"]
+        and unbroken
+        and fresh
+        and largest_gap is not None
+        and largest_gap <= LONGEST_GAP_S
+        and lost is not None
+        and lost <= LONGEST_LOSS_S + LOSS_RATE * (after["at"] - before["at"]),
     }
 
 
@@ -250,7 +277,7 @@ def prove(
     longest: tuple[str | None, dict[str, Any]] = max(
         per_client.items(), key=lambda kv: kv[1]["longest_outage_s"], default=(None, {})
     )
-    vms = {vm: _vm_verdict(vms_before[vm], vms_after[vm]) for vm in vms_before}
+    vms = {vm: _vm_verdict(vms_before[vm], vms_after[vm], began) for vm in vms_before}
     steps = step_records(predicted["upgrade"]["steps"], upgraded, backup_status)
     matches = check["matches"] and check_after is not None and check_after["matches"]
     result = {

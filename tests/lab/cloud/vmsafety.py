@@ -10,6 +10,7 @@ they are the pod's.
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
@@ -37,6 +38,8 @@ class RestartResult:
     alive_lines_after: int
     new_pod_ready: bool
     vm_survived: bool
+    signs_before: dict[str, object]  # VmSigns.as_dict(): freshness and whether QEMU ran, for a failure's why
+    signs_after: dict[str, object]
 
     def as_dict(self) -> dict[str, object]:
         return asdict(self)
@@ -70,12 +73,82 @@ def _qemu_pid(instance: str, host: str) -> int | None:
     return None
 
 
+def _console_log(cloud: Cloud, host: str, instance_dir_uuid: str) -> Path:
+    return cloud.cluster.node(host).host_path("/var/lib/nova") / "instances" / instance_dir_uuid / "console.log"
+
+
 def _alive_lines(cloud: Cloud, host: str, instance_dir_uuid: str) -> int:
-    log = cloud.cluster.node(host).host_path("/var/lib/nova") / "instances" / instance_dir_uuid / "console.log"
     try:
-        return log.read_text(errors="replace").count(ALIVE)
+        return _console_log(cloud, host, instance_dir_uuid).read_text(errors="replace").count(ALIVE)
     except OSError:
         return 0
+
+
+def _cpu_seconds(pid: int) -> float | None:
+    """The process's user and system CPU time (/proc/<pid>/stat fields 14 and 15)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+@dataclass(frozen=True)
+class VmSigns:
+    """What the host sees of a VM at one moment, without asking the guest: its QEMU, the lines on its
+    console log and when the log was last written (the host's clock), and, to tell a stopped guest from
+    a silent one, the CPU QEMU used over CPU_SAMPLE_SECONDS (a paused or hung-in-halt guest uses next to
+    none; a counting one wakes every second) and libvirt's domstate with its reason."""
+
+    at: float  # time.time() of the reading
+    qemu_pid: int | None
+    alive_lines: int
+    console_written_at: float | None  # the console log's mtime
+    qemu_cpu_seconds: float | None = None  # over CPU_SAMPLE_SECONDS
+    domstate: str = ""
+
+    def as_dict(self) -> dict[str, object]:
+        return asdict(self)
+
+
+CPU_SAMPLE_SECONDS = 3.0
+
+
+def vm_signs(cloud: Cloud, host: str, instance: str, server_id: str, *, deep: bool = False) -> VmSigns:
+    """The VM's signs now; `deep` also samples QEMU's CPU and asks libvirt (a few seconds)."""
+    pid = _qemu_pid(instance, host)
+    try:
+        written_at: float | None = _console_log(cloud, host, server_id).stat().st_mtime
+    except OSError:
+        written_at = None
+    cpu, state = None, ""
+    if deep and pid is not None:
+        first = _cpu_seconds(pid)
+        time.sleep(CPU_SAMPLE_SECONDS)
+        last = _cpu_seconds(pid)
+        cpu = round(last - first, 2) if first is not None and last is not None else None
+        state = _domstate(cloud, host, instance)
+    return VmSigns(time.time(), pid, _alive_lines(cloud, host, server_id), written_at, cpu, state)
+
+
+def _domstate(cloud: Cloud, host: str, instance: str) -> str:
+    try:
+        _, pod = _libvirt_pod(cloud, host)
+    except LookupError as error:
+        return str(error)
+    code, output = pod.container("libvirt").exec_command(["virsh", "domstate", "--reason", instance], timeout=30)
+    return output.strip()[-200:] if code == 0 else f"virsh failed ({code}): {output.strip()[-200:]}"
+
+
+def survived(before: VmSigns, after: VmSigns, event_at: float) -> bool:
+    """The same QEMU, more alive lines, and the console written after the event on the host's clock."""
+    return (
+        before.qemu_pid is not None
+        and after.qemu_pid == before.qemu_pid
+        and after.alive_lines > before.alive_lines
+        and after.console_written_at is not None
+        and after.console_written_at > event_at
+    )
 
 
 def alive_values(cloud: Cloud, host: str, instance_dir_uuid: str) -> tuple[int, ...]:
@@ -87,36 +160,33 @@ def alive_values(cloud: Cloud, host: str, instance_dir_uuid: str) -> tuple[int, 
         return ()
 
 
-def vm_signs(cloud: Cloud, host: str, instance: str, server_id: str) -> tuple[int | None, int]:
-    """The VM's QEMU PID and its console's alive lines so far: the same PID and more lines later
-    say it kept running in between."""
-    return _qemu_pid(instance, host), _alive_lines(cloud, host, server_id)
-
-
 def restart_libvirt(
     cloud: Cloud, host: str, instance: str, server_id: str, log: Callable[[str], None]
 ) -> RestartResult:
     _, old = _libvirt_pod(cloud, host)
-    before, alive_before = vm_signs(cloud, host, instance, server_id)
-    log(f"vm-safety: deleting pod {old.plan.name} on {host} under {instance} (QEMU pid {before})")
+    before = vm_signs(cloud, host, instance, server_id, deep=True)
+    log(f"vm-safety: deleting pod {old.plan.name} on {host} under {instance}: {before.as_dict()}")
+    deleted_at = time.time()
     cloud.delete_pod(old.plan.name)
     _, new = _libvirt_pod(cloud, host)
     deadline = time.monotonic() + READY_TIMEOUT
     while not new.ready and time.monotonic() < deadline:
         time.sleep(1)
     time.sleep(GROWTH_WAIT)
-    after, alive_after = vm_signs(cloud, host, instance, server_id)
-    survived = before is not None and after == before and alive_after > alive_before
-    log(f"vm-safety: new pod {new.plan.name} ready={new.ready}; QEMU pid {after}; VM survived: {survived}")
+    after = vm_signs(cloud, host, instance, server_id, deep=True)
+    kept = survived(before, after, deleted_at)
+    log(f"vm-safety: new pod {new.plan.name} ready={new.ready}; {after.as_dict()}; VM survived: {kept}")
     return RestartResult(
         cloud.plan.settings.hypervisor_isolation.value,
         old.plan.name,
-        before,
-        after,
-        alive_before,
-        alive_after,
+        before.qemu_pid,
+        after.qemu_pid,
+        before.alive_lines,
+        after.alive_lines,
         new.ready,
-        survived,
+        kept,
+        before.as_dict(),
+        after.as_dict(),
     )
 
 
