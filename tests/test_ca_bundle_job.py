@@ -181,3 +181,28 @@ def test_the_jobs_token_reads_no_ca_key(rig: Rig) -> None:
     )
     assert code == 403
     rig.api.denied.clear()
+
+
+def _config_map(rig: Rig, name: str) -> dict[str, Any] | None:
+    return rig.api.get_object("", "configmaps", NAMESPACE, name)
+
+
+def test_each_trusted_ca_gets_a_configmap_of_its_one_certificate_for_the_gateway(rig: Rig) -> None:
+    """BackendTLSPolicy's portable CA reference is a ConfigMap holding one certificate (Gateway API v1.4)."""
+    for trust in ("internal-ca-trust", "internal-ca-2-trust"):
+        rig.publish(trust)
+    rig.run()
+    for trust, root in (("internal-ca-trust", "internal-ca"), ("internal-ca-2-trust", "internal-ca-2")):
+        found = _config_map(rig, trust)
+        assert found is not None, trust
+        [certificate] = x509.load_pem_x509_certificates(found["data"]["ca.crt"].encode())
+        assert certificate == _root(rig, root)
+    policies = [r.revealed for r in rig.plan.custom if r.kind == "BackendTLSPolicy"]
+    assert policies
+    for policy in policies:
+        refs = policy["spec"]["validation"]["caCertificateRefs"]
+        names = ("internal-ca-trust", "internal-ca-2-trust")
+        assert refs == [{"group": "", "kind": "ConfigMap", "name": name} for name in names]
+    version = _config_map(rig, "internal-ca-trust")["metadata"]["resourceVersion"]  # type: ignore[index]
+    rig.run()  # again: the same CAs, nothing written
+    assert _config_map(rig, "internal-ca-trust")["metadata"]["resourceVersion"] == version  # type: ignore[index]

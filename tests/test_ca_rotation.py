@@ -182,6 +182,10 @@ def test_the_bundle_job_reads_only_the_trust_secrets_and_writes_only_the_bundle(
          "verbs": ["get", "update"]},
         # A new stack has no bundle yet; RBAC cannot limit a create to a name.
         {"apiGroups": [""], "resources": ["secrets"], "verbs": ["create"]},
+        # Each trusted CA alone, for the gateway's BackendTLSPolicies.
+        {"apiGroups": [""], "resources": ["configmaps"], "resourceNames": ["internal-ca-trust", "internal-ca-2-trust"],
+         "verbs": ["get", "update"]},
+        {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["create"]},
     ]  # fmt: skip
     spec = pod_template(job)["spec"]
     secrets = {v["secret"]["secretName"] for v in spec.get("volumes", []) if "secret" in v}
@@ -193,12 +197,17 @@ def test_the_bundle_job_reads_only_the_trust_secrets_and_writes_only_the_bundle(
 BUNDLE_ACCOUNT = "system:serviceaccount:openstack:internal-ca-bundle"
 
 
-def _secret_write(operation: str, name: str, username: str = BUNDLE_ACCOUNT, namespace: str = "openstack") -> bool:
-    """Whether the plan's ValidatingAdmissionPolicy admits this write of a Secret (tests/admission.py)."""
+def _secret_write(
+    operation: str, name: str, username: str = BUNDLE_ACCOUNT, namespace: str = "openstack", kind: str = "Secret"
+) -> bool:
+    """Whether the plan's ValidatingAdmissionPolicy admits this write of a Secret or ConfigMap (tests/admission.py):
+    the request as the API server gives it, `resource` its group, version and resource."""
     policy = _plan("trust").by_name("openstack-internal-ca-bundle", "ValidatingAdmissionPolicy").inputs["spec"]
-    secret = {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": name, "namespace": namespace}}
-    request = {"operation": operation, "name": name, "namespace": namespace, "userInfo": {"username": username}}
-    return admits(policy, request, secret, secret if operation == "UPDATE" else None)
+    written = {"apiVersion": "v1", "kind": kind, "metadata": {"name": name, "namespace": namespace}}
+    resource = {"group": "", "version": "v1", "resource": f"{kind.lower()}s"}
+    request = {"operation": operation, "name": name, "namespace": namespace, "userInfo": {"username": username},
+               "resource": resource}  # fmt: skip
+    return admits(policy, request, written, written if operation == "UPDATE" else None)
 
 
 def test_the_bundle_jobs_right_to_create_secrets_is_narrowed_to_the_bundle_before_it_is_bound() -> None:
@@ -214,6 +223,11 @@ def test_the_bundle_jobs_right_to_create_secrets_is_narrowed_to_the_bundle_befor
     assert not _secret_write("UPDATE", "internal-ca-trust")
     assert not _secret_write("CREATE", "internal-ca-bundle", namespace="kube-system")
     assert _secret_write("CREATE", "keystone-admin", username="system:serviceaccount:openstack:keystone-bootstrap")
+    # Its ConfigMaps: the trusted CAs' only, never a Secret of those names, nor another ConfigMap.
+    for trust in ("internal-ca-trust", "internal-ca-2-trust"):
+        assert _secret_write("CREATE", trust, kind="ConfigMap") and _secret_write("UPDATE", trust, kind="ConfigMap")
+    assert not _secret_write("UPDATE", "keystone-bin", kind="ConfigMap")
+    assert not _secret_write("CREATE", "internal-ca-bundle", kind="ConfigMap")
     # The RoleBinding that grants the rights waits for the policy and its binding.
     role_binding = plan.by_name("internal-ca-bundle", "RoleBinding")
     narrowing = {plan.by_name("openstack-internal-ca-bundle", kind).urn for kind in (

@@ -262,7 +262,9 @@ def test_the_gateway_speaks_tls_to_each_api_backend_verifying_its_name_and_the_c
         assert policy.inputs["spec"] == {
             "targetRefs": [{"group": "", "kind": "Service", "name": backend}],
             "validation": {
-                "caCertificateRefs": [{"group": "", "kind": "Secret", "name": "internal-ca-bundle"}],
+                # The one CA reference every implementation reads: a ConfigMap of one certificate, written by
+                # the bundle Job for each trusted CA (here the one CA, internal-ca).
+                "caCertificateRefs": [{"group": "", "kind": "ConfigMap", "name": "internal-ca-trust"}],
                 "hostname": f"{backend}.openstack.svc.cluster.local",
             },
         }

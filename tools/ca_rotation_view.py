@@ -50,12 +50,16 @@ def _restarted(old: PlanView, new: PlanView) -> list[str]:
     )
 
 
-def _bundle_users(new: PlanView, namespace: str) -> list[str]:
-    """What the data stores and the gateway do with a new bundle (its users beyond the pods), one line per kind."""
+def _bundle_users(new: PlanView, namespace: str, trusts: list[str]) -> list[str]:
+    """What the data stores and the gateway do with a new bundle (its users beyond the pods), one line per kind:
+    those of the bundle Secret, and the BackendTLSPolicies of the trusted CAs' ConfigMaps the Job also writes."""
     by_kind: dict[tuple[str, str], list[str]] = {}
-    for user in users(new, namespace, internal_tls.CA_BUNDLE):
-        if user["kind"] not in MOUNTS:
-            by_kind.setdefault((user["kind"], user["does"]), []).append(f"`{user['name']}`")
+    found = [*users(new, namespace, internal_tls.CA_BUNDLE), *(u for t in trusts for u in users(new, namespace, t))]
+    for user in found:
+        if user["kind"] not in MOUNTS and user["kind"] != "Job":
+            names = by_kind.setdefault((user["kind"], user["does"]), [])
+            if f"`{user['name']}`" not in names:
+                names.append(f"`{user['name']}`")
     return [f"{kind} {', '.join(sorted(names))}: {does}" for (kind, does), names in by_kind.items()]
 
 
@@ -78,7 +82,7 @@ def change(old: PlanView, new: PlanView) -> dict[str, Any] | None:
             f"once roll (their template carries the trusted CAs): {', '.join(f'`{r}`' for r in restarted) or 'none'}; "
             "every other client reads the bundle at its next connection"
         )
-        steps += _bundle_users(new, namespace)
+        steps += _bundle_users(new, namespace, [ca.trust for ca in after.trusted])
     if before is None or before.signer != after.signer:
         steps.append(f"{after.signer.shown} issues every certificate from now on: cert-manager issues each one again "
                      "(below), and each server takes its new one as at a renewal; drop the previous CA only once every "

@@ -64,8 +64,9 @@ def _referenced(obj: dict[str, Any]) -> tuple[set[str], str] | None:
             "certificateRefs") or []]  # fmt: skip
         return {r["name"] for r in refs if r.get("kind", "Secret") == "Secret"}, GATEWAY
     if kind == "BackendTLSPolicy":
+        # A ConfigMap of the CA bundle Job's is named as the trust Secret whose CA it holds (write_ca_bundle.py).
         refs = (spec.get("validation") or {}).get("caCertificateRefs") or []
-        return {r["name"] for r in refs if r.get("kind") == "Secret"}, BACKEND_TLS
+        return {r["name"] for r in refs if r.get("kind") in ("Secret", "ConfigMap")}, BACKEND_TLS
     if kind == "Issuer" and "ca" in spec:
         return {str(spec["ca"].get("secretName"))}, CA_ISSUER
     if (

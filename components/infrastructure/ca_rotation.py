@@ -75,10 +75,13 @@ def bundle_step(settings: Settings) -> Step:
         # Reads the trust Secrets (a certificate each, no CA key); replaces the bundle, or creates it on a
         # new stack: a create cannot be limited to a name (RBAC checks resourceNames on no create), so a
         # ValidatingAdmissionPolicy admits the bundle's name only (bundle_policy_spec).
+        # It also writes each CA alone into a ConfigMap of its trust Secret's name, for the gateway.
         api_access=(
             ApiAccess("secrets", trusts, ("get",)),
             ApiAccess("secrets", (internal_tls.CA_BUNDLE,), ("get", "update")),
             ApiAccess("secrets", (), ("create",)),
+            ApiAccess("configmaps", trusts, ("get", "update")),
+            ApiAccess("configmaps", (), ("create",)),
         ),
         admission=bundle_policy_spec(settings),
         purpose=f"waits for the CAs it trusts: the Secret {internal_tls.CA_BUNDLE} this Job writes",
@@ -90,27 +93,35 @@ def bundle_account(settings: Settings) -> str:
     return f"system:serviceaccount:{settings.namespace}:{BUNDLE_JOB}"
 
 
+def trust_config_maps(settings: Settings) -> tuple[str, ...]:
+    """The ConfigMaps the bundle Job writes, one per trusted CA, named as its trust Secret."""
+    cas = phase_of(settings)
+    return tuple(ca.trust for ca in cas.trusted) if cas is not None else ()
+
+
 def bundle_policy_spec(settings: Settings) -> dict[str, object]:
-    """What the bundle Job's account may create or update: the Secret internal-ca-bundle, nothing else. Its
-    Role grants `create` on every Secret of the namespace (RBAC cannot name what is created); the policy,
-    bound with Deny (components/mechanism/kube.py admission_policy), refuses any other name before it is stored.
-    From Kubernetes' ValidatingAdmissionPolicy docs: `request.name` is the object's name (on CREATE, as
-    the client sent it), `request.userInfo.username` the ServiceAccount's `system:serviceaccount:<ns>:<name>`."""
+    """What the bundle Job's account may create or update: the Secret internal-ca-bundle and the trusted
+    CAs' ConfigMaps, nothing else. Its Role grants `create` on every Secret and ConfigMap of the namespace
+    (RBAC cannot name what is created); the policy, bound with Deny (components/mechanism/kube.py
+    admission_policy), refuses any other name before it is stored. From Kubernetes' ValidatingAdmissionPolicy
+    docs: `request.name` is the object's name (on CREATE, as the client sent it), `request.resource.resource`
+    the resource, `request.userInfo.username` the ServiceAccount's `system:serviceaccount:<ns>:<name>`."""
     namespace = settings.namespace
+    maps = ", ".join(f"'{name}'" for name in trust_config_maps(settings))
+    rules = [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE", "UPDATE"],
+              "resources": ["secrets", "configmaps"]}]  # fmt: skip
     return {
         "failurePolicy": "Fail",
-        "matchConstraints": {
-            "resourceRules": [
-                {"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE", "UPDATE"], "resources": ["secrets"]}
-            ]
-        },
+        "matchConstraints": {"resourceRules": rules},
         "matchConditions": [
             {"name": BUNDLE_JOB, "expression": f"request.userInfo.username == '{bundle_account(settings)}'"}
         ],
         "validations": [
             {
-                "expression": f"request.namespace == '{namespace}' && request.name == '{internal_tls.CA_BUNDLE}'",
-                "message": f"{BUNDLE_JOB} may create or update only the Secret {internal_tls.CA_BUNDLE}",
+                "expression": f"request.namespace == '{namespace}' && (request.resource.resource == 'secrets' ? "
+                f"request.name == '{internal_tls.CA_BUNDLE}' : request.name in [{maps}])",
+                "message": f"{BUNDLE_JOB} may create or update only the Secret {internal_tls.CA_BUNDLE} and the "
+                f"ConfigMaps of the trusted CAs ({', '.join(trust_config_maps(settings))})",
             }
         ],
     }

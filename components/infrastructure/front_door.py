@@ -22,7 +22,7 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as k8s
 
-from components.infrastructure import envoy_gateway
+from components.infrastructure import ca_rotation, envoy_gateway
 from components.infrastructure.credentials import Credentials
 from components.infrastructure.public_routes import PublicRoute
 from components.mechanism import certificates, internal_tls
@@ -72,15 +72,14 @@ def route_spec(route: PublicRoute, parent: dict[str, str]) -> dict[str, Any]:
 
 def backend_tls_spec(settings: Settings, backend: str) -> dict[str, Any]:
     """The gateway speaks TLS to an API that serves it, verifying the internal CA and the
-    Service's name. BackendTLSPolicy is standard since Gateway API v1.4; its CA from a
-    ConfigMap is core, from a Secret (internal-ca-bundle's ca.crt) implementation-specific,
-    which Envoy Gateway supports (there is no ConfigMap of the CA: cert-manager writes Secrets)."""
+    Service's name. BackendTLSPolicy is standard since Gateway API v1.4, and the one CA reference
+    every implementation must read is a ConfigMap whose `ca.crt` holds a single certificate (a Secret,
+    or a bundle of several, is implementation-specific). So the policy lists one ConfigMap per trusted
+    CA, which the bundle Job writes (components/scripts/write_ca_bundle.py): during a rotation, both."""
+    refs = [{"group": "", "kind": "ConfigMap", "name": name} for name in ca_rotation.trust_config_maps(settings)]
     return {
         "targetRefs": [{"group": "", "kind": "Service", "name": backend}],
-        "validation": {
-            "caCertificateRefs": [{"group": "", "kind": "Secret", "name": internal_tls.CA_BUNDLE}],
-            "hostname": settings.service_host(backend),
-        },
+        "validation": {"caCertificateRefs": refs, "hostname": settings.service_host(backend)},
     }
 
 

@@ -1,4 +1,5 @@
-"""Write the internal CA bundle: the certificate of each trusted CA, as `ca.crt` of one Secret.
+"""Write the internal CA bundle: the certificate of each trusted CA, as `ca.crt` of one Secret, and
+each trusted CA alone as `ca.crt` of a ConfigMap named as its trust Secret.
 
     python3 write_ca_bundle.py
 
@@ -18,6 +19,13 @@ That Secret becomes the Job's: cert-manager's annotations and its owner referenc
 cert-manager's --enable-certificate-owner-ref, deleting the Certificate that wrote it would delete
 it too). Nothing is written when the Secret already holds this bundle, so its users (MariaDB's
 operator restarts its pods on a change) see no change.
+
+The ConfigMaps are for the gateway (BackendTLSPolicy's caCertificateRefs, components/infrastructure/front_door.py):
+the Gateway API guarantees every implementation reads a ConfigMap's `ca.crt` holding one certificate; a
+Secret, or several certificates in one object, is implementation-specific. So during a rotation the policy
+lists one ConfigMap per trusted CA. When a trust Secret's `ca.crt` is a chain (an intermediate issuer), its
+ConfigMap holds the chain's last certificate, the root, which the servers' chains (cert-manager writes the
+intermediates into tls.crt) lead to. A CA is not secret: a ConfigMap may hold it.
 
 Standard library only: the kolla-toolbox image has no Kubernetes client (kube_api.py).
 """
@@ -85,19 +93,20 @@ def issued_ca(api: KubeApi, secret: str, kind: str, name: str) -> tuple[list[byt
     return ders, ""
 
 
-def wait_for_cas(api: KubeApi, trusted: list[tuple[str, str, str]]) -> list[bytes]:
+def wait_for_cas(api: KubeApi, trusted: list[tuple[str, str, str]]) -> dict[str, list[bytes]]:
+    """Each trust Secret's CA certificates, in TRUSTED_CAS' order, once every one is issued."""
     deadline, told = time.monotonic() + WAIT_SECONDS, ""
     while True:
-        bundle: list[bytes] = []
+        found: dict[str, list[bytes]] = {}
         waiting = []
-        for secret, kind, name in trusted:
-            ders, why = issued_ca(api, secret, kind, name)
+        for trust, kind, name in trusted:
+            ders, why = issued_ca(api, trust, kind, name)
             if ders is None:
                 waiting.append(why)
                 continue
-            bundle += [der for der in ders if der not in bundle]
+            found[trust] = ders
         if not waiting:
-            return bundle
+            return found
         if "; ".join(waiting) != told:
             told = "; ".join(waiting)
             print(f"waiting: {told}", flush=True)
@@ -130,11 +139,45 @@ def updated(current: dict[str, Any], encoded: str, wanted_labels: dict[str, str]
     return {**current, "metadata": {**metadata, **changed}, "data": data}
 
 
+def write_config_map(api: KubeApi, name: str, root: bytes, wanted_labels: dict[str, str]) -> None:
+    """The ConfigMap `name` with `ca.crt` the one certificate `root`, created or replaced; untouched if it is."""
+    data = {"ca.crt": pem([root])}
+    path = f"/api/v1/namespaces/{api.namespace}/configmaps/{name}"
+    try:
+        current = api.get(path)
+    except KubeError as error:
+        if error.status != 404:
+            sys.exit(f"GET ConfigMap {api.namespace}/{name}: {error}")
+        metadata = {"name": name, "namespace": api.namespace, "labels": wanted_labels}
+        created = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": metadata, "data": data}
+        try:
+            api.create(f"/api/v1/namespaces/{api.namespace}/configmaps", created)
+        except KubeError as failed:
+            sys.exit(f"create ConfigMap {api.namespace}/{name}: {failed}")
+        print(f"created ConfigMap {name}: SHA-256 {hashlib.sha256(root).hexdigest()[:16]}")
+        return
+    metadata = current.get("metadata") or {}
+    labels = {**(metadata.get("labels") or {}), **wanted_labels}
+    if current.get("data") == data and labels == (metadata.get("labels") or {}):
+        return
+    try:
+        api.replace(path, {**current, "metadata": {**metadata, "labels": labels}, "data": data})
+    except KubeError as error:
+        sys.exit(f"update ConfigMap {api.namespace}/{name}: {error}")
+    print(f"wrote ConfigMap {name}: SHA-256 {hashlib.sha256(root).hexdigest()[:16]}")
+
+
 def main(api: KubeApi | None = None) -> None:
     api = api or KubeApi.in_cluster()
     name = os.environ["BUNDLE_NAME"]
     wanted_labels = dict(json.loads(os.environ.get("CA_BUNDLE_LABELS") or "{}"))
-    bundle = wait_for_cas(api, trusted_cas(os.environ["TRUSTED_CAS"]))
+    per_ca = wait_for_cas(api, trusted_cas(os.environ["TRUSTED_CAS"]))
+    # First: the gateway may then verify with either CA before any server presents the new one.
+    for trust, ders in per_ca.items():
+        write_config_map(api, trust, ders[-1], wanted_labels)
+    bundle: list[bytes] = []
+    for ders in per_ca.values():
+        bundle += [der for der in ders if der not in bundle]
     fingerprints = ", ".join(hashlib.sha256(der).hexdigest()[:16] for der in bundle)
     encoded = base64.b64encode(pem(bundle).encode()).decode()
     path = api.secret_path(name)

@@ -36,8 +36,8 @@ def _issued() -> CertManager:
 
 
 def _bundle() -> dict[str, str]:
-    """What the Job internal-ca-bundle writes from staging's one trusted CA
-    (components/infrastructure/ca_rotation.py)."""
+    """What the Job internal-ca-bundle writes into the ConfigMap internal-ca-trust from staging's one trusted CA
+    (components/scripts/write_ca_bundle.py): that CA's certificate alone."""
     return {"ca.crt": _issued().secrets[("openstack", "internal-ca-trust")].data["ca.crt"]}
 
 
@@ -45,7 +45,7 @@ def _lookup(extra: Mapping[tuple[str, str, str], Mapping[str, str]] | None = Non
     def lookup(kind: str, namespace: str, name: str) -> Mapping[str, str] | None:
         if extra and (kind, namespace, name) in extra:
             return extra[(kind, namespace, name)]
-        if (kind, namespace, name) == ("Secret", "openstack", "internal-ca-bundle"):
+        if (kind, namespace, name) == ("ConfigMap", "openstack", "internal-ca-trust"):
             return _bundle()
         issued = _issued().secrets.get((namespace, name)) if kind == "Secret" else None
         return issued.data if issued else None
@@ -126,12 +126,12 @@ def test_a_plain_text_stack_has_no_policy_and_every_backend_is_plain() -> None:
 
 def test_a_policy_whose_ca_does_not_exist_fails_closed_the_backend_gets_nothing() -> None:
     def without_bundle(kind: str, namespace: str, name: str) -> Mapping[str, str] | None:
-        return None if name == "internal-ca-bundle" else _lookup()(kind, namespace, name)
+        return None if name == "internal-ca-trust" else _lookup()(kind, namespace, name)
 
     programmed = _program(policies=_without_the_consoles_policy(), lookup=without_bundle)
     assert "keystone-api" not in _backends(programmed)  # dropped, never sent plain text instead
     status = programmed.backend_tls["openstack/keystone-api-backend-tls"]
-    assert status == "Accepted False (NoValidCACertificate): Secret openstack/internal-ca-bundle does not exist"
+    assert status == "Accepted False (NoValidCACertificate): ConfigMap openstack/internal-ca-trust does not exist"
     assert any(p.startswith("HTTPRoute keystone-route: Service openstack/keystone-api gets no traffic (500)")
                for p in programmed.problems)  # fmt: skip
     config = _config(programmed)
@@ -149,7 +149,7 @@ def test_a_policy_whose_ca_does_not_exist_fails_closed_the_backend_gets_nothing(
     ],
 )
 def test_a_ca_reference_without_a_usable_ca_fails_closed(data: dict[str, str], why: str) -> None:
-    lookup = _lookup({("Secret", "openstack", "internal-ca-bundle"): data})
+    lookup = _lookup({("ConfigMap", "openstack", "internal-ca-trust"): data})
     assert _backends(_program(lookup=lookup)) == {}  # every routed backend's policy names the CA
     programmed = _program(policies=_without_the_consoles_policy(), lookup=lookup)
     assert _backends(programmed).keys() == {"nova-novncproxy"}  # only what no policy targets is served

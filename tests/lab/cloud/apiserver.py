@@ -435,6 +435,35 @@ class LabApiServer:
         self.world.api_update_secret(namespace, name, decoded)
         return 201, copy.deepcopy(stored)
 
+    # configmaps: stored as their writers send them (the CA bundle Job's), served by the generic get
+
+    def _create_configmaps(self, namespace: str, name: str | None, body: Any, **_: Any) -> tuple[int, Manifest]:
+        metadata = (body or {}).get("metadata") or {}
+        name = name or metadata.get("name")
+        if not name or metadata.get("namespace", namespace) != namespace:
+            return 400, status(400, "BadRequest", "metadata.name is required, in the namespace of the URL")
+        if ("", "configmaps", namespace, name) in self.objects_:
+            return 409, status(409, "AlreadyExists", f'configmaps "{name}" already exists')
+        stored = copy.deepcopy(body)
+        stored["metadata"] = {**metadata, "name": name, "namespace": namespace, "resourceVersion": self._next_version()}
+        self.objects_[("", "configmaps", namespace, name)] = stored
+        return 201, copy.deepcopy(stored)
+
+    def _update_configmaps(self, namespace: str, name: str, body: Any, **_: Any) -> tuple[int, Manifest]:
+        stored = self.objects_.get(("", "configmaps", namespace, name))
+        if stored is None:
+            return 404, status(404, "NotFound", f'configmaps "{name}" not found')
+        metadata = body.get("metadata") or {}
+        if metadata.get("name") != name:
+            return 400, status(400, "BadRequest", "the name of the object does not match the URL")
+        if metadata.get("resourceVersion") != stored["metadata"]["resourceVersion"]:
+            return 409, status(409, "Conflict", f'Operation cannot be fulfilled on configmaps "{name}": the object '
+                                                "has been modified")  # fmt: skip
+        updated = copy.deepcopy(body)
+        updated["metadata"] = {**metadata, "namespace": namespace, "resourceVersion": self._next_version()}
+        self.objects_[("", "configmaps", namespace, name)] = updated
+        return 200, copy.deepcopy(updated)
+
     # events
 
     def _create_events(self, namespace: str, body: Any, **_: Any) -> tuple[int, Manifest]:

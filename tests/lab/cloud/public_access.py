@@ -81,12 +81,13 @@ class FrontDoor:
     gateway: Gateway | None = None
     proxy: GatewayProxy | None = None
     laptop: Laptop | None = None
+    api: LabApiServer | None = None  # where the cloud's Jobs write (the bundle Job's ConfigMaps)
 
     @classmethod
     def issue(cls, cloud: Cloud, api: LabApiServer, log: Callable[[str], None]) -> FrontDoor:
         """cert-manager's work, before any pod that mounts a certificate's Secret starts."""
         certs = CertManager([r.revealed for r in cloud.plan.custom])
-        door = cls(cloud, log, certs, certs.issue_all())
+        door = cls(cloud, log, certs, certs.issue_all(), api=api)
         namespace = cloud.plan.settings.namespace
         for (where, name), issued in certs.secrets.items():
             api.add_secret(where, issued.manifest())
@@ -162,6 +163,10 @@ class FrontDoor:
                 return self.secret_data(namespace, name)
             except LookupError:
                 return None
+        if kind == "ConfigMap" and self.api is not None:  # written through the API (the CA bundle Job's)
+            found = self.api.get_object("", "configmaps", namespace, name)
+            if found is not None:
+                return dict(found.get("data") or {})
         if namespace == self.cloud.plan.settings.namespace:
             return self.cloud.objects.get((kind, name))
         return None
