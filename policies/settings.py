@@ -10,7 +10,7 @@ without config judges a default stack.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from components.tables.catalog import api_components, database_services
@@ -81,6 +81,25 @@ PROPERTIES: dict[str, dict[str, Any]] = {
         # A stack of default settings has no gateway, and so no route (components/settings/gateway.py).
         "default": [],
     },
+    "caIssuers": {
+        "type": "object",
+        "additionalProperties": {"type": "string", "enum": ["internal", "libvirt", "public"]},
+        "description": "'<Kind>/<name>' of each issuer of the stack's CAs (tls.internal, tls.libvirt, tls.public) -> "
+        "which CA it is: what a Certificate from it may name, and whose key its Issuer's Secret holds.",
+        # A stack of default settings has no CA: no internal TLS, no libvirt TLS, no gateway.
+        "default": {},
+    },
+    "gatewayNamespace": {
+        "type": "string",
+        "description": "The namespace of the cluster's Gateway the routes attach to (gateway.existing), whose Gateways "
+        "a ReferenceGrant may let read the public certificate; empty: the stack's own Gateway, or none.",
+        "default": "",
+    },
+    "cephPools": {
+        **_STRINGS,
+        "description": "The stack's Ceph pools (ceph.pools): the only pools a CephClient's caps may name.",
+        "default": [],
+    },
     "requiredRequests": {
         **_STRINGS,
         "description": "Resource requests every container sets.",
@@ -110,6 +129,9 @@ class PackSettings:
     required_limits: tuple[str, ...]
     tls_required: bool = True
     public_backends: tuple[str, ...] = ()
+    ca_issuers: Mapping[str, str] = field(default_factory=dict)
+    gateway_namespace: str = ""
+    ceph_pools: tuple[str, ...] = ()
 
     @classmethod
     def from_config(cls, config: Mapping[str, Any] | None = None, policy: str = "policy") -> PackSettings:
@@ -136,6 +158,9 @@ class PackSettings:
             required_limits=tuple(value["requiredLimits"]),
             tls_required=value["tlsRequired"],
             public_backends=tuple(value["publicBackends"]),
+            ca_issuers=dict(value["caIssuers"]),
+            gateway_namespace=value["gatewayNamespace"],
+            ceph_pools=tuple(value["cephPools"]),
         )
 
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from enum import StrEnum
 
 PHASE = "openstack.org/maintenance"
@@ -31,6 +31,14 @@ MAINTENANCE = PHASE
 OWN_REASONS = (CORDONED, MAINTENANCE)
 # Nova live-migrates only these (nova/compute/api.py, live_migrate: vm_states ACTIVE and PAUSED).
 LIVE_MIGRATABLE = ("ACTIVE", "PAUSED")
+# Running guests Nova cannot live-migrate (nova/compute/api.py: live_migrate checks vm_state ACTIVE or
+# PAUSED): a rescued server runs its rescue image, a resized one waits on this node for its owner to confirm
+# or revert. Left here, the restart of the node's libvirt would take them down, so a maintenance ends
+# before it restarts anything, and says what resolves each one.
+STAY_RUNNING = {
+    "RESCUE": "unrescue it: `openstack server unrescue {id}`",
+    "VERIFY_RESIZE": "confirm or revert its resize: `openstack server resize confirm {id}` (or `resize revert`)",
+}
 # Room is compared first by memory, then CPUs, then disk: what runs out first on most clouds.
 ORDER = ("MEMORY_MB", "VCPU", "DISK_GB")
 
@@ -60,6 +68,7 @@ class State:
     old_pods: tuple[str, ...] = ()  # uids of the pods deleted to restart
     components: tuple[str, ...] = ()  # their app.kubernetes.io/component
     since: float | None = None  # when they were deleted (seconds since the epoch)
+    busy_since: float | None = None  # when the controller began waiting for Nova to finish a task
 
     def dump(self) -> str:
         return json.dumps({k: v for k, v in asdict(self).items() if v not in (None, 0, ())}, sort_keys=True)
@@ -75,6 +84,7 @@ class State:
                 old_pods=tuple(data.get("old_pods", ())),
                 components=tuple(data.get("components", ())),
                 since=data.get("since"),
+                busy_since=data.get("busy_since"),
             )
         except (ValueError, TypeError, AttributeError):
             return cls()
@@ -252,9 +262,18 @@ def no_room(needs: Sequence[Need], rooms: Sequence[Room]) -> str | None:
     return None
 
 
+def stuck_running(servers: Sequence[Server]) -> str | None:
+    """Why the running guests Nova cannot move (STAY_RUNNING) keep the node from its maintenance, if any."""
+    found = [s for s in servers if s.status in STAY_RUNNING]
+    if not found:
+        return None
+    said = "; ".join(f"{s.label()} is {s.status}: {STAY_RUNNING[s.status].format(id=s.id)}" for s in found)
+    return f"running instance(s) Nova cannot live-migrate, which a restart of the node's libvirt would stop: {said}"
+
+
 def requested_step(servers: Sequence[Server], needs: Sequence[Need], rooms: Sequence[Room]) -> Step:
     """A new maintenance: refused unless every running server has somewhere to go."""
-    why = no_room(needs, rooms)
+    why = stuck_running(servers) or no_room(needs, rooms)
     if why:
         return Step(
             Phase.REFUSED,
@@ -280,6 +299,22 @@ class Unfinished:
     status: str
 
 
+def _busy_too_long(busy: Sequence[Server], state: State, now: float, task_timeout: float) -> Step | None:
+    """A task of Nova's that does not end within `task_timeout`: the maintenance fails, naming each server."""
+    since = state.busy_since if state.busy_since is not None else now
+    if now - since <= task_timeout:
+        return None
+    said = ", ".join(f"{s.label()} ({s.status}, task {s.task_state or 'none'})" for s in busy)
+    why = f"Nova has not finished with {said} {now - since:.0f}s after this controller began to wait"
+    hint = "see `openstack server show <id>` and `openstack server event list <id>`; request the maintenance again"
+    return Step(Phase.FAILED, f"failed: {why}", state, event=Event("MaintenanceFailed", f"{why}; {hint}", warning=True))
+
+
+def _waiting(state: State, now: float) -> State:
+    """`state` with the start of a wait for Nova kept, or begun now."""
+    return replace(state, busy_since=state.busy_since if state.busy_since is not None else now)
+
+
 def migration_step(
     servers: Sequence[Server],
     state: State,
@@ -287,6 +322,7 @@ def migration_step(
     unfinished: Unfinished | None = None,
     now: float = 0.0,
     timeout: float = 0.0,
+    task_timeout: float = float("inf"),
 ) -> Step:
     """One move at a time: wait for the one in flight, then start the next, then restart pods.
 
@@ -297,7 +333,8 @@ def migration_step(
     resource update and the migration's `completed` come after post_live_migration_at_destination;
     the record says `running` until then), and a libvirt restart on the source in between puts the
     server into ERROR ("too late to rollback", _do_live_migration). A record that stays in progress
-    past `timeout` (a source that died there: nothing in Nova ends it) fails the maintenance.
+    past `timeout` (a source that died there: nothing in Nova ends it) fails the maintenance, and so does
+    a server Nova stays busy with (a task state that never clears) past `task_timeout`.
     """
     current = in_flight(servers, state)
     if current is None and state.instance and unfinished is not None:
@@ -312,9 +349,12 @@ def migration_step(
         return Step(Phase.MIGRATING, waiting, State(state.instance, state.migrated, since=since))
     if current is not None:
         if current.busy:
+            failed = _busy_too_long([current], state, now, task_timeout)
+            if failed is not None:
+                return failed
             total = state.migrated + sum(s.movable or s.busy for s in servers)
             progress = f"moving {current.label()} ({state.migrated + 1} of {total})"
-            return Step(Phase.MIGRATING, progress + (f": {detail}" if detail else ""), state)
+            return Step(Phase.MIGRATING, progress + (f": {detail}" if detail else ""), _waiting(state, now))
         why = f"live migration of {current.label()} ended with it still on this node (status {current.status})"
         why += f"; {detail}" if detail else ""
         return Step(
@@ -326,8 +366,13 @@ def migration_step(
     done = State(migrated=state.migrated + (1 if state.instance else 0))
     busy = [s for s in servers if s.busy]
     if busy:
+        # A wait for these began in an earlier pass, unless that pass was waiting on the server in flight.
+        held = replace(done, busy_since=state.busy_since if state.instance is None else None)
+        failed = _busy_too_long(busy, held, now, task_timeout)
+        if failed is not None:
+            return failed
         others = ", ".join(f"{s.label()} ({s.task_state or s.status})" for s in busy)
-        return Step(Phase.MIGRATING, f"waiting for Nova to finish with {others}", done)
+        return Step(Phase.MIGRATING, f"waiting for Nova to finish with {others}", _waiting(held, now))
     movable = sorted((s for s in servers if s.movable), key=lambda s: (s.name, s.id))
     if movable:
         target = movable[0]
@@ -339,6 +384,9 @@ def migration_step(
             migrate=target,
             event=Event("MigratingInstance", f"live-migrating {target.label()} to another host"),
         )
+    stuck = stuck_running(servers)
+    if stuck:  # rescued or resized meanwhile: the restart below would stop them
+        return Step(Phase.FAILED, f"failed: {stuck}", done, event=Event("MaintenanceFailed", stuck, warning=True))
     staying = [s.label() for s in servers]
     message = f"{done.migrated} instance(s) moved away"
     if staying:

@@ -45,6 +45,9 @@ class Config:
     restart_components: tuple[str, ...]  # app.kubernetes.io/component of the pods to restart
     interval: float = 10.0
     restart_timeout: float = 900.0
+    # The longest wait for a task of Nova's on a server of the node (a live migration in flight, or another
+    # task state) before the maintenance fails, naming the server.
+    task_timeout: float = 3600.0
     health_port: int = 8080
     pod: str = "nova-compute-maintenance"
 
@@ -56,6 +59,7 @@ class Config:
             restart_components=tuple(c for c in env.get("RESTART_COMPONENTS", "").split(",") if c),
             interval=float(env.get("POLL_SECONDS", cls.interval)),
             restart_timeout=float(env.get("RESTART_TIMEOUT_SECONDS", cls.restart_timeout)),
+            task_timeout=float(env.get("TASK_TIMEOUT_SECONDS", cls.task_timeout)),
             health_port=int(env.get("HEALTH_PORT", cls.health_port)),
             pod=env.get("POD_NAME", cls.pod),
         )
@@ -154,7 +158,7 @@ class Controller:
         elif state.instance:  # it left the node: the source may still be finishing with it
             unfinished = self.nova.unfinished_live_migration(state.instance)
         now, timeout = self.clock(), self.config.restart_timeout
-        step = plan.migration_step(servers, state, detail, unfinished, now, timeout)
+        step = plan.migration_step(servers, state, detail, unfinished, now, timeout, self.config.task_timeout)
         if step.migrate is not None:
             try:
                 self.nova.live_migrate(step.migrate)

@@ -194,3 +194,43 @@ def test_a_pod_being_deleted_is_not_its_own_successor() -> None:
 def test_nothing_to_restart_is_done() -> None:
     step = restart_step(pods(("nova-compute", "c", True)), State(), COMPONENTS, 0.0, 60)
     assert step.phase is Phase.DONE and not step.delete
+
+
+def test_a_task_of_novas_that_never_ends_fails_the_maintenance_naming_the_server() -> None:
+    stuck = [Server("1", "vm1", "ACTIVE", "resize_prep"), Server("2", "vm2", "ACTIVE")]
+    first = migration_step(stuck, State(), now=1000.0, task_timeout=600.0)
+    assert first.phase is Phase.MIGRATING and first.state.busy_since == 1000.0
+    later = migration_step(stuck, first.state, now=1500.0, task_timeout=600.0)
+    assert later.phase is Phase.MIGRATING and later.state.busy_since == 1000.0  # the same wait, not a new one
+    failed = migration_step(stuck, later.state, now=1601.0, task_timeout=600.0)
+    assert failed.phase is Phase.FAILED and failed.migrate is None
+    assert "vm1 (1) (ACTIVE, task resize_prep)" in failed.progress and "601s" in failed.progress
+    assert failed.event is not None and failed.event.warning and "openstack server show" in failed.event.message
+
+
+def test_a_live_migration_in_flight_is_waited_for_within_the_task_bound() -> None:
+    moving = [Server("1", "vm1", "MIGRATING", "migrating")]
+    step = migration_step(moving, State(instance="1"), "50% copied", now=10.0, task_timeout=100.0)
+    assert step.phase is Phase.MIGRATING and step.state.busy_since == 10.0
+    assert migration_step(moving, step.state, now=109.0, task_timeout=100.0).phase is Phase.MIGRATING
+    failed = migration_step(moving, step.state, now=111.0, task_timeout=100.0)
+    assert failed.phase is Phase.FAILED and "vm1 (1) (MIGRATING, task migrating)" in failed.progress
+    # Its next move starts its own wait: the bound is per task, not per maintenance.
+    moved = migration_step([Server("2", "vm2", "ACTIVE")], step.state, now=500.0, task_timeout=100.0)
+    assert moved.migrate is not None and moved.state.busy_since is None
+
+
+@pytest.mark.parametrize(
+    ("status", "resolves"),
+    [("RESCUE", "openstack server unrescue 1"), ("VERIFY_RESIZE", "openstack server resize confirm 1")],
+)
+def test_a_running_guest_nova_cannot_move_refuses_the_maintenance_and_says_what_resolves_it(
+    status: str, resolves: str
+) -> None:
+    servers = [Server("1", "vm1", status), Server("2", "vm2", "ACTIVE")]
+    step = requested_step(servers, [need("vm2 (2)", 128)], [Room("n2", {"MEMORY_MB": 4096, "VCPU": 4})])
+    assert step.phase is Phase.REFUSED and f"vm1 (1) is {status}" in step.progress and resolves in step.progress
+    assert step.event is not None and step.event.warning
+    # Rescued or resized while the others moved: it fails before any pod is restarted.
+    late = migration_step(servers[:1], State(migrated=1))
+    assert late.phase is Phase.FAILED and not late.delete and resolves in late.progress
