@@ -64,7 +64,7 @@ def rbd_image(pool_name: str, name: str) -> dict[str, Any]:
             parent: list[str] | None = list(image.parent_info())
         except rbd.ImageNotFound:
             parent = None
-        return {"pool": pool_name, "name": name, "size": image.size(),
+        return {"pool": pool_name, "name": name, "id": image.id(), "size": image.size(),
                 "snapshots": sorted(s["name"] for s in image.list_snaps()), "parent": parent,
                 "head": image.read(0, 64).rstrip(b"\0").decode(errors="replace")}  # fmt: skip
 
@@ -124,9 +124,10 @@ class CephProof:
         self.made["server"] = server
         server = self.conn.compute.wait_for_server(server, status="ACTIVE", failures=["ERROR"], wait=SERVER_TIMEOUT)
         _until("vm-ceph's guest counting", lambda: _console(self.conn, server.id).alive, CONSOLE_TIMEOUT, 5)
+        console = _console(self.conn, server.id)  # what the guest said of itself, not that the wait ended
         self.found["boot_from_volume"] = {"volume_parent": held["parent"], "status": server.status,
                                           "host": server.compute_host, "image_ref": server.image.get("id") or None,
-                                          "booted": True}  # fmt: skip
+                                          "booted": console.booted, "alive_lines": console.alive}  # fmt: skip
 
     def attach(self) -> None:
         compute, block = self.conn.compute, self.conn.block_storage
@@ -190,6 +191,8 @@ class CephProof:
             return
         compute, server = self.conn.compute, self.made["server"]
         before = _console(self.conn, server.id).alive_values
+        disk = f"volume-{self.made['boot_volume'].id}"
+        disk_before = rbd_image(pool("volumes"), disk)
         source = compute.get_server(server.id).compute_host
         other = next(h for h in self.hosts if h != source)
         started = time.monotonic()
@@ -207,8 +210,15 @@ class CephProof:
         from tests.lab.cloud.migration_check import _counter_kept  # imports the SDK
 
         kept = _counter_kept(before, after)
+        disk_after = rbd_image(pool("volumes"), disk)
+        # Observed, not asked for: the guest's disk is the same RBD image (its id) on the destination, unchanged
+        # in size and parent, so nothing of it was copied (a block migration writes a new disk there).
+        same_disk = {k: disk_before[k] for k in ("id", "size", "parent")} == {
+            k: disk_after[k] for k in ("id", "size", "parent")
+        }
         self.found["live_migration"] = {"from": source, "to": moved.compute_host, "seconds": seconds,
-                                        "block_migration": False, "counter_kept": kept}  # fmt: skip
+                                        "disk_image": disk_before["id"], "same_disk_image": same_disk,
+                                        "counter_kept": kept}  # fmt: skip
 
     def cleanup(self) -> None:
         """The server goes (the CPUs are few); the volumes stay for whoever looks at the cloud after."""
