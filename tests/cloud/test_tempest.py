@@ -255,7 +255,9 @@ def test_the_smoke_set_is_the_smoke_tagged_api_tests() -> None:
 
 
 def test_results_are_counted_and_every_failure_classed() -> None:
-    limits = (LabLimit(r"\.ImportImagesTest\.test_image_web_download_import\b", "no Internet here"),)
+    limits = (
+        LabLimit(r"\.ImportImagesTest\.test_image_web_download_import\b", r"TimeoutException", "no Internet here"),
+    )
     records = [
         {"id": "t.A.test_ok", "status": "success", "details": {}},
         {"id": "t.A.test_skip", "status": "skip", "details": {"reason": "Resize is not available."}},
@@ -283,7 +285,10 @@ def test_results_are_counted_and_every_failure_classed() -> None:
 
 def test_the_rebuild_that_logs_in_over_ssh_is_a_limit_of_the_lab_and_nothing_else_of_its_class() -> None:
     base = "tempest.api.compute.servers.test_server_actions.ServerActionsV293TestJSON"
-    error = "tempest.lib.exceptions.InvalidParam: Invalid Parameter passed: When validation.connect_method ..."
+    error = (
+        "tempest.lib.exceptions.InvalidParam: Invalid Parameter passed: When validation.connect_method equals "
+        "floating, validation_resources cannot be None"
+    )
     records = [
         {"id": f"{base}.{name}[id-6652dab9]", "status": "fail", "details": {"traceback": f"Traceback\n{error}\n"}}
         for name in ("test_rebuild_volume_backed_server", "test_rebuild_volume_backed_server_other")
@@ -291,6 +296,16 @@ def test_the_rebuild_that_logs_in_over_ssh_is_a_limit_of_the_lab_and_nothing_els
     cloud, lab = sorted(summarize(records, {})["failures"], key=lambda f: f["class"])
     assert (lab["class"], lab["reason"]) == ("lab", NO_SSH_LOGIN)
     assert cloud["class"] == "cloud"
+
+
+def test_a_listed_test_that_fails_with_another_error_is_the_clouds() -> None:
+    """The lab's limit excuses the error it causes, not the test: the rebuild failing on, e.g., a server that
+    never became ACTIVE is a failure of the cloud."""
+    test = "tempest.api.compute.servers.test_server_actions.ServerActionsV293TestJSON.test_rebuild_volume_backed_server"
+    error = "tempest.exceptions.BuildErrorException: Server 1 failed to build and is in ERROR status"
+    records = [{"id": f"{test}[id-1]", "status": "fail", "details": {"traceback": f"Traceback\n{error}\n"}}]
+    [failure] = summarize(records, {})["failures"]
+    assert failure == {"test": records[0]["id"], "reason": error, "class": "cloud"}
 
 
 def test_tests_are_left_out_by_pattern_with_the_reason() -> None:

@@ -55,7 +55,7 @@ def test_a_subunit_stream_becomes_records_and_counts(tmp_path: Path) -> None:
     records = [json.loads(line) for line in done.stdout.decode().splitlines()]
     statuses = {r["id"].rsplit(".", 1)[1]: r["status"] for r in records}
     assert statuses == {"test_passes": "success", "test_fails": "fail", "test_skips": "skip", "test_far_away": "fail"}
-    far_away = (LabLimit(r"\.test_far_away$", "no Internet here"),)
+    far_away = (LabLimit(r"\.test_far_away$", r"^TimeoutError: no route", "no Internet here"),)
     found = summarize(records, {}, far_away)
     assert (found["passed"], found["failed"], found["skipped"]) == (1, 2, 1)
     assert found["skips"] == {"Resize is not available.": 1}
