@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import re
 import os
 import subprocess
 import sys
@@ -66,6 +67,20 @@ NODES = {"prod": 4, "staging": 2}
 def test_the_plan_deploys(report: dict[str, Any]) -> None:
     assert report["deploy_error"] == ""
     assert report["failed_jobs"] == []
+
+
+# A container restarted in place, or a Job's failed attempt, passes only with a reason named here (a regex over
+# `<pod>/<container>` or the Job's name → why it is expected). None is: a crash that a retry hides is a failure.
+ALLOWED_RESTARTS: dict[str, str] = {}
+
+
+def test_no_container_restarts_and_no_job_retries_without_a_named_reason(report: dict[str, Any]) -> None:
+    unexplained = {
+        what: count
+        for what, count in {**report["restarts"], **report["job_retries"]}.items()
+        if not any(re.search(pattern, what) for pattern in ALLOWED_RESTARTS)
+    }
+    assert unexplained == {}, unexplained
 
 
 def test_pods_run_on_the_nodes_the_plan_places_them(report: dict[str, Any]) -> None:

@@ -169,3 +169,19 @@ def test_a_restarts_effects_last_until_the_calls_it_caught_have_ended() -> None:
     judged = judge([hung, refused, later], [restart], RENEWED_AT)
     assert judged["failed_calls"] == 3 and judged["failed_outside_restarts"] == 1
     assert [f["t"] for f in judged["failures_outside_restarts"]] == [later["t"]]
+
+
+def test_a_restart_excuses_only_the_calls_that_need_what_restarted() -> None:
+    """Cinder's API rolling explains a failed volume list, not a failed image list; MariaDB and Keystone
+    are under every call."""
+    cinder = Restart("Deployment/cinder-api", "template", 1020.0, 1030.0)
+    judged = judge([_call(1021.0, ok=False, call="volume list"), _call(1022.0, ok=False, call="image list")],
+                   [cinder], RENEWED_AT)  # fmt: skip
+    assert judged["failed_outside_restarts"] == 1 and judged["failures_outside_restarts"][0]["call"] == "image list"
+    keystone = Restart("Deployment/keystone-api", "template", 1020.0, 1030.0)
+    calls = [_call(1021.0 + i, ok=False, call=name) for i, name in enumerate(api_clients.CALL_API)]
+    assert judge(calls, [keystone], RENEWED_AT)["failed_outside_restarts"] == 0
+    # A node's libvirt explains the console URL (nova-compute asks it for the console), not a network list.
+    libvirt = Restart("DaemonSet/libvirt-kvm-general", "template", 1020.0, 1030.0)
+    calls = [_call(1021.0, ok=False, call="console url"), _call(1021.5, ok=False, call="network list")]
+    assert [f["call"] for f in judge(calls, [libvirt], RENEWED_AT)["failures_outside_restarts"]] == ["network list"]

@@ -129,6 +129,8 @@ class Report:
             "restarts": {
                 f"{p.plan.name}/{name}": count for p in long_running for name, count in p.restarts.items() if count
             },
+            # A Job's pods beyond its first: each a failed attempt the Job controller retried.
+            "job_retries": {j.name: len(j.pods) - 1 for j in jobs if len(j.pods) > 1},
         }
         return self.data
 

@@ -3,9 +3,9 @@
 A test that fails here is class `cloud` unless a row of LAB_FAILURES names it (a regex over the
 test id, searched) and the error it ended with (a regex over the traceback's last line, searched)
 with the limit of this machine that makes it fail: the same test failing for another reason is the
-cloud's. A test that needs what this machine cannot run at all is not started: NEEDS_VOLUME_BACKEND lists those that create, attach or
-otherwise need a volume, left out when cinder-volume cannot run here, and counted as skipped with
-the lab's reason. Nothing else is excused.
+cloud's. A test that needs what this machine cannot run at all is not started: NEEDS_VOLUME_BACKEND
+lists those that create, attach or otherwise need a volume, left out when cinder-volume cannot run
+here, and counted as skipped with the lab's reason. Nothing else is excused.
 """
 
 from __future__ import annotations
