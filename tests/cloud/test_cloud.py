@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import itertools
 import json
-import re
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
