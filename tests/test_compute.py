@@ -183,8 +183,11 @@ FAKE_TOOLS = {
 }
 
 
-def _run_libvirt_start(tmp_path: Path, env: dict[str, str], kvm: Path | None = None) -> str:
-    """The real script against a fake node: its cgroup v2 tree, /etc/libvirt and the tools above."""
+def _run_libvirt_start(
+    tmp_path: Path, env: dict[str, str], kvm: Path | None = None, tools: dict[str, str] | None = None
+) -> str:
+    """The real script against a fake node: its cgroup v2 tree, /etc/libvirt, the host's systemd socket
+    (/run/systemd/private, absent unless a test makes it) and the tools above (and `tools`)."""
     cgroup = tmp_path / "sys/fs/cgroup"
     cgroup.mkdir(parents=True)
     (cgroup / "cgroup.controllers").write_text("cpu memory\n")
@@ -193,7 +196,7 @@ def _run_libvirt_start(tmp_path: Path, env: dict[str, str], kvm: Path | None = N
     (etc / "libvirtd.conf").write_text("listen_tcp = 1\n")
     fake_bin = tmp_path / "bin"
     fake_bin.mkdir()
-    for tool, body in FAKE_TOOLS.items():
+    for tool, body in {**FAKE_TOOLS, **(tools or {})}.items():
         (fake_bin / tool).write_text(f"#!/bin/sh\n{body}\n")
         (fake_bin / tool).chmod(0o755)
     script = (
@@ -203,6 +206,7 @@ def _run_libvirt_start(tmp_path: Path, env: dict[str, str], kvm: Path | None = N
         .replace("/etc/libvirt", str(etc))
         .replace("/tmp/libvirtd.conf", str(tmp_path / "libvirtd.conf"))
         .replace("/dev/kvm", str(kvm or tmp_path / "no-kvm"))
+        .replace("/run/systemd/private", str(tmp_path / "run/systemd/private"))
     )
     base = {"NODE_IP": "192.0.2.7", "LIBVIRT_SASL_USER": "nova", "LIBVIRT_SASL_PASSWORD": "s3cret"}
     result = subprocess.run(
@@ -466,3 +470,36 @@ def test_every_topology_validates_and_passes_the_pack(topology: str) -> None:
     }
     violations = check_resources([resource_record(r, plan) for r in plan.registrations], config)
     assert [v.message for v in violations if v.enforcement == "mandatory"] == []
+
+
+def test_on_a_node_whose_systemd_listens_libvirtd_starts_in_a_scope_of_its_own(tmp_path: Path) -> None:
+    """The branch real nodes take (cgroup v2 under systemd, pod-per-service-host-pid): the host's systemd puts
+    libvirtd in a scope under machine.slice. The lab's nodes have no systemd, so the lab takes the cgroup
+    branch (tests/cloud); here the script meets a listening /run/systemd/private and a systemd-run that
+    records its arguments, and the real systemd-run of this machine (Debian's systemd 252) then parses
+    those arguments: it gets as far as connecting to the host's systemd, which is not running here."""
+    private = tmp_path / "run/systemd/private"
+    private.parent.mkdir(parents=True)
+    listening = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listening.bind(str(private))
+    listening.listen()
+    try:
+        out = _run_libvirt_start(
+            tmp_path, {"ESCAPE_POD_CGROUP": "true"}, tools={"systemd-run": 'echo "systemd-run $*"'}
+        )
+    finally:
+        listening.close()
+    [line] = [line for line in out.splitlines() if line.startswith("systemd-run ")]
+    args = line.split()[1:]
+    assert args[:2] == ["--scope", "--slice=machine.slice"] and args[2].startswith("--unit=libvirtd-pod-")
+    assert args[3:] == ["--collect", "libvirtd", "--listen", "--config", f"{tmp_path}/libvirtd.conf"]
+    assert not (tmp_path / "sys/fs/cgroup/machine.slice").exists()  # the cgroup branch did not run
+    assert "libvirtd started" not in out  # systemd-run, not the script, starts it
+
+    def parsed(argv: list[str]) -> str:
+        done = subprocess.run(["/usr/bin/systemd-run", *argv], capture_output=True, text=True, check=False)
+        return done.stderr
+
+    assert "Failed to connect to bus" in parsed([*args[:4], "/bin/true"])
+    # What the real parser refuses, it says before it connects: the check above can fail.
+    assert "Failed to connect to bus" not in parsed([*args[:4], "--remain-after-exit", "/bin/true"])

@@ -29,7 +29,9 @@ CEPH="ceph-mon ceph-mgr ceph-osd ceph-common python3-rados python3-rbd qemu-bloc
 CAPTURE="tcpdump"
 # The store of the real kube-apiserver the user's commands run against (tests/engine/cluster.py).
 ENGINE="etcd-server"
-PACKAGES="$SERVERS $BUILD $NODE $AGENTS $GUEST $CEPH $CAPTURE $ENGINE"
+# The systemd-run whose option parser judges libvirt_start.sh's scope command (tests/test_compute.py).
+SYSTEMD="systemd"
+PACKAGES="$SERVERS $BUILD $NODE $AGENTS $GUEST $CEPH $CAPTURE $ENGINE $SYSTEMD"
 
 missing=""
 for package in $PACKAGES; do
