@@ -9,8 +9,10 @@ import pulumi
 import pytest
 import yaml
 
+from components.cloud.stack_config import OPENSTACK_PROVIDER_KEYS, _provider_keys, settings_from_config
 from components.cloud.stack_config import _structured as is_structured
 from components.settings.model import Settings
+from components.settings.problems import SettingsError
 from tests.helpers import containers
 from tools import plan as plan_tool
 from tools import runtime
@@ -262,3 +264,22 @@ def test_an_alias_bomb_in_a_stack_file_is_refused(
     text = "\n".join(lines) + "\nconfig:\n  openstack:replicas: *a8\n"
     assert _plan_file(text, tmp_path, monkeypatch) == 2
     assert "excessive aliasing" in capsys.readouterr().err
+
+
+def test_the_pulumi_openstack_providers_keys_are_the_providers_own() -> None:
+    """The project's name is the pulumi-openstack provider's config namespace: its keys are listed as its own."""
+    import pulumi_openstack
+
+    assert _provider_keys(pulumi_openstack.ProviderArgs) == OPENSTACK_PROVIDER_KEYS
+
+
+def test_a_stack_that_also_configures_pulumi_openstack_plans_and_a_typo_is_still_refused() -> None:
+    """Users who add flavors or networks with pulumi-openstack set its keys in the same stack file."""
+    base = {"openstack:namespace": "openstack"}
+    with_provider = {**base, "openstack:authUrl": "https://keystone.example.com/v3", "openstack:cloud": "mine",
+                     "openstack:region": "RegionTwo"}  # fmt: skip
+    settings = settings_from_config(with_provider)
+    assert settings.region == "RegionTwo"  # the one name both read, with one meaning: the cloud's region
+    with pytest.raises(SettingsError) as refused:
+        settings_from_config({**base, "openstack:autUrl": "https://keystone.example.com/v3"})
+    assert [p for p in refused.value.problems if p.startswith("openstack:autUrl: unknown setting")], refused.value

@@ -34,10 +34,26 @@ def _provider_keys(args: type) -> frozenset[str]:
     return frozenset(getattr(p.fget, "_pulumi_name", "") for p in properties) - {""}
 
 
+# The project is named `openstack`, which is also the config namespace of the pulumi-openstack provider
+# (its keys `openstack:authUrl`, `openstack:cloud`, ...). A user who adds flavors, networks or images to the
+# cloud with that provider in this program sets those keys in the same stack file, so they are that
+# provider's and not unknown settings here; the one name both read, `region`, means the cloud's region to
+# both. The project keeps its name: a new one would change every resource's URN and every stack file's keys
+# (`pulumi stack rename` can rewrite the state's URNs, but every user's stack files and CI would move too),
+# for a collision that this rule removes. tests/test_stack_config.py holds the list to pulumi-openstack's own.
+OPENSTACK_PROVIDER_KEYS = frozenset({
+    "allowReauth", "applicationCredentialId", "applicationCredentialName", "applicationCredentialSecret",
+    "authUrl", "cacertFile", "cert", "cloud", "defaultDomain", "delayedAuth", "disableNoCacheHeader", "domainId",
+    "domainName", "enableLogging", "endpointOverrides", "endpointType", "insecure", "key", "maxRetries",
+    "password", "projectDomainId", "projectDomainName", "region", "swauth", "systemScope", "tenantId",
+    "tenantName", "token", "userDomainId", "userDomainName", "userId", "userName",
+})  # fmt: skip
+
+SETTING_NAMES = frozenset(info.alias or n for n, info in Settings.model_fields.items())
 # The namespaces a stack may set: this program's own settings, and what the engine and the
 # providers the program uses read. pulumi-random takes no configuration.
 NAMESPACES: dict[str, tuple[str, frozenset[str] | None]] = {
-    PROJECT: ("this program's settings", frozenset(info.alias or n for n, info in Settings.model_fields.items())),
+    PROJECT: ("this program's settings", SETTING_NAMES),
     "kubernetes": ("the pulumi-kubernetes provider", _provider_keys(ProviderArgs)),
     "pulumi": ("the Pulumi engine", None),  # the engine's own keys (e.g. disable-default-providers)
     "random": ("the pulumi-random provider, which takes no configuration", frozenset()),
@@ -97,6 +113,11 @@ def _did_you_mean(given: str, known: Collection[str], spelled: Callable[[str], s
 MORE_CHECKS: tuple[SettingsCheck, ...] = (unknown_names, name_problems)
 
 
+def provider_key(name: str) -> bool:
+    """A key of the project's namespace that is pulumi-openstack's, not a setting of this program."""
+    return name in OPENSTACK_PROVIDER_KEYS and name not in SETTING_NAMES
+
+
 def parse_settings(raw: Mapping[str, Any], secret: Collection[str] = ()) -> Settings:
     """Settings from the `openstack:` keys, every check made; SettingsError lists every problem."""
     return Settings.parse(raw, secret=secret, more_checks=MORE_CHECKS)
@@ -113,7 +134,7 @@ def settings_from_config(config: Mapping[str, str], secret: Collection[str] = ()
     for key, value in config.items():
         problems += _namespace_problems(key, value, secret)
         namespace, _, name = key.partition(":")
-        if namespace == PROJECT:
+        if namespace == PROJECT and not provider_key(name):
             raw[name] = _decode(name, value) if isinstance(value, str) else value
     hidden = {key.partition(":")[2] for key in secret if key.startswith(f"{PROJECT}:")}
     try:
