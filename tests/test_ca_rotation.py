@@ -340,3 +340,15 @@ def test_against_warns_of_a_skipped_phase(before: tuple[str | None, int], after:
                                           warning: str) -> None:  # fmt: skip
     found = _change(_plan(*before), _plan(*after))
     assert [w for w in found["warnings"] if w.startswith(warning)], found["warnings"]
+
+
+@pytest.mark.parametrize("stack", ["dev", "staging", "prod"])
+def test_a_root_keeps_its_key_when_cert_manager_renews_it_and_leaves_get_new_ones(stack: str) -> None:
+    """rotationPolicy Never on every CA the program makes (public, internal, libvirt, the gateway's own):
+    a renewed root with a new key would no longer verify one certificate it signed before."""
+    certificates = [r.inputs["spec"] for r in plan_of(stack).custom if r.kind == "Certificate"]
+    roots = [spec for spec in certificates if spec.get("isCA")]
+    assert roots
+    assert all(spec["privateKey"]["rotationPolicy"] == "Never" for spec in roots), roots
+    leaves = [spec for spec in certificates if not spec.get("isCA") and "privateKey" in spec]
+    assert leaves and all(spec["privateKey"]["rotationPolicy"] == "Always" for spec in leaves)

@@ -31,6 +31,11 @@ CA = PUBLIC_CA  # the self-signed root (Certificate and Secret) and the CA Issue
 DURATION, RENEW_BEFORE = "2160h", "720h"
 CA_DURATION = "87600h"  # ten years: a root the program makes outlives every certificate it signs
 PRIVATE_KEY = {"algorithm": "ECDSA", "size": 256, "rotationPolicy": "Always"}
+# A root keeps its key when cert-manager renews it (rotationPolicy Never: a key is made only when the
+# Secret has none). With Always, the default since cert-manager 1.18, the renewed root would have a new key,
+# and no certificate it signed before would verify against it: every client that reads the new root would
+# refuse every server at once. Replacing a root's key is a rotation, in phases (tls.internal.rotation).
+ROOT_KEY = {**PRIVATE_KEY, "rotationPolicy": "Never"}
 WAIT_READY = {"pulumi.com/waitFor": "condition=Ready"}
 
 
@@ -84,7 +89,7 @@ def self_signed_ca(
         "commonName": name,
         "secretName": name,
         "duration": CA_DURATION,
-        "privateKey": PRIVATE_KEY,
+        "privateKey": ROOT_KEY,
         "issuerRef": issuer("Issuer", signer),
     }
     cert_manager("Certificate", name, namespace, root, parent, depends_on=depends_on, owner=owner)
