@@ -41,6 +41,7 @@ def test_clouds_yaml_logs_in_as_the_admin_that_bootstrap_creates(stack: str) -> 
     cloud = clouds["clouds"][stack]
     assert cloud["auth"]["auth_url"] == outputs["authUrl"] == f"https://keystone.{domain}"
     assert cloud["region_name"] == outputs["region"] == settings.get("openstack:region", "RegionOne")
+    assert outputs["release"] == settings["openstack:release"]  # what the next release change upgrades from
     assert cloud["auth"]["username"] == cloud["auth"]["project_name"] == "admin"
     assert cloud["auth"]["user_domain_name"] == cloud["auth"]["project_domain_name"] == "Default"
     password = bootstrap_password(monitor)

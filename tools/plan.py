@@ -271,10 +271,16 @@ def young_collections_only() -> Iterator[None]:
 
 
 def _plan(args: argparse.Namespace) -> int:
-    from tools import explain, views  # they build on this module
+    from tools import explain, release_change, views  # they build on this module
 
     try:
         plan = build_plan(args.stack, stack_path=args.stack_file)
+        if args.against is not None:  # the release deployed now: a change of it must be an upgrade
+            deployed = json.loads((args.against / "plan.json").read_text())["settings"].get("release")
+            refused = release_change.problem(deployed, plan.settings, str(args.against))
+            if refused:
+                print(f"error: stack {args.stack}: {refused}", file=sys.stderr)
+                return 2
         if args.explain:
             return explain.main(plan, args.explain)
         if args.graph:

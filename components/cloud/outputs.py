@@ -63,6 +63,9 @@ def export_outputs(settings: Settings, credentials: Credentials, cloud: str) -> 
     pulumi.export("namespace", settings.namespace)
     pulumi.export("hypervisorIsolation", settings.hypervisor_isolation.value)
     pulumi.export("region", settings.region)
+    # The release this stack deploys: what the next change of `release` upgrades from (`upgrade.from`;
+    # tools/release_change.py refuses a change without it against an earlier plan).
+    pulumi.export("release", settings.release)
     pulumi.export("authUrl", auth_url(settings))
     pulumi.export("caSecret", ca_secret(settings))
     admin = {
