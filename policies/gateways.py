@@ -7,8 +7,12 @@ serves nothing of its own. `public-routes-only`: an HTTPRoute or GRPCRoute may s
 or mirror them, only to a public API's Service at its port (`publicBackends`: the program's own
 list, components/infrastructure/public_routes.py); one to MariaDB, RabbitMQ's management API, the metadata API
 or any other Service would put it on the public address. TCP, TLS and UDP routes carry no HTTP
-API: refused. Not seen: routes of the cluster that other stacks or its owner attach to a shared
-Gateway (the pack judges the program's objects), and what an implementation's own policy kinds add.
+API: refused. A listener of the program's Gateway (or ListenerSet) admits routes of its own namespace
+only (`allowedRoutes.namespaces.from: Same`, the default), and the Gateway no ListenerSet of another
+namespace (`allowedListeners`): a route or listener of another namespace is no object of the program's,
+and would reach the public address unjudged. Not seen: routes of the cluster that other stacks or its
+owner attach to a shared Gateway (the pack judges the program's objects), and what an implementation's
+own policy kinds add.
 """
 
 from __future__ import annotations
@@ -71,13 +75,28 @@ def _not_public(obj: K8sObject, ref: Any, settings: PackSettings) -> str | None:
     if namespace != settings.namespace:
         return f"a Service of namespace {namespace}, not the stack's ({settings.namespace})"
     port = ref.get("port")
-    number = int(port) if isinstance(port, int | float) else port
+    number = int(port) if isinstance(port, int | float) and float(port).is_integer() else port
     if f"{ref.get('name')}:{number}" not in settings.public_backends:
         return f"Service {ref.get('name')} port {number} is no public API of the stack"
     return None
 
 
+def _admits_others(obj: K8sObject) -> Iterator[str]:
+    """Where a Gateway or ListenerSet lets objects of other namespaces onto its listeners."""
+    why = "a route or listener of another namespace is none of the program's: it reaches the public address unjudged"
+    for index, listener in enumerate(items(get(obj.props, "spec", "listeners"))):
+        admitted = get(listener, "allowedRoutes", "namespaces", "from")
+        if admitted not in (None, "Same"):
+            field = f"spec.listeners[{index}].allowedRoutes.namespaces.from"
+            yield not_allowed(obj, "listener", field, admitted, "Same (the default)", why)
+    listeners = get(obj.props, "spec", "allowedListeners", "namespaces", "from")
+    if listeners not in (None, "None", "Same"):
+        yield not_allowed(obj, "gateway", "spec.allowedListeners.namespaces.from", listeners, "None or Same", why)
+
+
 def public_routes_only(obj: K8sObject, settings: PackSettings) -> list[str]:
+    if _ours(obj, LISTENER_KINDS):
+        return list(_admits_others(obj))
     if _ours(obj, OTHER_ROUTES):
         why = "a public API is HTTP: what a TCP, TLS or UDP route exposes is none"
         return [forbidden(obj, "route", obj.kind, "HTTPRoute (or GRPCRoute) to a public API", why)]

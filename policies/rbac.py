@@ -3,8 +3,11 @@
 A Role or binding is as much a privilege as a privileged container: `cluster-admin`, wildcard
 verbs or resources, `escalate`, `bind` and `impersonate` (which get around RBAC itself),
 `nodes/proxy` (the kubelet's API: exec in any pod of the node), `pods/exec` and `pods/attach`
-(a shell in a pod, with its Secrets), and reading or writing every Secret of a namespace. The
-program grants none of them: its Roles name the Secrets they rotate (resourceNames), and the
+(a shell in a pod, with its Secrets), reading or writing every Secret of a namespace, and naming
+a Secret that holds a private key: a CA's (its Issuer's Secret, `caIssuers`), a certificate's
+(`*-internal-tls`, `*-client-tls`, `public-tls`, the console proxy's), or Rook's admin key
+(policies/tls_names.py); whoever reads one can sign as the CA or be the server. The program grants
+none of them: its Roles name the Secrets they rotate (resourceNames), and the
 maintenance controller may read nodes and patch them (narrowed by a ValidatingAdmissionPolicy,
 components/nodes/maintenance.py), list and delete pods, and create events.
 
@@ -12,7 +15,7 @@ The operators' released RBAC needs some of them (the RabbitMQ Cluster Operator r
 every namespace and execs into its pods; mariadb-operator lists the namespace's Secrets), so in
 objects of charts and manifests those are advice (third-party-chart-hygiene); what no operator
 of the program needs (cluster-admin, a binding to everyone, wildcard verbs, escalate, bind,
-impersonate, nodes/proxy, an aggregated ClusterRole) is refused there too.
+impersonate, nodes/proxy, an aggregated ClusterRole, a key's Secret by name) is refused there too.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from dataclasses import dataclass
 from policies.k8s import K8sObject, get, items, mapping, show
 from policies.messages import forbidden, not_allowed
 from policies.settings import PackSettings
+from policies.tls_names import key_secret
 
 GROUP = "rbac.authorization.k8s.io"
 ROLES, BINDINGS = ("Role", "ClusterRole"), ("RoleBinding", "ClusterRoleBinding")
@@ -54,7 +58,16 @@ def _matches(granted: str, resource: str) -> bool:
     return granted in ("*", resource) or ("/" in resource and granted == "*/" + resource.split("/", 1)[1])
 
 
-def _rule(obj: K8sObject, index: int, rule: object) -> Iterator[Finding]:
+def _key_secrets(obj: K8sObject, at: str, names: list[object], settings: PackSettings) -> Iterator[Finding]:
+    for position, name in enumerate(names):
+        held = key_secret(str(name), settings)
+        if held:
+            why = f"Secret {name} holds {held}: only cert-manager and the pods that serve it touch it"
+            yield Finding(not_allowed(obj, at, f"{at}.resourceNames[{position}]", name,
+                                      "Secrets that hold no private key", why), True)  # fmt: skip
+
+
+def _rule(obj: K8sObject, index: int, rule: object, settings: PackSettings) -> Iterator[Finding]:
     at = f"rules[{index}]"
     groups, resources, verbs = items(get(rule, "apiGroups")), items(get(rule, "resources")), items(get(rule, "verbs"))
     names = items(get(rule, "resourceNames"))
@@ -81,6 +94,8 @@ def _rule(obj: K8sObject, index: int, rule: object) -> Iterator[Finding]:
             why = f"{verbs_shown} on every Secret of the {'cluster' if obj.kind == 'ClusterRole' else 'namespace'}"
             yield Finding(not_allowed(obj, at, field, resource, "Secrets named in resourceNames (or create only)",
                                       why), False)  # fmt: skip
+    if _core(groups) and any(_matches(str(r), "secrets") for r in resources):
+        yield from _key_secrets(obj, at, names, settings)
 
 
 def _binding(obj: K8sObject) -> Iterator[Finding]:
@@ -96,7 +111,7 @@ def _binding(obj: K8sObject) -> Iterator[Finding]:
                                       f"it names {EVERYONE[str(who)]}"), True)  # fmt: skip
 
 
-def findings(obj: K8sObject) -> list[Finding]:
+def findings(obj: K8sObject, settings: PackSettings) -> list[Finding]:
     if obj.group != GROUP:
         return []
     if obj.kind in BINDINGS:
@@ -104,7 +119,9 @@ def findings(obj: K8sObject) -> list[Finding]:
     if obj.kind not in ROLES:
         return []
     found = [
-        finding for index, rule in enumerate(items(get(obj.props, "rules"))) for finding in _rule(obj, index, rule)
+        finding
+        for index, rule in enumerate(items(get(obj.props, "rules")))
+        for finding in _rule(obj, index, rule, settings)
     ]
     if get(obj.props, "aggregationRule") is not None:
         why = (
@@ -116,9 +133,9 @@ def findings(obj: K8sObject) -> list[Finding]:
 
 def rbac_grants(obj: K8sObject, settings: PackSettings) -> list[str]:
     """The program's own RBAC: every finding; a chart's: those no operator needs."""
-    return [f.message for f in findings(obj) if f.severe or not obj.from_chart]
+    return [f.message for f in findings(obj, settings) if f.severe or not obj.from_chart]
 
 
-def rbac_advice(obj: K8sObject) -> list[str]:
+def rbac_advice(obj: K8sObject, settings: PackSettings) -> list[str]:
     """What a chart's RBAC grants that the program would not: advice (third-party-chart-hygiene)."""
-    return [f.message for f in findings(obj) if not f.severe] if obj.from_chart else []
+    return [f.message for f in findings(obj, settings) if not f.severe] if obj.from_chart else []

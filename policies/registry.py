@@ -9,7 +9,11 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from policies.admission import admission_control, admission_policies_bound
 from policies.baseline import pod_security_baseline
+from policies.ca_keys import ca_keys
+from policies.certificates import ca_certificates
+from policies.controller_made import controller_made_objects
 from policies.gateways import gateway_listeners_tls, public_routes_only
 from policies.host_storage import host_storage
 from policies.host_volumes import host_path_volumes
@@ -20,7 +24,9 @@ from policies.passwords import no_plaintext_passwords
 from policies.podspec import pod_templates
 from policies.privileges import added_capabilities, host_namespaces, host_ports, privileged_containers
 from policies.rbac import rbac_advice, rbac_grants
+from policies.reference_grants import reference_grants
 from policies.restricted import control_plane_restricted, restricted_findings
+from policies.rook import rook_ceph
 from policies.settings import PackSettings
 from policies.stack_rules import agents_on_their_nodes, api_waits_for_db_sync, vm_safe_updates
 from policies.unknown_kinds import unknown_pod_kinds
@@ -67,7 +73,7 @@ def chart_hygiene(obj: K8sObject, settings: PackSettings) -> list[str]:
     found = [f.message for pod in pod_templates(obj) if not pod.operator for f in restricted_findings(pod)]
     for check in (resource_requests_limits, readiness_probes, image_pinned, no_plaintext_passwords):
         found += check(obj, settings)
-    found += rbac_advice(obj)
+    found += rbac_advice(obj, settings)
     return [f"third-party chart: {message}" for message in found]
 
 
@@ -129,10 +135,10 @@ RESOURCE_RULES: tuple[ResourceRule, ...] = (
     ResourceRule(
         "rbac-grants",
         "No RBAC that hands over the cluster, its nodes or its Secrets: cluster-admin, bindings to everyone, "
-        "wildcards, escalate, bind, impersonate, nodes/proxy, pods/exec, every Secret.",
+        "wildcards, escalate, bind, impersonate, nodes/proxy, pods/exec, every Secret, a private key's Secret.",
         "mandatory",
         rbac_grants,
-        uses=(),
+        uses=("caIssuers",),
     ),
     ResourceRule(
         "data-store-ingress",
@@ -151,10 +157,57 @@ RESOURCE_RULES: tuple[ResourceRule, ...] = (
     ),
     ResourceRule(
         "public-routes-only",
-        "HTTPRoutes send (and mirror) requests only to a public API's Service and port; no TCP, TLS or UDP routes.",
+        "HTTPRoutes send (and mirror) requests only to a public API's Service and port; no TCP, TLS or UDP routes; "
+        "listeners admit routes of their own namespace only.",
         "mandatory",
         public_routes_only,
         uses=("namespace", "publicBackends"),
+    ),
+    ResourceRule(
+        "reference-grants",
+        "ReferenceGrants let only the cluster's Gateway (gatewayNamespace) read the public certificate, by name.",
+        "mandatory",
+        reference_grants,
+        uses=("namespace", "gatewayNamespace"),
+    ),
+    ResourceRule(
+        "ca-certificates",
+        "Certificates from the stack's CAs name only what their Secret serves (a Service's names in its "
+        "<service>-internal-tls...), are no CA, and roots come from their own self-signed Issuer.",
+        "mandatory",
+        ca_certificates,
+        uses=("namespace", "caIssuers"),
+    ),
+    ResourceRule(
+        "ca-keys",
+        "Only a CA's own Issuer signs with its Secret; no other Issuer names a key's Secret; no ClusterIssuer; "
+        "no Secret or ConfigMap of the program replaces one cert-manager writes or the clients trust.",
+        "mandatory",
+        ca_keys,
+        uses=("namespace", "caIssuers"),
+    ),
+    ResourceRule(
+        "admission-control",
+        "No webhooks or MutatingAdmissionPolicies; the program's ValidatingAdmissionPolicy bindings deny, "
+        "wherever their policy matches, and its policies fail closed.",
+        "mandatory",
+        admission_control,
+        uses=(),
+    ),
+    ResourceRule(
+        "controller-made-objects",
+        "No ControllerRevision or CertificateRequest: their controllers make them.",
+        "mandatory",
+        controller_made_objects,
+        uses=(),
+    ),
+    ResourceRule(
+        "rook-ceph",
+        "No CephCluster or other Rook kind but CephBlockPool and CephClient; CephClient caps are rbd profiles on "
+        "the stack's pools.",
+        "mandatory",
+        rook_ceph,
+        uses=("cephPools",),
     ),
     ResourceRule(
         "control-plane-restricted",
@@ -230,6 +283,13 @@ STACK_RULES: tuple[StackRule, ...] = (
         "mandatory",
         vm_safe_updates,
         uses=(*ROLE_CONTEXT, "vmSafe"),
+    ),
+    StackRule(
+        "admission-policies-bound",
+        "Every ValidatingAdmissionPolicy of the program has a binding of the program that names it.",
+        "mandatory",
+        admission_policies_bound,
+        uses=(),
     ),
 )
 RULES: tuple[ResourceRule | StackRule, ...] = RESOURCE_RULES + STACK_RULES

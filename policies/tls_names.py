@@ -57,9 +57,7 @@ def ca_of(ref: Any, settings: PackSettings) -> str | None:
 
 def ca_secrets(settings: PackSettings) -> dict[str, str]:
     """The Secrets of the stack's CA Issuers (of its namespace), by name → which CA's key."""
-    return {
-        key.split("/", 1)[1]: ca for key, ca in settings.ca_issuers.items() if key.split("/", 1)[0] == "Issuer"
-    }
+    return {key.split("/", 1)[1]: ca for key, ca in settings.ca_issuers.items() if key.split("/", 1)[0] == "Issuer"}
 
 
 def key_secret(name: str, settings: PackSettings) -> str | None:

@@ -22,6 +22,9 @@ from pathlib import Path
 from typing import Any
 
 from components.cloud.stack_config import settings_from_config
+from components.mechanism.certificates import public_issuer
+from components.mechanism.internal_ca import ca_phase
+from components.nodes import libvirt_tls
 from components.services.specs import public_routes
 from components.settings.model import Settings, SettingsError
 from policies.registry import RULES, ResourceRule, StackRule
@@ -40,6 +43,23 @@ def public_backends(settings: Settings) -> list[str]:
     return sorted({f"{route.backend}:{route.port}" for route in public_routes(settings)})
 
 
+def ca_issuers(settings: Settings) -> dict[str, str]:
+    """'<Kind>/<name>' of each issuer of the stack's CAs → which CA: those the program's certificates come from
+    (every trusted internal CA during a rotation)."""
+    tls, found = settings.tls, []
+    if tls.internal is not None and tls.internal.enabled:
+        found += [(ca.issuer, "internal") for ca in ca_phase(tls.internal).trusted]
+    if tls.libvirt is not None:
+        found.append((libvirt_tls.issuer(tls.libvirt), "libvirt"))
+    if tls.public is not None:
+        found.append((public_issuer(tls.public), "public"))
+    return {f"{ref['kind']}/{ref['name']}": ca for ref, ca in found}
+
+
+def ceph_pools(settings: Settings) -> list[str]:
+    return sorted(settings.ceph.pools.model_dump().values()) if settings.ceph is not None else []
+
+
 # The pack's properties that mirror a setting, and where in the settings each is.
 FROM_SETTINGS: dict[str, Callable[[Settings], Any]] = {
     "namespace": lambda s: s.namespace,
@@ -50,6 +70,9 @@ FROM_SETTINGS: dict[str, Callable[[Settings], Any]] = {
     "nodeSelectors": lambda s: s.node_selectors.model_dump(by_alias=True),
     "tlsRequired": lambda s: s.endpoints.scheme == "https",
     "publicBackends": public_backends,
+    "caIssuers": ca_issuers,
+    "gatewayNamespace": lambda s: s.gateway.existing.namespace if s.gateway and s.gateway.existing else "",
+    "cephPools": ceph_pools,
 }
 # The pack's properties no setting has: written with the pack's defaults (policies/settings.py).
 PACK_DEFAULTS = ("apiComponents", "databaseServices", "requiredRequests", "requiredLimits")

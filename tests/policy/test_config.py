@@ -122,6 +122,13 @@ def test_the_pack_reads_the_stacks_settings_from_its_config(stack: str) -> None:
             assert seen.tls_required is (settings.endpoints.scheme == "https")
         if "publicBackends" in rule.uses:
             assert bool(seen.public_backends) is (settings.gateway is not None)
+        if "caIssuers" in rule.uses:
+            assert seen.ca_issuers == generator.ca_issuers(settings)
+        if "gatewayNamespace" in rule.uses:
+            existing = settings.gateway.existing if settings.gateway else None
+            assert seen.gateway_namespace == (existing.namespace if existing else "")
+        if "cephPools" in rule.uses:
+            assert seen.ceph_pools == tuple(generator.ceph_pools(settings))
 
 
 def test_a_stack_enforces_every_policy_unless_its_settings_say_otherwise() -> None:
@@ -198,3 +205,15 @@ def test_pack_defaults_mirror_the_programs_defaults() -> None:
     assert dict(defaults.node_selectors) == program.node_selectors.model_dump(by_alias=True)
     assert defaults.tls_required is (program.endpoints.scheme == "https")
     assert defaults.public_backends == () and program.gateway is None  # no gateway, no route
+    assert dict(defaults.ca_issuers) == generator.ca_issuers(program) == {}  # no internal, libvirt or public CA
+    assert defaults.gateway_namespace == "" and defaults.ceph_pools == () and program.ceph is None
+
+
+def test_the_cas_are_the_issuers_of_the_stacks_certificates() -> None:
+    """Each CA the settings name, and both internal CAs while one replaces the other."""
+    rotation = {"selfSigned": True, "generation": 2, "rotation": {"phase": "trust"}}
+    settings = parse_settings({"tls": {"internal": rotation, "libvirt": {"issuer": {"kind": "Issuer", "name": "lv"}}}})
+    assert generator.ca_issuers(settings) == {
+        "Issuer/internal-ca": "internal", "Issuer/internal-ca-2": "internal", "Issuer/lv": "libvirt"}  # fmt: skip
+    assert generator.ca_issuers(parse_settings({"tls": {"internal": {"plainText": True}}})) == {}
+    assert generator.ceph_pools(stack_settings("prod")) == ["backups", "images", "vms", "volumes"]

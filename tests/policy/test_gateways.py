@@ -174,3 +174,96 @@ def test_the_rules_leave_other_kinds_alone() -> None:
         run_policy("gateway-listeners-tls", {**gateway(listener("HTTP", 80)), "apiVersion": "example.org/v1"}, PROD)
         == []
     )
+
+
+def test_a_port_that_is_no_whole_number_is_no_public_port() -> None:
+    assert run_policy("public-routes-only", _route(**_to("keystone-api", 5000.5)), PROD)
+
+
+@pytest.mark.parametrize(
+    ("allowed", "field"),
+    [
+        ({"namespaces": {"from": "All"}}, 'spec.listeners[0].allowedRoutes.namespaces.from="All"'),
+        ({"namespaces": {"from": "Selector", "selector": {"matchLabels": {"x": "y"}}}}, '"Selector" is not allowed'),
+    ],
+)
+def test_a_listener_that_admits_other_namespaces_routes_is_refused(allowed: dict[str, Any], field: str) -> None:
+    manifest = gateway(listener("HTTPS", 443, tls=CERTIFICATE, allowedRoutes=allowed))
+    [message] = run_policy("public-routes-only", manifest, PROD)
+    assert field in message and "allowed: Same (the default)" in message
+
+
+def test_a_gateway_that_admits_other_namespaces_listener_sets_is_refused() -> None:
+    manifest = gateway(listener("HTTPS", 443, tls=CERTIFICATE))
+    manifest["spec"]["allowedListeners"] = {"namespaces": {"from": "All"}}
+    [message] = run_policy("public-routes-only", manifest, PROD)
+    assert 'spec.allowedListeners.namespaces.from="All" is not allowed; allowed: None or Same' in message
+    manifest["spec"]["allowedListeners"] = {"namespaces": {"from": "Same"}}
+    same = {"namespaces": {"from": "Same"}, "kinds": [{"kind": "HTTPRoute"}]}
+    manifest["spec"]["listeners"][0]["allowedRoutes"] = same
+    assert run_policy("public-routes-only", manifest, PROD) == []
+
+
+def test_the_stacks_gateway_passes(stack_plan: Plan) -> None:
+    config = load_config(stack_plan.stack)
+    for found in objects(stack_plan, "Gateway").values():
+        manifest = {k: found.inputs[k] for k in ("apiVersion", "kind", "metadata", "spec")}
+        assert run_policy("public-routes-only", manifest, config) == []
+
+
+def grant(to: list[dict[str, Any]], from_: list[dict[str, Any]] | None = None, namespace: str = "openstack") -> dict:
+    return {
+        "apiVersion": "gateway.networking.k8s.io/v1beta1",
+        "kind": "ReferenceGrant",
+        "metadata": {"name": "public-tls-for-gateway", "namespace": namespace},
+        "spec": {
+            "from": from_ or [{"group": "gateway.networking.k8s.io", "kind": "Gateway", "namespace": "gateways"}],
+            "to": to,
+        },
+    }
+
+
+PUBLIC_TLS = {"group": "", "kind": "Secret", "name": "public-tls"}
+
+
+def test_the_stacks_grants_pass_and_name_the_gateways_namespace(stack_plan: Plan) -> None:
+    config = load_config(stack_plan.stack)
+    grants = objects(stack_plan, "ReferenceGrant")
+    gateway_setting = stack_plan.settings.gateway
+    assert bool(grants) is (gateway_setting is not None and gateway_setting.existing is not None)
+    for found in grants.values():
+        assert config["reference-grants"]["gatewayNamespace"] == "gateways"
+        manifest = {k: found.inputs[k] for k in ("apiVersion", "kind", "metadata", "spec")}
+        assert run_policy("reference-grants", manifest, config) == []
+
+
+@pytest.mark.parametrize(
+    ("manifest", "found"),
+    [
+        (grant([{"group": "", "kind": "Service"}]), 'spec.to[0]={"group": "", "kind": "Service"} is not allowed'),
+        (grant([{"group": "", "kind": "Service", "name": "mariadb"}]), "another namespace's routes would reach it"),
+        (grant([{"group": "", "kind": "Secret"}]), "without a name it grants every Secret"),
+        (grant([{"group": "", "kind": "Secret", "name": "internal-ca"}]), "another namespace's objects would read it"),
+        (
+            grant([PUBLIC_TLS], [{"group": "gateway.networking.k8s.io", "kind": "HTTPRoute", "namespace": "tenant"}]),
+            'spec.from[0]={"group": "gateway.networking.k8s.io", "kind": "HTTPRoute", "namespace": "tenant"}',
+        ),
+        (
+            grant([PUBLIC_TLS], [{"group": "gateway.networking.k8s.io", "kind": "Gateway", "namespace": "tenant"}]),
+            "allowed: Gateways of namespace gateways",
+        ),
+        (grant([PUBLIC_TLS], namespace="kube-system"), 'metadata.namespace="kube-system" is not allowed'),
+    ],
+)
+def test_a_grant_beyond_the_public_certificate_for_the_clusters_gateway_is_refused(
+    manifest: dict[str, Any], found: str
+) -> None:
+    [message] = run_policy("reference-grants", manifest, PROD)
+    assert found in message and message.startswith("ReferenceGrant ")
+
+
+def test_without_the_clusters_gateway_no_grant_passes() -> None:
+    config = load_config("dev")
+    assert config["reference-grants"]["gatewayNamespace"] == ""
+    [message] = run_policy("reference-grants", grant([PUBLIC_TLS]), config)
+    assert "allowed: none (no Gateway of the cluster)" in message

@@ -48,7 +48,7 @@ def test_one_policy_per_rule_with_its_type_level_and_config_schema() -> None:
         schema = policy.config_schema.properties if policy.config_schema else {}
         assert schema == {name: PROPERTIES[name] for name in rule.uses}
         assert all("default" in spec and "description" in spec for spec in schema.values())
-    assert len(STACK_RULES) == 3
+    assert len(STACK_RULES) == 4
 
 
 def test_unknown_values_elsewhere_do_not_stop_a_rule() -> None:

@@ -133,3 +133,37 @@ def test_messages_say_why() -> None:
     [message] = messages(check_objects([k8s_object(binding("cluster-admin"))], STAGING))
     assert message.startswith('ClusterRoleBinding b: binding: roleRef.name="cluster-admin" is not allowed')
     assert message.endswith("(cluster-admin holds every right in the cluster)")
+
+
+KEYS: list[tuple[str, dict[str, Any], str]] = [
+    ("the-internal-ca", role(rule(["secrets"], ["get"], resourceNames=["internal-ca"])),
+     'rules[0].resourceNames[0]="internal-ca" is not allowed; allowed: Secrets that hold no private key '
+     "(Secret internal-ca holds the internal CA's key"),
+    ("a-server-key", role(rule(["secrets"], ["get"], resourceNames=["keystone-fernet-keys", "mariadb-internal-tls"])),
+     'rules[0].resourceNames[1]="mariadb-internal-tls"'),
+    ("a-client-key-written", role(rule(["secrets"], ["update"], resourceNames=["mariadb-client-tls"])),
+     'resourceNames[0]="mariadb-client-tls"'),
+    ("the-public-key-cluster-wide", role(rule(["secrets"], ["watch"], ["*"], resourceNames=["public-tls"]),
+                                         kind="ClusterRole"), 'resourceNames[0]="public-tls"'),
+    ("rooks-admin-key", role(rule(["secrets"], ["get"], resourceNames=["rook-ceph-mon"])),
+     "the Ceph cluster's admin key"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("manifest", "field"), [c[1:] for c in KEYS], ids=[c[0] for c in KEYS])
+def test_a_secret_that_holds_a_private_key_is_named_by_no_role(manifest: dict[str, Any], field: str) -> None:
+    """Named Secrets pass the rule above; a CA's or a certificate's key does not, in a chart's RBAC either."""
+    for parent in ("", CHART):
+        violations = check_objects([k8s_object(manifest, parent)], load_config("staging"))
+        assert [(v.policy, v.enforcement) for v in violations] == [("rbac-grants", "mandatory")]
+        assert field in violations[0].message, violations[0].message
+
+
+def test_the_ca_bundle_jobs_rights_pass() -> None:
+    """It reads a CA's trust copy (a certificate good for no TLS peer) and writes the bundle."""
+    bundle = role(rule(["secrets"], ["get"], resourceNames=["internal-ca-trust"]),
+                  rule(["secrets"], ["get", "update"], resourceNames=["internal-ca-bundle"]))  # fmt: skip
+    assert check_objects([k8s_object(bundle)], load_config("staging")) == []
+    # The CA of another stack's settings is no CA of staging's.
+    assert check_objects([k8s_object(role(rule(["secrets"], ["get"], resourceNames=["libvirt-ca"])))],
+                         load_config("staging")) == []  # fmt: skip
