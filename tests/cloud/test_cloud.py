@@ -366,6 +366,10 @@ def test_a_changed_stack_applied_as_pulumi_up_does_what_against_predicted(report
     assert found["calls_before_apply"] > 0 and found["failed_before_apply"] == 0, found["by_client"]
     assert found["failed_outside_restarts"] == 0, found["failures"]
     assert found["vm_expected_to_survive"] is True and found["vm_survived"] is True, found["vm"]
+    # The change itself, as Nova reports it to Placement: each compute node's MEMORY_MB reserved is the new value.
+    effect = found["took_effect"]
+    assert effect["hosts"] and effect["matches"], effect
+    assert effect["expected_mb"] == found["change"]["after"], effect
     assert found["ok"]
 
 

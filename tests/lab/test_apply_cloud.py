@@ -10,6 +10,8 @@ are small hand-made ones with the staging stack's settings.
 from __future__ import annotations
 
 import dataclasses
+import json
+import subprocess
 import threading
 import time
 from collections.abc import Iterator
@@ -20,6 +22,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import plan_of
+from tests.lab.cloud import apply_scenario
 from tests.lab.cloud.apply import apply
 from tests.lab.cloud.cluster import Cluster
 from tests.lab.cloud.deploy import Cloud, Workload
@@ -286,3 +289,32 @@ def test_a_backup_the_new_plan_adds_is_taken_and_awaited_before_what_waits_for_i
     taken = cloud.workload("mariadb-backup-before-2026-1")
     assert taken.status()["conditions"][0]["reason"] == "JobComplete"
     assert "Job/mariadb-backup-before-2026-1" not in applied.jobs_run  # a Backup, not a Job of the plan
+
+
+def _pod(reserved: dict[str, int]) -> Any:
+    """A stand-in for the user's pod (tests/lab/cloud/userpod.py): Placement cannot run here."""
+    return _Placement(reserved)
+
+
+class _Placement:
+    """The user's pod, answering the inventory script with what Placement would say."""
+
+    def __init__(self, reserved: dict[str, int]) -> None:
+        self.home = Path("/nonexistent")
+        self.reserved = reserved
+
+    def run(self, argv: list[str], **kwargs: Any) -> subprocess.CompletedProcess[str]:
+        return subprocess.CompletedProcess(argv, 0, json.dumps(self.reserved), "")
+
+
+def test_a_change_took_effect_when_every_node_of_the_group_reports_the_new_reserved_memory(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(apply_scenario, "INVENTORY_WAIT_SECONDS", 0.0)
+    hosts = ["node-c1", "node-c2"]
+    done = apply_scenario.took_effect(_pod({"node-c1": 1536, "node-c2.lab": 1536}), Path("python"), {}, hosts,
+                                      1536)  # fmt: skip
+    assert done["matches"], done
+    stale = apply_scenario.took_effect(_pod({"node-c1": 1536, "node-c2": 2048}), Path("python"), {}, hosts, 1536)
+    assert not stale["matches"]  # one node still reports the old value: the change has not taken effect there
+    assert not apply_scenario.took_effect(_pod({"node-c1": 1536}), Path("python"), {}, hosts, 1536)["matches"]

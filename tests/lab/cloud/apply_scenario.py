@@ -13,11 +13,14 @@ the libvirt restart, while the user's VM runs:
 4. The verdict: the pods that rolled and the Jobs that ran against the prediction
    (tests/lab/cloud/prediction.py), the failed calls against the rollouts' windows, and the VM: alive
    (the same QEMU, its console still counting) exactly when the prediction's `vms.kills_vms` says so.
+5. The change took effect, not only rolled: Placement's MEMORY_MB inventory of each compute node reports
+   the new `reserved` (nova-compute reports reserved_host_memory_mb there when it starts and every minute).
 """
 
 from __future__ import annotations
 
 import json
+import subprocess
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -44,6 +47,53 @@ COMPUTE_KEY = "openstack:compute"
 SETTING = "compute.nodeGroups[0].reservedHostMemoryMb"
 STEP_MB = 512
 DEFAULT_RESERVED_MB = 2048  # components/settings/model.py NodeGroup.reserved_host_memory_mb
+# nova-compute reports its inventory at start and then every update_resources_interval (60 s by default).
+INVENTORY_WAIT_SECONDS = 180.0
+# Run in the user's pod with the admin's OS_* variables: each resource provider's MEMORY_MB `reserved`.
+RESERVED_SCRIPT = """
+import json, openstack
+placement = openstack.connect().placement
+providers = placement.get("/resource_providers").json()["resource_providers"]
+found = {}
+for provider in providers:
+    inventories = placement.get(f"/resource_providers/{provider['uuid']}/inventories").json()["inventories"]
+    if "MEMORY_MB" in inventories:
+        found[provider["name"]] = inventories["MEMORY_MB"]["reserved"]
+print(json.dumps(found))
+"""
+
+
+def reserved_memory(user: UserPod, python: Path, admin: Mapping[str, str]) -> dict[str, int]:
+    """Placement's MEMORY_MB reserved of each compute node (its resource provider's name is the host's)."""
+    env = {"PATH": f"{python.parent}:/usr/bin:/bin", "HOME": str(user.home), **admin}
+    done = user.run([str(python), "-c", RESERVED_SCRIPT], env=env, capture_output=True, timeout=120)
+    if done.returncode != 0:
+        raise RuntimeError(f"placement inventories: {done.stderr[-500:]}")
+    return dict(json.loads(done.stdout))
+
+
+def compute_hosts(cloud: Cloud) -> list[str]:
+    """The nodes of the first compute node group, the one the change is made to (Nova's host is the node's name)."""
+    settings = cloud.plan.settings
+    selector = {**settings.node_selectors.compute, **settings.compute.node_groups[0].node_selector}
+    return sorted(node.name for node in cloud.cluster.labelled(selector))
+
+
+def took_effect(user: UserPod, python: Path, admin: Mapping[str, str], hosts: list[str], after: int) -> dict[str, Any]:
+    """Whether every compute node of the group reports the new reserved memory within INVENTORY_WAIT_SECONDS."""
+    deadline = time.monotonic() + INVENTORY_WAIT_SECONDS
+    while True:
+        seen: dict[str, Any]
+        try:
+            seen = dict(reserved_memory(user, python, admin))
+        except (RuntimeError, ValueError, subprocess.TimeoutExpired) as error:
+            seen = {"error": str(error)[:300]}
+        # A provider is named by its hypervisor's hostname: the node's name, or a name under it.
+        of_host = {host: [v for name, v in seen.items() if name.split(".")[0] == host] for host in hosts}
+        matches = bool(hosts) and all(found == [after] for found in of_host.values())
+        if matches or time.monotonic() > deadline:
+            return {"placement_reserved_mb": seen, "expected_mb": after, "hosts": hosts, "matches": matches}
+        time.sleep(10)
 
 
 def changed_stack_file(stack_file: Path, out: Path) -> tuple[Path, dict[str, Any]]:
@@ -99,6 +149,7 @@ def prove(
         calls = stop_all(clients)
     signs_after = vm_signs(cloud, host, instance, server_id, deep=True)
     vm_survived = survived(signs_before, signs_after, began)
+    effect = took_effect(user, python, admin, compute_hosts(cloud), change["after"])
     expected = not diff["vms"]["kills_vms"]
     check = predicted_vs_actual(diff, applied, {**skipped, **not_compared(cloud)})
     restarts = [Restart(ref, r.why, r.began, r.ended) for ref, r in applied.rolled.items()]
@@ -110,6 +161,7 @@ def prove(
         and calls_seen["failed_before_apply"] == 0
         and calls_seen["failed_outside_restarts"] == 0
         and vm_survived == expected
+        and effect["matches"]
     )
     log(f"apply: {change['setting']} {change['before']} -> {change['after']}: rolled {sorted(applied.rolled)}, "
         f"jobs {sorted(applied.jobs_run)}, prediction matches {check['matches']}, calls {calls_seen['calls']}, "
@@ -121,6 +173,7 @@ def prove(
         **applied.as_dict(),
         "predicted_vs_actual": check,
         **calls_seen,
+        "took_effect": effect,
         "vm_survived": vm_survived,
         "vm_expected_to_survive": expected,
         "vm_verdict": diff["vms"]["verdict"],
