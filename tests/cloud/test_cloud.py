@@ -337,6 +337,15 @@ def test_vm_safety_of_the_topology(report: dict[str, Any]) -> None:
     restart = report["libvirt_restart"]
     assert restart["qemu_pid_before"] is not None, "no running QEMU to restart libvirt under"
     assert restart["new_pod_ready"] is True
+    if restart.get("guest_panic_before"):
+        # The guest's kernel had died before the restart (seen after TCG live migrations: an oops in its timer
+        # wheel, tests/lab/cloud/vmsafety.py PANIC), so its console cannot show the restart's effect; QEMU can:
+        # the same process afterwards where the topology keeps VMs, none where it kills them. The panic is
+        # listed in not_run, not excused silently.
+        assert any("panicked" in item["what"] for item in report["not_run"]), report["not_run"]
+        kept = restart["qemu_pid_after"] == restart["qemu_pid_before"] is not None
+        assert kept is SURVIVES[report["topology"]], restart
+        return
     assert restart["vm_survived"] is SURVIVES[report["topology"]], restart
     if not restart["vm_survived"]:
         assert restart["qemu_pid_after"] is None, "the old QEMU runs on, but the guest stopped talking"

@@ -621,6 +621,14 @@ def run(
                 since = time.monotonic()
                 result = restart_libvirt(cloud, server["host"], server["instance_name"], server["id"], log)
                 report.libvirt_restart = result.as_dict()
+                if result.guest_panic_before:  # judged by QEMU alone (tests/cloud/test_cloud.py), and said here
+                    report.not_run.append(
+                        {
+                            "what": "the libvirt restart seen from the guest: its kernel panicked before the restart",
+                            "why": "under QEMU's software emulation (TCG), after its live migrations: "
+                            + result.guest_panic_before,
+                        }
+                    )
                 phase("libvirt_restart", since)
             if tempest:  # last: the other checks stay as fast, and it sees the cloud they left
                 since = time.monotonic()

@@ -11,6 +11,7 @@ they are the pod's.
 from __future__ import annotations
 
 import os
+import re
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
@@ -40,6 +41,8 @@ class RestartResult:
     vm_survived: bool
     signs_before: dict[str, object]  # VmSigns.as_dict(): freshness and whether QEMU ran, for a failure's why
     signs_after: dict[str, object]
+    # The guest kernel's panic, when its console shows one before the restart: it was dead before the event.
+    guest_panic_before: str | None = None
 
     def as_dict(self) -> dict[str, object]:
         return asdict(self)
@@ -75,6 +78,20 @@ def _qemu_pid(instance: str, host: str) -> int | None:
 
 def _console_log(cloud: Cloud, host: str, instance_dir_uuid: str) -> Path:
     return cloud.cluster.node(host).host_path("/var/lib/nova") / "instances" / instance_dir_uuid / "console.log"
+
+
+# How a guest kernel's death begins on its console (an oops, then the panic that stops it).
+PANIC = re.compile(r"^.*(general protection fault|BUG: |Oops: |Kernel panic - not syncing).*$", re.M)
+
+
+def guest_panic(cloud: Cloud, host: str, instance_dir_uuid: str) -> str | None:
+    """The first line of a kernel oops or panic on the guest's console, if it has one."""
+    try:
+        text = _console_log(cloud, host, instance_dir_uuid).read_text(errors="replace").replace("\r", "")
+    except OSError:
+        return None
+    found = PANIC.search(text)
+    return found.group(0).strip()[:300] if found else None
 
 
 def _alive_lines(cloud: Cloud, host: str, instance_dir_uuid: str) -> int:
@@ -165,6 +182,9 @@ def restart_libvirt(
 ) -> RestartResult:
     _, old = _libvirt_pod(cloud, host)
     before = vm_signs(cloud, host, instance, server_id, deep=True)
+    panic = guest_panic(cloud, host, server_id)
+    if panic:
+        log(f"vm-safety: the guest of {instance} panicked before the restart: {panic}")
     log(f"vm-safety: deleting pod {old.plan.name} on {host} under {instance}: {before.as_dict()}")
     deleted_at = time.time()
     cloud.delete_pod(old.plan.name)
@@ -187,6 +207,7 @@ def restart_libvirt(
         kept,
         before.as_dict(),
         after.as_dict(),
+        panic,
     )
 
 
