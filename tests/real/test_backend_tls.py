@@ -189,11 +189,12 @@ def front(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Front]:
     cinder = next(p for p in policies if p["metadata"]["name"] == "cinder-api-backend-tls")
     cinder["spec"]["validation"]["caCertificateRefs"][0]["name"] = "no-such-ca"
 
-    # What the Job internal-ca-bundle writes from staging's one trusted CA (components/infrastructure/ca_rotation.py).
+    # What the Job internal-ca-bundle writes from staging's one trusted CA into the ConfigMap of its trust
+    # Secret's name, which the policies name (components/scripts/write_ca_bundle.py).
     bundle = {"ca.crt": issued("internal-ca-trust").data["ca.crt"]}
 
     def lookup(kind: str, namespace: str, name: str) -> dict[str, str] | None:
-        if (kind, namespace, name) == ("Secret", NAMESPACE, "internal-ca-bundle"):
+        if (kind, namespace, name) == ("ConfigMap", NAMESPACE, "internal-ca-trust"):
             return bundle
         found = certs.secrets.get((namespace, name)) if kind == "Secret" else None
         return dict(found.data) if found else None
