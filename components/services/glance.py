@@ -20,10 +20,9 @@ PORT = 9292
 UPLOAD_TIMEOUT = "6h"  # the gateway's wait for an image upload or download (HTTPRoute timeouts.request)
 IMAGES = "/var/lib/glance/images"
 # glance_store's two reserved stores: image data staged by import (glance-direct, web-download) and
-# the tasks' files, on the pod's scratch volume (glance.scratchSize); glance_store's filesystem driver
-# creates a store's directory when it is missing.
-SCRATCH = "/var/lib/glance/scratch"
-STAGING, TASKS = f"{SCRATCH}/staging", f"{SCRATCH}/tasks"
+# the tasks' files, each on a scratch volume of the pod's (glance.scratchSize). Directly under
+# /var/lib/glance, which Kolla's image has: the Jobs that read glance-api.conf mount no scratch volume.
+STAGING, TASKS = "/var/lib/glance/staging", "/var/lib/glance/tasks"
 MANAGE = ("glance-manage", "--config-file", f"{CONFIG_DIR}/glance-api.conf")
 # Image data arrives as a chunked body (Nova's snapshots, glanceclient's uploads); kolla-ansible gives
 # Glance's uWSGI parts of up to 64 MiB (its glance role's service_uwsgi_config_chunked_input_limit).
@@ -181,7 +180,8 @@ def glance(settings: Settings) -> ServiceSpec:
     on_rbd = settings.glance.backend == "rbd" and settings.ceph is not None
     config_files = conf_files(settings)
     keyrings = ceph.keyrings(settings.ceph, (settings.ceph.clients.glance,) if on_rbd and settings.ceph else ())
-    scratch_volume, scratch_mount = scratch("glance-scratch", settings.glance.scratch_size, SCRATCH)
+    staging_volume, staging_mount = scratch("glance-staging", settings.glance.scratch_size, STAGING)
+    tasks_volume, tasks_mount = scratch("glance-tasks", settings.glance.scratch_size, TASKS)
     return ServiceSpec(
         name="glance",
         config_dir=CONFIG_DIR,
@@ -213,8 +213,8 @@ def glance(settings: Settings) -> ServiceSpec:
                 ),
                 config_files=config_files,
                 claims=claims,
-                extra_volumes=(*keyrings[0], scratch_volume),
-                extra_mounts=(*keyrings[1], scratch_mount),
+                extra_volumes=(*keyrings[0], staging_volume, tasks_volume),
+                extra_mounts=(*keyrings[1], staging_mount, tasks_mount),
                 # Image import stages data on one replica; the others proxy to it at this URL
                 # (unset, glance disables the proxying). Per pod, so through oslo.config's
                 # OS_<GROUP>__<OPTION> variables, which it reads before the files. Under internal

@@ -201,8 +201,8 @@ class Glance(Model):
     )
     scratch_size: ByteQuantity = Field(
         "20Gi",
-        description="each glance-api pod's scratch volume (an emptyDir of this sizeLimit) for images staged by "
-        "an import and the tasks' files: at least the largest image imported at once",
+        description="each glance-api pod's scratch volumes (emptyDirs of this sizeLimit) for images staged by "
+        "an import and for the tasks' files: at least the largest image imported at once",
     )
 
 
