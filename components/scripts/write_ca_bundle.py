@@ -139,21 +139,29 @@ def updated(current: dict[str, Any], encoded: str, wanted_labels: dict[str, str]
     return {**current, "metadata": {**metadata, **changed}, "data": data}
 
 
+def read_or_create(api: KubeApi, path: str, created: dict[str, Any]) -> dict[str, Any] | None:
+    """The object at `path` as it is; where there is none, `created` is created and None returned."""
+    kind, name = created["kind"], created["metadata"]["name"]
+    try:
+        return dict(api.get(path))
+    except KubeError as error:
+        if error.status != 404:
+            sys.exit(f"GET {kind} {api.namespace}/{name}: {error}")
+    try:
+        api.create(path.rsplit("/", 1)[0], created)  # the collection the object is named in
+    except KubeError as failed:
+        sys.exit(f"create {kind} {api.namespace}/{name}: {failed}")
+    return None
+
+
 def write_config_map(api: KubeApi, name: str, root: bytes, wanted_labels: dict[str, str]) -> None:
     """The ConfigMap `name` with `ca.crt` the one certificate `root`, created or replaced; untouched if it is."""
     data = {"ca.crt": pem([root])}
     path = f"/api/v1/namespaces/{api.namespace}/configmaps/{name}"
-    try:
-        current = api.get(path)
-    except KubeError as error:
-        if error.status != 404:
-            sys.exit(f"GET ConfigMap {api.namespace}/{name}: {error}")
-        metadata = {"name": name, "namespace": api.namespace, "labels": wanted_labels}
-        created = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": metadata, "data": data}
-        try:
-            api.create(f"/api/v1/namespaces/{api.namespace}/configmaps", created)
-        except KubeError as failed:
-            sys.exit(f"create ConfigMap {api.namespace}/{name}: {failed}")
+    metadata = {"name": name, "namespace": api.namespace, "labels": wanted_labels}
+    created = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": metadata, "data": data}
+    current = read_or_create(api, path, created)
+    if current is None:
         print(f"created ConfigMap {name}: SHA-256 {hashlib.sha256(root).hexdigest()[:16]}")
         return
     metadata = current.get("metadata") or {}
@@ -181,18 +189,11 @@ def main(api: KubeApi | None = None) -> None:
     fingerprints = ", ".join(hashlib.sha256(der).hexdigest()[:16] for der in bundle)
     encoded = base64.b64encode(pem(bundle).encode()).decode()
     path = api.secret_path(name)
-    try:
-        current = api.get(path)
-    except KubeError as error:
-        if error.status != 404:
-            sys.exit(f"GET Secret {api.namespace}/{name}: {error}")
-        created = {"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
-                   "metadata": {"name": name, "namespace": api.namespace, "labels": wanted_labels},
-                   "data": {"ca.crt": encoded}}  # fmt: skip
-        try:
-            api.create(f"/api/v1/namespaces/{api.namespace}/secrets", created)
-        except KubeError as failed:
-            sys.exit(f"create Secret {api.namespace}/{name}: {failed}")
+    created = {"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
+               "metadata": {"name": name, "namespace": api.namespace, "labels": wanted_labels},
+               "data": {"ca.crt": encoded}}  # fmt: skip
+    current = read_or_create(api, path, created)
+    if current is None:
         print(f"created Secret {name}: {len(bundle)} CA(s), SHA-256 {fingerprints}")
         return
     replacement = updated(current, encoded, wanted_labels)

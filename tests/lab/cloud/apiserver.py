@@ -74,6 +74,18 @@ def _selector(text: str) -> dict[str, str]:
     return dict(t.replace("==", "=").split("=", 1) for t in terms)
 
 
+def _replace_refused(resource: str, name: str, metadata: Manifest, stored: Manifest) -> tuple[int, Manifest] | None:
+    """Why the API server refuses an update of `stored` with `metadata`: another name than the URL's, or a
+    resourceVersion that is not the stored one (optimistic concurrency); None when it takes it."""
+    if metadata.get("name") != name:
+        return 400, status(400, "BadRequest", "the name of the object does not match the URL")
+    if metadata.get("resourceVersion") != stored["metadata"]["resourceVersion"]:
+        return 409, status(409, "Conflict", f'Operation cannot be fulfilled on {resource} "{name}": the object has '
+                                            "been modified; please apply your changes to the latest version and "
+                                            "try again")  # fmt: skip
+    return None
+
+
 @dataclass
 class LabApiServer:
     world: LabWorld
@@ -400,12 +412,9 @@ class LabApiServer:
         if stored is None:
             return 404, status(404, "NotFound", f'secrets "{name}" not found')
         metadata = body.get("metadata") or {}
-        if metadata.get("name") != name:
-            return 400, status(400, "BadRequest", "the name of the object does not match the URL")
-        if metadata.get("resourceVersion") != stored["metadata"]["resourceVersion"]:
-            return 409, status(409, "Conflict", f'Operation cannot be fulfilled on secrets "{name}": the object has '
-                                                "been modified; please apply your changes to the latest version and "
-                                                "try again")  # fmt: skip
+        refused = _replace_refused("secrets", name, metadata, stored)
+        if refused is not None:
+            return refused
         try:
             decoded = {k: base64.b64decode(v, validate=True).decode() for k, v in (body.get("data") or {}).items()}
         except (binascii.Error, ValueError):
@@ -454,11 +463,9 @@ class LabApiServer:
         if stored is None:
             return 404, status(404, "NotFound", f'configmaps "{name}" not found')
         metadata = body.get("metadata") or {}
-        if metadata.get("name") != name:
-            return 400, status(400, "BadRequest", "the name of the object does not match the URL")
-        if metadata.get("resourceVersion") != stored["metadata"]["resourceVersion"]:
-            return 409, status(409, "Conflict", f'Operation cannot be fulfilled on configmaps "{name}": the object '
-                                                "has been modified")  # fmt: skip
+        refused = _replace_refused("configmaps", name, metadata, stored)
+        if refused is not None:
+            return refused
         updated = copy.deepcopy(body)
         updated["metadata"] = {**metadata, "namespace": namespace, "resourceVersion": self._next_version()}
         self.objects_[("", "configmaps", namespace, name)] = updated
